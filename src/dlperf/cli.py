@@ -1,0 +1,268 @@
+"""The `dlperf` command. Thin: parse, call, print. Heavy imports happen inside commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dlperf import __version__
+from dlperf.errors import DlperfError
+
+DB_HELP = "results database: a SQLite path or an SQLAlchemy URL [env DLPERF_DB; default ~/.local/share/dlperf/results.sqlite]"
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    console = Console(stderr=stderr, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped or logged output: do not fold tables to 80 columns.
+        console = Console(stderr=stderr, soft_wrap=False, width=160)
+    return console
+
+
+def _store(db: str | None) -> Any:
+    from dlperf.store import Store
+
+    return Store(db)
+
+
+db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="dlperf")
+def cli() -> None:
+    """dlperf: how fast, how efficiently and at what cost deep-learning work runs, and why.
+
+    Start with `dlperf doctor`, then `dlperf run smoke --quick`.
+    """
+
+
+@cli.command()
+def doctor() -> None:
+    """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest."""
+    from rich.table import Table
+
+    from dlperf.doctor import all_checks
+
+    table = Table(title="dlperf doctor", title_justify="left")
+    for col in ("section", "item", "", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in all_checks():
+        table.add_row(c.section, c.name, "[green]yes[/]" if c.ok else "[red]no[/]", c.detail)
+    _console().print(table)
+
+
+@cli.command("list")
+def list_cmd() -> None:
+    """Studies that ship with dlperf, workloads, and framework adapters."""
+    from dlperf.frameworks import REGISTRY as FRAMEWORKS
+    from dlperf.studies import shipped_studies
+    from dlperf.studies.loader import read_study_file
+    from dlperf.workloads import REGISTRY as WORKLOADS
+
+    console = _console()
+    console.print("[bold]studies[/]")
+    for name, path in shipped_studies().items():
+        sf = read_study_file(path)
+        quick = " (has --quick)" if sf.quick else ""
+        console.print(f"  {name:<12} {sf.description}{quick}", highlight=False)
+    console.print("[bold]workloads[/]")
+    for name, cls in sorted(WORKLOADS.items()):
+        w = cls()
+        console.print(f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]", highlight=False)
+    console.print("[bold]frameworks[/]")
+    for name, cls in sorted(FRAMEWORKS.items()):
+        fw = cls()
+        state = f"installed {fw.version}" if fw.available() else f"not installed ({fw.install_hint})"
+        console.print(f"  {name:<12} {state}", highlight=False)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--quick", is_flag=True, help="run the study's quick variant")
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device: cpu, cuda, cuda:N (repeatable)")
+@click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
+@click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
+@click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="worker time-out per case, seconds (overrides the study)")
+@click.option("--mem-limit", "mem_limit_mb", type=click.IntRange(min=1), default=None,
+              help="memory cap per worker, MiB (overrides the study)")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="timer budget per case, seconds (overrides the study)")
+@db_option
+def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
+        resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
+        threads: int | None, budget_s: float | None, db: str | None) -> None:
+    """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
+    from dlperf.report.tables import render_terminal
+    from dlperf.runner.sweep import run_study
+    from dlperf.studies import load_study
+
+    loaded = load_study(study, quick=quick)
+    store = _store(db)
+    console = _console()
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
+    summary = run_study(
+        loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
+        retry_failed=retry_failed,
+        overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s},
+        console=console,
+    )
+    run_row = store.run(summary.run_id)
+    render_terminal(run_row, store.environment(run_row["env_id"]), store.results(summary.run_id), console)
+    console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
+    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
+                  f"dlperf export {summary.run_id} --format csv", highlight=False)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@db_option
+def runs(limit: int, db: str | None) -> None:
+    """The most recent runs in the store."""
+    from rich.table import Table
+
+    rows = _store(db).list_runs(limit)
+    table = Table(title="runs", title_justify="left")
+    for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["study"], r["variant"], r["status"], f"{r['n_done'] or 0}/{r['n_cases']}",
+                      str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@db_option
+def show(run_ref: str, db: str | None) -> None:
+    """The results table of RUN (an id, a unique prefix, or `latest`)."""
+    from dlperf.report.tables import render_terminal
+
+    store = _store(db)
+    run_row = store.run(run_ref)
+    render_terminal(run_row, store.environment(run_row["env_id"]), store.results(run_row["id"]), _console())
+
+
+@cli.command()
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@db_option
+def compare(run_a: str, run_b: str, db: str | None) -> None:
+    """Per-case ratio RUN_B / RUN_A of median times, with a Mann-Whitney U test on the raw samples."""
+    from rich.table import Table
+
+    from dlperf.measure import format_time
+    from dlperf.report.compare import ALPHA, compare_runs, environment_differences
+
+    store = _store(db)
+    ra, rb = store.run(run_a), store.run(run_b)
+    console = _console()
+    if ra["env_id"] != rb["env_id"]:
+        diffs = environment_differences(store.environment(ra["env_id"]), store.environment(rb["env_id"]))
+        console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
+                      "ratios below compare different machines or software:", highlight=False)
+        for key, va, vb in diffs[:12]:
+            console.print(f"  {key}: {va!r} -> {vb!r}", highlight=False)
+    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]))
+    table = Table(title=f"compare A={ra['id']}  B={rb['id']}", title_justify="left")
+    for col in ("case", "A median", "B median", "B/A", "p (MWU)", "verdict"):
+        table.add_column(col, overflow="fold")
+    for c in rows:
+        case = c.case_key + (f" #{c.repetition}" if c.repetition else "")
+        style = {"faster": "green", "slower": "red"}.get(c.verdict)
+        table.add_row(case, format_time(c.median_a_s), format_time(c.median_b_s),
+                      "-" if c.ratio is None else f"{c.ratio:.3f}",
+                      "-" if c.p_value is None else f"{c.p_value:.3g}", c.verdict, style=style)
+    console.print(table)
+    console.print(f"B/A < 1: B is faster. 'within noise': Mann-Whitney U two-sided p >= {ALPHA}.", highlight=False)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="write to this file instead of stdout")
+@db_option
+def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
+    """RUN's results as CSV (one flat row per case) or JSON (everything, raw samples included)."""
+    from dlperf.store.export import to_csv, to_json
+
+    store = _store(db)
+    run_row = store.run(run_ref)
+    results = store.results(run_row["id"])
+    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.environment(run_row["env_id"]), results)
+    _write(text, output)
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown"]), default="terminal", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
+@db_option
+def report(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
+    """A report of RUN: a terminal table, or Markdown with the environment."""
+    from dlperf.report.tables import render_markdown, render_terminal
+
+    store = _store(db)
+    run_row = store.run(run_ref)
+    env, results = store.environment(run_row["env_id"]), store.results(run_row["id"])
+    if fmt == "markdown":
+        _write(render_markdown(run_row, env, results), output)
+    else:
+        render_terminal(run_row, env, results, _console())
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
+    click.echo(f"wrote {output}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every user-facing failure is one line on stderr and a non-zero exit."""
+    try:
+        code = cli.main(args=argv, prog_name="dlperf", standalone_mode=False)
+    except DlperfError as exc:
+        click.echo(f"dlperf: {exc}" if exc.exit_code == 130 else f"dlperf: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see 'dlperf {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"
+        click.echo(f"dlperf: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"dlperf: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("dlperf: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DLPERF_DEBUG"):
+            raise
+        click.echo(f"dlperf: internal error: {type(exc).__name__}: {exc} (set DLPERF_DEBUG=1 for the traceback)",
+                   err=True)
+        sys.exit(70)
+    sys.exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

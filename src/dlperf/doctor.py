@@ -1,0 +1,78 @@
+"""`dlperf doctor`: what this machine has for dlperf, and what is missing with the command to get it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+
+from dlperf.frameworks import REGISTRY
+from dlperf.hardware.fingerprint import cpu_flags, cpu_model, nvidia_gpus, physical_cores
+from dlperf.meters.probe import probe_all
+
+
+@dataclass(frozen=True)
+class Check:
+    section: str
+    name: str
+    ok: bool
+    detail: str
+
+
+def framework_checks() -> list[Check]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    out = []
+    for name, cls in sorted(REGISTRY.items()):
+        fw = cls()
+        if not fw.available():
+            out.append(Check("frameworks", name, False, f"not installed: {fw.install_hint}"))
+            continue
+        try:
+            devices = fw.devices()
+            out.append(Check("frameworks", name, True, f"{fw.version}; devices: {', '.join(devices)}"))
+        except Exception as exc:
+            out.append(Check("frameworks", name, False, f"{fw.version} installed but fails to load: {exc}"))
+    return out
+
+
+def device_checks() -> list[Check]:
+    import psutil
+
+    flags = ", ".join(cpu_flags()) or "no vector flags read"
+    out = [Check("devices", "cpu", True,
+                 f"{cpu_model()}; {physical_cores()} physical / {psutil.cpu_count()} logical cores; "
+                 f"{psutil.virtual_memory().total / 2**30:.1f} GiB RAM; {flags}")]
+    gpus, source = nvidia_gpus()
+    if gpus:
+        for g in gpus:
+            out.append(Check("devices", f"cuda:{g['index']}", True,
+                             f"{g['name']}, {g['memory_bytes'] / 2**30:.0f} GiB, driver {g['driver']}"))
+    else:
+        out.append(Check("devices", "gpu", False, f"no GPU available: {source}"))
+    return out
+
+
+def meter_checks() -> list[Check]:
+    probes = probe_all()
+    out = [Check("energy meters", p.name, p.available, p.detail) for p in probes]
+    if not any(p.available for p in probes):
+        out.append(Check("energy meters", "summary", False,
+                         "no energy meter available: energy will be recorded as not measured"))
+    return out
+
+
+def profiler_checks() -> list[Check]:
+    out = [Check("profilers", "cProfile", True, "Python standard library")]
+    torch_ok = importlib.util.find_spec("torch") is not None
+    out.append(Check("profilers", "torch.profiler", torch_ok,
+                     "with torch" if torch_ok else "needs torch: pip install torch==2.13.0"))
+    for tool, why in (("ncu", "Nsight Compute (NVIDIA CUDA toolkit)"), ("nsys", "Nsight Systems (NVIDIA CUDA toolkit)"),
+                      ("perf", "Linux perf: apt-get install linux-perf")):
+        path = shutil.which(tool)
+        out.append(Check("profilers", tool, path is not None, path or f"not found: {why}"))
+    return out
+
+
+def all_checks() -> list[Check]:
+    return framework_checks() + device_checks() + meter_checks() + profiler_checks()

@@ -1,0 +1,21 @@
+"""Errors that reach the user as one line and a non-zero exit (see cli.main)."""
+
+from __future__ import annotations
+
+
+class DlperfError(Exception):
+    """A problem the user can fix; its message is printed alone, without a traceback."""
+
+    exit_code = 2
+
+
+class StudyError(DlperfError):
+    """A study file that cannot be read or does not validate."""
+
+
+class StoreError(DlperfError):
+    """A database that cannot be opened, is too new, or lacks what was asked for."""
+
+
+class UnknownRunError(StoreError):
+    """A run id that is not in the store."""

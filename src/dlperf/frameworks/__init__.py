@@ -1,0 +1,24 @@
+"""Registry of framework adapters, by name. Importing it imports no framework."""
+
+from __future__ import annotations
+
+from dlperf.frameworks.base import Framework, UnsupportedError
+from dlperf.frameworks.numpy_fw import NumpyFramework
+from dlperf.frameworks.torch_fw import TorchFramework
+
+#: Name -> adapter class. Later adapters (tensorflow, jax, pytensor, nn) register here.
+REGISTRY: dict[str, type[Framework]] = {
+    NumpyFramework.name: NumpyFramework,
+    TorchFramework.name: TorchFramework,
+}
+
+
+def get_framework(name: str) -> Framework:
+    """A fresh adapter instance for `name` (KeyError lists the known names)."""
+    try:
+        return REGISTRY[name]()
+    except KeyError:
+        raise KeyError(f"unknown framework {name!r} (known: {', '.join(sorted(REGISTRY))})") from None
+
+
+__all__ = ["REGISTRY", "Framework", "UnsupportedError", "get_framework"]

@@ -1,0 +1,119 @@
+"""The framework adapter interface: one small class per framework, registered by name.
+
+An adapter imports its framework only inside its methods, so that listing and
+checking adapters costs nothing. A hook an adapter does not implement fails
+loudly here rather than returning a made-up value.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from dlperf.measure import DeviceTimer
+
+
+class UnsupportedError(RuntimeError):
+    """The framework or device a case asks for is absent here (status `unsupported`)."""
+
+
+class Framework:
+    """Base adapter. Subclasses set the class attributes and override the hooks they support."""
+
+    #: Registry name (`--framework NAME`).
+    name: ClassVar[str] = ""
+    #: Module imported to use the framework.
+    module: ClassVar[str] = ""
+    #: pip distribution names tried, in order, for the version (read without importing).
+    distributions: ClassVar[tuple[str, ...]] = ()
+    #: Extra of dlperf that installs it (`pip install -e '.[extra]'`).
+    extra: ClassVar[str] = ""
+
+    # -- presence, without importing -----------------------------------
+    def available(self) -> bool:
+        """True when the framework's module can be imported (checked without importing it)."""
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    @property
+    def version(self) -> str | None:
+        """Installed version from package metadata, or None when not installed."""
+        for dist in self.distributions or (self.module,):
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install -e '.[{self.extra or self.name}]'"
+
+    # -- hooks every adapter provides ----------------------------------
+    def import_module(self) -> Any:
+        """Import and return the framework's module (raises UnsupportedError if absent)."""
+        if not self.available():
+            raise UnsupportedError(f"{self.name} is not installed ({self.install_hint})")
+        return importlib.import_module(self.module)
+
+    def devices(self) -> list[str]:
+        """Devices this framework can run on here, e.g. ['cpu', 'cuda:0']."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement devices()")
+
+    def check_device(self, device: str) -> str:
+        """Return the canonical device name, or raise UnsupportedError naming what is present."""
+        present = self.devices()
+        canonical = "cuda:0" if device == "cuda" and "cuda:0" in present else device
+        if canonical not in present:
+            raise UnsupportedError(
+                f"{self.name} has no device {device!r} here (present: {', '.join(present) or 'none'})"
+            )
+        return canonical
+
+    def sync(self, device: str) -> None:
+        """Block until all queued work on `device` has finished."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement sync()")
+
+    def sync_fn(self, device: str) -> Callable[[], None]:
+        """A zero-argument sync for the timer (bound once, cheap to call)."""
+        return lambda: self.sync(device)
+
+    def device_timer(self, device: str) -> DeviceTimer | None:
+        """A timer on the device's own clock (CUDA events), or None to use the host clock."""
+        return None
+
+    def seed(self, n: int) -> None:
+        """Seed every random generator this framework uses."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement seed()")
+
+    def set_threads(self, n: int) -> None:
+        """Limit the framework's intra-op CPU threads to `n`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement set_threads()")
+
+    def threads(self) -> int | None:
+        """Intra-op CPU threads the framework will use, where it says."""
+        return None
+
+    def reset_peak_memory(self, device: str) -> None:
+        """Forget the allocator's peak so the next reading covers only what follows."""
+        return None
+
+    def peak_memory_bytes(self, device: str) -> tuple[int | None, str]:
+        """(peak bytes allocated on `device` since the last reset, how it was read).
+
+        None with the reason when the framework keeps no allocator statistics for
+        that device; the worker's peak RSS is stored separately in every case.
+        """
+        return None, f"{self.name} keeps no allocator statistics for {device}"
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether `exc` is this framework's out-of-memory error."""
+        return isinstance(exc, MemoryError)
+
+    def info(self) -> dict[str, Any]:
+        """Version and the libraries underneath (BLAS, oneDNN, cuDNN), for the fingerprint."""
+        return {"version": self.version}

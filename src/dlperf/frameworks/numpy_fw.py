@@ -1,0 +1,61 @@
+"""NumPy: CPU only; BLAS threads limited through threadpoolctl."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.frameworks.base import Framework
+
+
+class NumpyFramework(Framework):
+    name = "numpy"
+    module = "numpy"
+    distributions = ("numpy",)
+    extra = "numpy"
+
+    @property
+    def install_hint(self) -> str:
+        return "pip install numpy"
+
+    def devices(self) -> list[str]:
+        return ["cpu"]
+
+    def sync(self, device: str) -> None:
+        return None  # NumPy calls return when their work is done.
+
+    def sync_fn(self, device: str):  # type: ignore[override]
+        return _noop
+
+    def seed(self, n: int) -> None:
+        np = self.import_module()
+        np.random.seed(n)
+
+    def set_threads(self, n: int) -> None:
+        # Kept alive on the instance: the limit lasts as long as the controller does.
+        from threadpoolctl import threadpool_limits
+
+        self._limits = threadpool_limits(limits=n)
+
+    def threads(self) -> int | None:
+        from threadpoolctl import threadpool_info
+
+        blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+        return int(blas[0]["num_threads"]) if blas else None
+
+    def info(self) -> dict[str, Any]:
+        np = self.import_module()
+        out: dict[str, Any] = {"version": np.__version__}
+        try:
+            from threadpoolctl import threadpool_info
+
+            blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+            if blas:
+                out["blas"] = f"{blas[0].get('internal_api')} {blas[0].get('version')}"
+                out["blas_threads"] = blas[0].get("num_threads")
+        except Exception as exc:  # threadpoolctl cannot always introspect a BLAS
+            out["blas"] = f"unknown ({type(exc).__name__})"
+        return out
+
+
+def _noop() -> None:
+    return None

@@ -1,0 +1,1 @@
+"""This machine: identity (fingerprint) now; peaks and the catalog in later issues."""

@@ -1,0 +1,206 @@
+"""`Measurement`: raw per-sample times plus the iterations behind each; statistics on demand."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from dlperf.measure.stats import median_ci, quantile
+
+#: IQR / median above this raises the noise flag (same threshold as torch.utils.benchmark).
+NOISE_IQR_REL = 0.10
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the timer saw: one entry per sample, never aggregated away.
+
+    `sample_times_s[i]` is the wall (or device-event) time of a block of
+    `sample_iters[i]` calls; every statistic is per call (time / iterations).
+    `first_call_s` and the warm-up are kept apart and excluded from the samples.
+    """
+
+    sample_times_s: tuple[float, ...]
+    sample_iters: tuple[int, ...]
+    first_call_s: float | None = None
+    warmup_iters: int = 0
+    warmup_s: float = 0.0
+    block_size: int = 1
+    timer_overhead_s: float = 0.0
+    stop_reason: str = ""
+    timer: str = "perf_counter"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.sample_times_s) != len(self.sample_iters):
+            raise ValueError("sample_times_s and sample_iters must have the same length")
+        if any(i <= 0 for i in self.sample_iters):
+            raise ValueError("every sample must cover at least one iteration")
+
+    # -- per-call times -------------------------------------------------
+    @cached_property
+    def times_s(self) -> tuple[float, ...]:
+        """Per-call time of each sample, in sample order."""
+        return tuple(t / i for t, i in zip(self.sample_times_s, self.sample_iters, strict=True))
+
+    @cached_property
+    def _sorted(self) -> tuple[float, ...]:
+        return tuple(sorted(self.times_s))
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.sample_times_s)
+
+    @property
+    def total_iters(self) -> int:
+        return sum(self.sample_iters)
+
+    @property
+    def total_time_s(self) -> float:
+        """Time spent inside timed samples (warm-up and first call excluded)."""
+        return math.fsum(self.sample_times_s)
+
+    def _need(self) -> None:
+        if not self.sample_times_s:
+            raise ValueError("measurement has no samples")
+
+    @property
+    def median_s(self) -> float:
+        self._need()
+        return quantile(self._sorted, 0.5)
+
+    @property
+    def mean_s(self) -> float:
+        """Iteration-weighted mean: total time over total calls."""
+        self._need()
+        return self.total_time_s / self.total_iters
+
+    @property
+    def stdev_s(self) -> float | None:
+        """Sample standard deviation of per-call times (None for a single sample)."""
+        return statistics.stdev(self.times_s) if self.n_samples > 1 else None
+
+    @property
+    def min_s(self) -> float:
+        self._need()
+        return self._sorted[0]
+
+    @property
+    def max_s(self) -> float:
+        self._need()
+        return self._sorted[-1]
+
+    @property
+    def q1_s(self) -> float:
+        self._need()
+        return quantile(self._sorted, 0.25)
+
+    @property
+    def q3_s(self) -> float:
+        self._need()
+        return quantile(self._sorted, 0.75)
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q3_s - self.q1_s
+
+    @property
+    def iqr_rel(self) -> float:
+        """IQR / median, the spread users compare against the 10% noise threshold."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else math.inf
+
+    @property
+    def ci95_s(self) -> tuple[float, float] | None:
+        """Distribution-free 95% CI of the median; None with fewer than 6 samples."""
+        return median_ci(self._sorted, 0.95) if self.sample_times_s else None
+
+    @property
+    def ci95_rel_width(self) -> float | None:
+        """(CI high - CI low) / median, the quantity the adaptive stop compares to its target."""
+        ci = self.ci95_s
+        if ci is None or self.median_s <= 0:
+            return None
+        return (ci[1] - ci[0]) / self.median_s
+
+    @property
+    def noisy(self) -> bool:
+        """True when IQR/median exceeds 10%: the median is not to be trusted to a few %."""
+        return self.n_samples > 1 and self.iqr_rel > NOISE_IQR_REL
+
+    # -- (de)serialisation ---------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """Statistics as a flat dict (all times per call, in seconds)."""
+        ci = self.ci95_s
+        return {
+            "n_samples": self.n_samples,
+            "total_iters": self.total_iters,
+            "median_s": self.median_s,
+            "mean_s": self.mean_s,
+            "stdev_s": self.stdev_s,
+            "min_s": self.min_s,
+            "max_s": self.max_s,
+            "q1_s": self.q1_s,
+            "q3_s": self.q3_s,
+            "iqr_s": self.iqr_s,
+            "iqr_rel": self.iqr_rel,
+            "ci95_low_s": ci[0] if ci else None,
+            "ci95_high_s": ci[1] if ci else None,
+            "ci95_rel_width": self.ci95_rel_width,
+            "noisy": self.noisy,
+            "first_call_s": self.first_call_s,
+            "block_size": self.block_size,
+            "timer_overhead_s": self.timer_overhead_s,
+            "stop_reason": self.stop_reason,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Raw data only; statistics are recomputed on load, never trusted from disk."""
+        return {
+            "sample_times_s": list(self.sample_times_s),
+            "sample_iters": list(self.sample_iters),
+            "first_call_s": self.first_call_s,
+            "warmup_iters": self.warmup_iters,
+            "warmup_s": self.warmup_s,
+            "block_size": self.block_size,
+            "timer_overhead_s": self.timer_overhead_s,
+            "stop_reason": self.stop_reason,
+            "timer": self.timer,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        return cls(
+            sample_times_s=tuple(float(x) for x in data["sample_times_s"]),
+            sample_iters=tuple(int(x) for x in data["sample_iters"]),
+            first_call_s=data.get("first_call_s"),
+            warmup_iters=int(data.get("warmup_iters", 0)),
+            warmup_s=float(data.get("warmup_s", 0.0)),
+            block_size=int(data.get("block_size", 1)),
+            timer_overhead_s=float(data.get("timer_overhead_s", 0.0)),
+            stop_reason=str(data.get("stop_reason", "")),
+            timer=str(data.get("timer", "perf_counter")),
+        )
+
+    def __repr__(self) -> str:
+        if not self.sample_times_s:
+            return "Measurement(no samples)"
+        flag = "  NOISY" if self.noisy else ""
+        return (
+            f"Measurement(median={format_time(self.median_s)}, "
+            f"IQR={format_time(self.iqr_s)} ({self.iqr_rel:.1%}), "
+            f"n={self.n_samples} x {self.block_size} iters{flag})"
+        )
+
+
+def format_time(t_s: float | None) -> str:
+    """Human time with a unit: 1.23 ms, 850 ns."""
+    if t_s is None or (isinstance(t_s, float) and math.isnan(t_s)):
+        return "-"
+    a = abs(t_s)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if a >= scale:
+            return f"{t_s / scale:.3g} {unit}"
+    return f"{t_s / 1e-9:.3g} ns"

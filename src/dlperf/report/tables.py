@@ -1,0 +1,111 @@
+"""One table of a run's results, rendered for the terminal (rich) or as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from dlperf.measure import format_time
+
+COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
+           "first call", "note")
+
+
+def _rate(x: float | None, scale: float = 1.0) -> str:
+    """3-4 significant digits with an SI suffix: 5.81M, 156, 0.0121."""
+    if x is None:
+        return "-"
+    v = x / scale
+    for suffix, s in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= s:
+            return f"{v / s:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+def params_text(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def result_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Display strings for each result; every time shown carries its IQR and sample count."""
+    rows = []
+    for r in results:
+        m = r.get("metrics") or {}
+        rep = f" #{r['repetition']}" if r["repetition"] else ""
+        ok = r["status"] == "ok"
+        note = r.get("reason") or ""
+        if ok and m.get("noisy"):
+            note = f"noisy: IQR/median {m['iqr_rel']:.0%} > 10%"
+        rows.append({
+            "framework": r["framework"],
+            "device": r["device"],
+            "params": params_text(r["params"]) + rep,
+            "status": r["status"],
+            "median": format_time(m.get("median_s")) if ok else "-",
+            "IQR": f"{m['iqr_rel']:.1%}" if ok else "-",
+            "n": f"{m['n_samples']}x{m['block_size']}" if ok else "-",
+            "samples/s": _rate(m.get("samples_per_s")) if ok else "-",
+            "GFLOP/s": _rate(m.get("flops_per_s"), 1e9) if ok else "-",
+            "GB/s": _rate(m.get("bytes_per_s"), 1e9) if ok else "-",
+            "first call": format_time(m.get("first_call_s")) if ok else "-",
+            "note": note,
+        })
+    return rows
+
+
+def environment_lines(env: dict[str, Any]) -> list[str]:
+    fws = env.get("frameworks") or {}
+    fw_text = ", ".join(
+        f"{name} {info.get('version') or 'missing'}"
+        + (f" ({info['blas']})" if info.get("blas") else "")
+        + (f" (BLAS {info['blas_info']}, oneDNN {info.get('onednn', '?')})" if info.get("blas_info") else "")
+        for name, info in sorted(fws.items())
+    )
+    gpus = env.get("gpus") or []
+    gpu_text = ", ".join(g["name"] for g in gpus) if gpus else f"none ({env.get('gpu_source', 'not probed')})"
+    ram = env.get("ram_bytes")
+    return [
+        f"CPU: {env.get('cpu_model')} ({env.get('cpu_physical_cores')} physical / "
+        f"{env.get('cpu_logical_cores')} logical cores; {env.get('threads')} threads used)",
+        f"RAM: {ram / 2**30:.1f} GiB" if ram else "RAM: unknown",
+        f"GPU: {gpu_text}",
+        f"OS: {env.get('os')} (kernel {env.get('kernel')}), Python {env.get('python')}",
+        f"frameworks: {fw_text or 'none'}",
+        f"dlperf {env.get('dlperf_version')} (commit {env.get('dlperf_git_commit') or 'unknown'})",
+    ]
+
+
+def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
+                    console: Console) -> None:
+    table = Table(title=f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}",
+                  title_justify="left")
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
+                                                          "first call") else "left",
+                         overflow="fold", no_wrap=col in ("params", "median", "n", "first call"))
+    for row in result_rows(results):
+        style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
+        table.add_row(*(row[c] for c in COLUMNS), style=style)
+    console.print(table)
+    stored = len(results)
+    console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
+                  f"samples x calls per sample)", highlight=False)
+    for line in environment_lines(env):
+        console.print(f"  {line}", highlight=False)
+
+
+def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    out = [f"# dlperf run `{run['id']}`", "",
+           f"Study **{run['study']}** ({run['variant']}), status {run['status']}, started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+           f"{len(results)} of {run['n_cases']} cases stored.", "", "## Environment", ""]
+    out += [f"- {line}" for line in environment_lines(env)]
+    out += ["", "## Results", "",
+            "Times are per call: the median over samples, IQR as a fraction of the median, and "
+            "samples x calls per sample. Rates are computed from the median.", ""]
+    out.append("| " + " | ".join(COLUMNS) + " |")
+    out.append("|" + "|".join("---" for _ in COLUMNS) + "|")
+    for row in result_rows(results):
+        out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
+    return "\n".join(out) + "\n"

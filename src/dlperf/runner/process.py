@@ -1,0 +1,123 @@
+"""Start a worker process, wait for it under a time-out, and classify how it ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.hardware.fingerprint import env_threads_vars
+
+CGROUP_MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
+
+
+@dataclass
+class WorkerOutcome:
+    """How a worker ended: a result dict (its own or one made from its exit status)."""
+
+    result: dict[str, Any]
+    wall_s: float
+
+
+def oom_kill_count(events: Path = CGROUP_MEMORY_EVENTS) -> int | None:
+    """The cgroup's `oom_kill` counter, or None where cgroup v2 memory events are not readable."""
+    try:
+        for line in events.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _stderr_tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(t.strip() for t in text[-lines:] if t.strip())
+
+
+def classify_exit(returncode: int, *, oom_kills_before: int | None, oom_kills_after: int | None,
+                  stderr_tail: str) -> dict[str, Any]:
+    """A result for a worker that exited without writing one."""
+    tail = f" (stderr: {stderr_tail})" if stderr_tail else ""
+    if returncode < 0:
+        sig = -returncode
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        if sig == signal.SIGKILL and (
+            oom_kills_before is not None and oom_kills_after is not None and oom_kills_after > oom_kills_before
+        ):
+            return {"status": "oom", "reason": "killed by the kernel OOM killer (cgroup oom_kill count rose)"}
+        return {"status": "crashed", "reason": f"worker killed by {name}{tail}"}
+    return {"status": "error", "reason": f"worker exited with code {returncode} without a result{tail}"}
+
+
+def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = None) -> WorkerOutcome:
+    """Run `spec` in a fresh `python -m dlperf.runner.worker` and return its outcome.
+
+    The worker gets its own session, so a Ctrl-C in the terminal reaches only the
+    sweep, which then kills the worker itself. On a time-out the whole process
+    group is killed (a framework may have started helpers).
+    """
+    with tempfile.TemporaryDirectory(prefix="dlperf-worker-") as tmp:
+        spec = dict(spec, result_path=str(Path(tmp) / "result.json"), parent_pid=os.getpid())
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec, default=str))
+        stderr_path = Path(tmp) / "stderr.txt"
+        env = dict(os.environ)
+        if threads:
+            env.update(env_threads_vars(threads))
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        oom_before = oom_kill_count()
+        start = time.perf_counter()
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dlperf.runner.worker", str(spec_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )
+            try:
+                returncode = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return WorkerOutcome(
+                    {"status": "timeout", "reason": f"no result within the {timeout_s:g} s time-out; worker killed"},
+                    time.perf_counter() - start,
+                )
+            except BaseException:  # Ctrl-C or SIGTERM in the sweep: take the worker down with us
+                _kill_group(proc)
+                raise
+        wall_s = time.perf_counter() - start
+        result_path = Path(spec["result_path"])
+        if result_path.exists():
+            try:
+                return WorkerOutcome(json.loads(result_path.read_text()), wall_s)
+            except (OSError, json.JSONDecodeError) as exc:
+                return WorkerOutcome({"status": "error", "reason": f"unreadable worker result: {exc}"}, wall_s)
+        result = classify_exit(
+            returncode,
+            oom_kills_before=oom_before,
+            oom_kills_after=oom_kill_count(),
+            stderr_tail=_stderr_tail(stderr_path),
+        )
+        return WorkerOutcome(result, wall_s)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()

@@ -1,0 +1,215 @@
+"""Run a study: fingerprint, find or create the run, run each missing case in a worker, store it.
+
+Every finished case is committed before the next starts, so an interrupted sweep
+(Ctrl-C, SIGTERM, SIGKILL, power loss) loses at most the case in flight, and
+rerunning the same command resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from dlperf import __version__
+from dlperf.errors import DlperfError, StudyError
+from dlperf.frameworks import get_framework
+from dlperf.hardware.fingerprint import default_threads, fingerprint_hash, framework_fingerprint, host_fingerprint
+from dlperf.measure import format_time
+from dlperf.runner.process import run_worker
+from dlperf.store import Store
+from dlperf.studies import Case, Study
+
+#: Statuses a retry (`--retry-failed`) runs again.
+FAILED_STATUSES = ("error", "timeout", "oom", "crashed")
+FINGERPRINT_TIMEOUT_S = 300.0
+
+
+class SweepInterrupted(DlperfError):
+    """The sweep was stopped (Ctrl-C / SIGTERM); finished cases are stored."""
+
+    exit_code = 130
+
+
+@dataclass
+class SweepSummary:
+    run_id: str
+    resumed: bool
+    n_cases: int
+    n_skipped: int
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def filter_cases(study: Study, frameworks: list[str], devices: list[str]) -> list[Case]:
+    """Cases restricted to the given frameworks / devices (empty filter = all)."""
+    for name in frameworks:
+        try:
+            get_framework(name)
+        except KeyError as exc:
+            raise StudyError(f"--framework: {exc.args[0]}") from None
+    cases = [
+        c for c in study.cases
+        if (not frameworks or c.framework in frameworks) and (not devices or c.device in devices)
+    ]
+    if not cases:
+        raise StudyError(
+            f"{study.name}: no case matches --framework {','.join(frameworks) or '*'} "
+            f"--device {','.join(devices) or '*'} (the study has frameworks "
+            f"{', '.join(study.settings['frameworks'])} and devices {', '.join(study.settings['devices'])})"
+        )
+    return cases
+
+
+def collect_fingerprint(framework_names: list[str], threads: int) -> dict[str, Any]:
+    """Fingerprint from a worker process (framework imports stay out of this process)."""
+    outcome = run_worker(
+        {"mode": "fingerprint", "frameworks": sorted(set(framework_names)), "threads": threads},
+        timeout_s=FINGERPRINT_TIMEOUT_S,
+        threads=threads,
+    )
+    if outcome.result.get("status") == "ok":
+        return outcome.result["fingerprint"]
+    # The frameworks' part failed to load: record the host and say why, never guess versions.
+    fp = host_fingerprint(threads)
+    fp["frameworks"] = {n: {"version": get_framework(n).version, "error": outcome.result.get("reason")}
+                        for n in sorted(set(framework_names))}
+    return fp
+
+
+def run_study(
+    study: Study,
+    store: Store,
+    *,
+    frameworks: list[str] | None = None,
+    devices: list[str] | None = None,
+    new: bool = False,
+    resume: str | None = None,
+    retry_failed: bool = False,
+    overrides: dict[str, Any] | None = None,
+    console: Console | None = None,
+) -> SweepSummary:
+    """Run every case of `study` not yet stored for its run; return what happened."""
+    console = console or Console()
+    frameworks, devices = list(frameworks or []), list(devices or [])
+    settings = dict(study.settings)
+    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    threads = int(settings.get("threads") or default_threads())
+    settings["threads"] = threads
+    cases = filter_cases(study, frameworks, devices)
+
+    fp = collect_fingerprint([c.framework for c in cases], threads)
+    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    filters = {"frameworks": sorted(frameworks), "devices": sorted(devices),
+               "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
+
+    if resume:
+        run_id = store.resolve_run(resume)
+        resumed = True
+    else:
+        found = None if new else store.find_resumable(
+            study=study.name, variant=study.variant, study_hash=study.study_hash, filters=filters, env_id=env_id
+        )
+        resumed = found is not None
+        run_id = found or store.create_run(
+            study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
+            filters=filters, settings=settings, env_id=env_id, n_cases=len(cases), dlperf_version=__version__,
+        )
+    if retry_failed:
+        store.delete_results(run_id, FAILED_STATUSES)
+    store.set_run_status(run_id, "running")
+    done = store.done_cases(run_id)
+    todo = [c for c in cases if (c.key, c.repetition) not in done]
+    summary = SweepSummary(run_id, resumed, len(cases), len(cases) - len(todo))
+    if resumed:
+        console.print(f"resuming run [bold]{run_id}[/]: {summary.n_skipped} of {len(cases)} cases already stored")
+    else:
+        console.print(f"run [bold]{run_id}[/]: {len(cases)} cases of study {study.name} ({study.variant})")
+
+    try:
+        with _progress(console, len(cases), summary.n_skipped) as advance:
+            for i, case in enumerate(todo, start=summary.n_skipped + 1):
+                row = _run_one(case, settings, run_id, env_id)
+                store.add_result(row)
+                summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
+                advance(_case_line(i, len(cases), case, row))
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "interrupted")
+        stored = len(store.done_cases(run_id))
+        raise SweepInterrupted(
+            f"interrupted: {stored} of {len(cases)} cases of run {run_id} are stored; "
+            f"rerun the same command to resume"
+        ) from None
+    store.set_run_status(run_id, "complete")
+    return summary
+
+
+def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int) -> dict[str, Any]:
+    started = datetime.now(UTC)
+    fw = get_framework(case.framework)
+    if not fw.available():
+        result: dict[str, Any] = {"status": "unsupported", "reason": f"{fw.name} is not installed ({fw.install_hint})"}
+        wall_s = 0.0
+    else:
+        spec = {
+            "mode": "case",
+            "case": {"workload": case.workload, "framework": case.framework, "device": case.device,
+                     "params": case.params},
+            "settings": settings,
+        }
+        outcome = run_worker(spec, timeout_s=float(settings["timeout_s"]), threads=int(settings["threads"]))
+        result, wall_s = outcome.result, outcome.wall_s
+    return {
+        "run_id": run_id,
+        "case_key": case.key,
+        "repetition": case.repetition,
+        "workload": case.workload,
+        "framework": case.framework,
+        "device": case.device,
+        "params": case.params,
+        "status": result.get("status", "error"),
+        "reason": result.get("reason"),
+        "measurement": result.get("measurement"),
+        "metrics": result.get("metrics"),
+        "env_id": env_id,
+        "wall_s": wall_s,
+        "started_at": started,
+        "finished_at": datetime.now(UTC),
+    }
+
+
+_STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
+
+
+def _case_line(i: int, n: int, case: Case, row: dict[str, Any]) -> str:
+    status = row["status"]
+    style = _STATUS_STYLE.get(status, "red")
+    rep = f" #{case.repetition}" if case.repetition else ""
+    if status == "ok":
+        m = row["metrics"]
+        detail = f"median {format_time(m['median_s'])} (IQR {m['iqr_rel']:.1%}, n={m['n_samples']})"
+    else:
+        detail = row["reason"] or ""
+    return f"[{i}/{n}] {case.key}{rep}: [{style}]{status}[/] {detail}"
+
+
+@contextlib.contextmanager
+def _progress(console: Console, total: int, completed: int) -> Iterator[Any]:
+    """A progress bar with ETA on a terminal; one line per case either way."""
+    if not console.is_terminal:
+        yield lambda line: console.print(line, highlight=False)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("cases", total=total, completed=completed)
+
+        def advance(line: str) -> None:
+            progress.console.print(line, highlight=False)
+            progress.advance(task)
+
+        yield advance

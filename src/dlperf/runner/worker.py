@@ -1,0 +1,140 @@
+"""The worker: runs one case (or collects the fingerprint) in a fresh process.
+
+Invoked as `python -m dlperf.runner.worker SPEC.json`. It reads the spec, does
+the work, and writes its result JSON atomically to the path the spec names.
+Anything that kills it before that (a signal, the OOM killer, a time-out) is
+classified by the parent from the exit status; nothing here needs to survive it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this worker if the sweep process dies (e.g. by SIGKILL)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's own cleanup still kills workers it knows of
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _limit_memory(mem_limit_mb: int | None) -> None:
+    """Cap the worker's data segment (heap and private mappings) so OOM is catchable.
+
+    RLIMIT_DATA rather than RLIMIT_AS: address-space reservations (CUDA, JIT
+    code caches) are not counted, real allocations are.
+    """
+    if mem_limit_mb:
+        limit = int(mem_limit_mb) * 2**20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set of this process so far (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def run_case(spec: dict[str, Any]) -> dict[str, Any]:
+    """Build the workload on the framework and device, measure it, derive metrics."""
+    from dlperf.frameworks import UnsupportedError, get_framework
+    from dlperf.measure import measure
+    from dlperf.runner.derive import derive_metrics
+    from dlperf.workloads import get_workload
+
+    case = spec["case"]
+    settings = spec["settings"]
+    fw = get_framework(case["framework"])
+    try:
+        fw.import_module()
+        device = fw.check_device(case["device"])
+    except UnsupportedError as exc:
+        return {"status": "unsupported", "reason": str(exc)}
+    try:
+        threads = settings.get("threads")
+        if threads:
+            fw.set_threads(int(threads))
+        fw.seed(int(settings.get("seed", 0)))
+        workload = get_workload(case["workload"])
+        params = workload.parse(case["params"])
+        fn = workload.build(fw, device, params)
+        fw.reset_peak_memory(device)
+        m = measure(
+            fn,
+            sync=fw.sync_fn(device),
+            device_timer=fw.device_timer(device),
+            warmup=int(settings.get("warmup", 2)),
+            min_run_time_s=float(settings.get("min_run_time_s", 0.2)),
+            max_time_s=float(settings.get("budget_s", 5.0)),
+            target_rel_ci=float(settings.get("target_rel_ci", 0.02)),
+        )
+        peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
+        metrics = derive_metrics(m, workload.cost(params))
+        metrics.update(
+            peak_rss_bytes=peak_rss_bytes(),
+            peak_device_mem_bytes=peak_dev,
+            peak_device_mem_source=peak_dev_how,
+            threads=fw.threads(),
+            device=device,
+        )
+        return {"status": "ok", "reason": None, "measurement": m.to_dict(), "metrics": metrics}
+    except UnsupportedError as exc:
+        return {"status": "unsupported", "reason": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes this case's status
+        oom = isinstance(exc, MemoryError)
+        try:
+            oom = oom or fw.is_oom(exc)
+        except Exception:
+            pass
+        status = "oom" if oom else "error"
+        return {
+            "status": status,
+            "reason": _one_line(exc),
+            "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
+        }
+
+
+def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:
+    from dlperf.hardware.fingerprint import fingerprint
+
+    return {"status": "ok", "fingerprint": fingerprint(spec["frameworks"], spec.get("threads"))}
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, path)  # atomic: the parent sees a whole result or none
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    _die_with_parent(int(spec["parent_pid"]))
+    _limit_memory(spec.get("settings", {}).get("mem_limit_mb"))
+    if spec["mode"] == "fingerprint":
+        result = collect_fingerprint(spec)
+    else:
+        result = run_case(spec)
+    write_result(spec["result_path"], result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

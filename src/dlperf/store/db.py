@@ -1,0 +1,229 @@
+"""Open a results database (SQLite path or SQLAlchemy URL), migrate it, read and write rows."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, case, create_engine, event, func, inspect, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from dlperf.errors import StoreError, UnknownRunError
+from dlperf.store import schema
+from dlperf.store.schema import MIGRATIONS, SCHEMA_VERSION, environments, meta, results, runs
+
+
+def default_db_path() -> Path:
+    """$DLPERF_DB, else $XDG_DATA_HOME/dlperf/results.sqlite (~/.local/share/dlperf/...)."""
+    env = os.environ.get("DLPERF_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dlperf" / "results.sqlite"
+
+
+def to_url(db: str | os.PathLike[str] | None) -> str:
+    """A path becomes a SQLite URL; anything with '://' is taken as an SQLAlchemy URL."""
+    if db is None:
+        db = os.environ.get("DLPERF_DB") or default_db_path()
+    text = str(db)
+    if "://" in text:
+        return text
+    path = Path(text).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Store:
+    """The results store. Cheap to open; every write is its own short transaction."""
+
+    def __init__(self, db: str | os.PathLike[str] | None = None, *, migrations: list[schema.Migration] | None = None):
+        self.url = to_url(db)
+        self._migrations = MIGRATIONS if migrations is None else migrations
+        try:
+            self.engine: Engine = create_engine(self.url, future=True)
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise StoreError(f"cannot open database {self.url}: {exc}") from None
+        if self.url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.schema_version = self._migrate()
+
+    @property
+    def target_version(self) -> int:
+        return len(self._migrations)
+
+    # -- schema --------------------------------------------------------
+    def _read_version(self) -> int:
+        try:
+            names = set(inspect(self.engine).get_table_names())
+        except OperationalError as exc:
+            raise StoreError(f"cannot open database {self.url}: {exc.orig}") from None
+        if not names:
+            return 0
+        if meta.name not in names:
+            raise StoreError(f"{self.url} is not a dlperf database (it has tables but no {meta.name})")
+        with self.engine.connect() as conn:
+            value = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+        return int(value or 0)
+
+    def _migrate(self) -> int:
+        version = self._read_version()
+        if version > self.target_version:
+            raise StoreError(
+                f"database {self.url} has schema version {version}, newer than this dlperf reads "
+                f"({self.target_version}): upgrade dlperf, or use another --db"
+            )
+        while version < self.target_version:
+            step = self._migrations[version]
+            with self.engine.begin() as conn:
+                step(conn)
+                _set_version(conn, version + 1)
+            version += 1
+        return version
+
+    # -- environments --------------------------------------------------
+    def environment_id(self, fp: dict[str, Any], fp_hash: str) -> int:
+        """Id of this fingerprint, inserting it the first time it is seen."""
+        with self.engine.begin() as conn:
+            found = conn.execute(
+                select(environments.c.id).where(environments.c.fingerprint_hash == fp_hash)
+            ).scalar()
+            if found is not None:
+                return int(found)
+            res = conn.execute(
+                insert(environments).values(fingerprint_hash=fp_hash, data=fp, created_at=now())
+            )
+            return int(res.inserted_primary_key[0])
+
+    def environment(self, env_id: int) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            data = conn.execute(select(environments.c.data).where(environments.c.id == env_id)).scalar()
+        return data or {}
+
+    # -- runs ----------------------------------------------------------
+    def create_run(self, *, study: str, variant: str, study_hash: str, study_path: str,
+                   filters: dict[str, Any], settings: dict[str, Any], env_id: int, n_cases: int,
+                   dlperf_version: str) -> str:
+        started = now()
+        run_id = f"{study}-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+        with self.engine.begin() as conn:
+            conn.execute(insert(runs).values(
+                id=run_id, study=study, variant=variant, study_hash=study_hash, study_path=study_path,
+                filters=filters, settings=settings, env_id=env_id, status="running", n_cases=n_cases,
+                dlperf_version=dlperf_version, started_at=started,
+            ))
+        return run_id
+
+    def find_resumable(self, *, study: str, variant: str, study_hash: str, filters: dict[str, Any],
+                       env_id: int) -> str | None:
+        """The newest unfinished run of the same study, variant, filters and environment."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs.c.id, runs.c.filters)
+                .where(runs.c.study == study, runs.c.variant == variant, runs.c.study_hash == study_hash,
+                       runs.c.env_id == env_id, runs.c.status != "complete")
+                .order_by(runs.c.started_at.desc())
+            ).all()
+        for row in rows:
+            if row.filters == filters:
+                return str(row.id)
+        return None
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        values: dict[str, Any] = {"status": status}
+        values["finished_at"] = now() if status != "running" else None
+        with self.engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
+    def resolve_run(self, ref: str) -> str:
+        """A run id from an exact id, 'latest', or a unique prefix."""
+        with self.engine.connect() as conn:
+            if ref == "latest":
+                found = conn.execute(select(runs.c.id).order_by(runs.c.started_at.desc()).limit(1)).scalar()
+                if found is None:
+                    raise UnknownRunError(f"no runs in {self.url} yet: start one with 'dlperf run smoke'")
+                return str(found)
+            ids = [r[0] for r in conn.execute(select(runs.c.id).where(runs.c.id.startswith(ref, autoescape=True)))]
+        if ref in ids:
+            return ref
+        if len(ids) == 1:
+            return ids[0]
+        if not ids:
+            raise UnknownRunError(f"unknown run {ref!r} in {self.url} (see 'dlperf runs')")
+        raise UnknownRunError(f"run {ref!r} is ambiguous: {', '.join(sorted(ids)[:5])}")
+
+    def run(self, ref: str) -> dict[str, Any]:
+        run_id = self.resolve_run(ref)
+        with self.engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().one()
+        return dict(row)
+
+    def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        counts = (
+            select(results.c.run_id, func.count().label("n_done"),
+                   func.sum(case((results.c.status == "ok", 1), else_=0)).label("n_ok"))
+            .group_by(results.c.run_id).subquery()
+        )
+        q = (
+            select(runs, counts.c.n_done, counts.c.n_ok)
+            .select_from(runs.outerjoin(counts, counts.c.run_id == runs.c.id))
+            .order_by(runs.c.started_at.desc()).limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    # -- results -------------------------------------------------------
+    def done_cases(self, run_id: str) -> set[tuple[str, int]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(results.c.case_key, results.c.repetition).where(results.c.run_id == run_id)
+            ).all()
+        return {(r.case_key, int(r.repetition)) for r in rows}
+
+    def add_result(self, row: dict[str, Any]) -> bool:
+        """Insert one case's result; False if that case was already stored (never duplicated)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(results).values(**row))
+        except IntegrityError:
+            return False
+        return True
+
+    def delete_results(self, run_id: str, statuses: Iterable[str]) -> int:
+        """Forget results with these statuses so a rerun tries them again (`--retry-failed`)."""
+        with self.engine.begin() as conn:
+            res = conn.execute(
+                results.delete().where(results.c.run_id == run_id, results.c.status.in_(list(statuses)))
+            )
+        return int(res.rowcount or 0)
+
+    def results(self, run_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(results).where(results.c.run_id == run_id).order_by(results.c.id)
+            ).mappings().all()
+        return [dict(r) for r in rows]
+
+
+def _set_version(conn: Any, version: int) -> None:
+    exists = conn.execute(select(meta.c.key).where(meta.c.key == "schema_version")).scalar()
+    if exists is None:
+        conn.execute(insert(meta).values(key="schema_version", value=str(version)))
+    else:
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(version)))
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")  # readers (show/report) never block a running sweep
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()

@@ -1,0 +1,83 @@
+"""The study file schema (pydantic): what a YAML study may say, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dlperf.frameworks import REGISTRY as FRAMEWORKS
+from dlperf.workloads import REGISTRY as WORKLOADS
+
+#: A parameter grid: each key maps to the list of values it takes (a scalar means one value).
+ParamGrid = dict[str, Any]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Settings(_Strict):
+    """Keys a study sets and its `quick` variant may override (None = inherit)."""
+
+    frameworks: list[str] | None = Field(default=None, min_length=1)
+    devices: list[str] | None = Field(default=None, min_length=1)
+    params: ParamGrid | list[ParamGrid] | None = None
+    repetitions: int | None = Field(default=None, gt=0, description="independent worker runs per case")
+    budget_s: float | None = Field(default=None, gt=0, description="timer budget per case, seconds")
+    min_run_time_s: float | None = Field(default=None, ge=0)
+    timeout_s: float | None = Field(default=None, gt=0, description="worker time-out per case, seconds")
+    mem_limit_mb: int | None = Field(default=None, gt=0, description="memory cap of each worker")
+    threads: int | None = Field(default=None, gt=0, description="CPU threads (default: physical cores)")
+    warmup: int | None = Field(default=None, ge=0)
+    target_rel_ci: float | None = Field(default=None, gt=0, lt=1)
+    seed: int | None = None
+
+    @field_validator("frameworks")
+    @classmethod
+    def _known_frameworks(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if name not in FRAMEWORKS:
+                raise ValueError(f"unknown framework {name!r} (known: {', '.join(sorted(FRAMEWORKS))})")
+        return v
+
+    @field_validator("devices")
+    @classmethod
+    def _device_names(cls, v: list[str] | None) -> list[str] | None:
+        for d in v or []:
+            base, _, index = d.partition(":")
+            if base not in ("cpu", "cuda") or (index and not index.isdigit()) or (base == "cpu" and index):
+                raise ValueError(f"unknown device {d!r} (expected cpu, cuda or cuda:N)")
+        return v
+
+
+class StudyFile(Settings):
+    """A whole study file: the workload, its defaults, and an optional quick variant."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    workload: str
+    quick: Settings | None = None
+
+    @field_validator("workload")
+    @classmethod
+    def _known_workload(cls, v: str) -> str:
+        if v not in WORKLOADS:
+            raise ValueError(f"unknown workload {v!r} (known: {', '.join(sorted(WORKLOADS))})")
+        return v
+
+
+#: Values used where neither the study nor its variant says.
+DEFAULTS: dict[str, Any] = {
+    "devices": ["cpu"],
+    "params": {},
+    "repetitions": 1,
+    "budget_s": 5.0,
+    "min_run_time_s": 0.2,
+    "timeout_s": 600.0,
+    "mem_limit_mb": None,
+    "threads": None,
+    "warmup": 2,
+    "target_rel_ci": 0.02,
+    "seed": 0,
+}

@@ -1,0 +1,19 @@
+"""Registry of workloads, by name."""
+
+from __future__ import annotations
+
+from dlperf.workloads.base import Cost, Workload, WorkloadParams
+from dlperf.workloads.faults import Faults
+from dlperf.workloads.ops import Ops
+
+REGISTRY: dict[str, type[Workload]] = {Ops.name: Ops, Faults.name: Faults}
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return REGISTRY[name]()
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})") from None
+
+
+__all__ = ["REGISTRY", "Cost", "Workload", "WorkloadParams", "get_workload"]

@@ -1,0 +1,52 @@
+"""`faults`: a diagnostic workload that misbehaves on purpose, to check the runner.
+
+Each mode exercises one way a real case can end: `ok` (a trivial timed call),
+`raise` (an exception), `sleep` (outlives its time-out), `signal` (the worker
+kills itself with a signal), `alloc` (allocates until memory runs out), `exit`
+(the worker exits without reporting). `dlperf run` of a study using it shows
+how dlperf records each status; the test suite uses it for the same purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from dlperf.frameworks import Framework
+from dlperf.workloads.base import Cost, Workload, WorkloadParams
+
+
+class FaultsParams(WorkloadParams):
+    mode: Literal["ok", "raise", "sleep", "signal", "alloc", "exit"]
+    sleep_s: float = Field(default=3600.0, gt=0)
+    chunk_mb: int = Field(default=64, gt=0)
+
+
+class Faults(Workload):
+    name = "faults"
+    description = "diagnostic: a case that succeeds, raises, hangs, is killed, or runs out of memory"
+    Params = FaultsParams
+
+    def cost(self, params: FaultsParams) -> Cost:  # type: ignore[override]
+        return Cost(flops=None, bytes_moved=None, samples=1)
+
+    def build_numpy(self, fw: Framework, device: str, p: FaultsParams):
+        np = fw.import_module()
+        if p.mode == "raise":
+            raise ValueError("deliberate failure from the faults workload")
+        if p.mode == "sleep":
+            time.sleep(p.sleep_s)
+        if p.mode == "signal":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if p.mode == "exit":
+            os._exit(3)
+        if p.mode == "alloc":
+            hoard = []
+            while True:  # ends in MemoryError under the worker's memory cap
+                hoard.append(np.ones(p.chunk_mb * 2**20 // 8))
+        x = np.arange(16.0)
+        return lambda: x.sum()
