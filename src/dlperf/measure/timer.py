@@ -221,7 +221,8 @@ def _calibrate_block(
     per_call = elapsed / n if elapsed > 0 else 0.0
     if per_call <= 0:
         return min(n, max_block), spent_iters, spent_s
-    block = max(1, math.ceil(target_s / per_call))
+    # (1 - 1e-6): clock arithmetic rounding must not add a whole extra call.
+    block = max(1, math.ceil(target_s / per_call * (1 - 1e-6)))
     return min(block, max_block), spent_iters, spent_s
 
 

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from dlperf.frameworks import REGISTRY as FRAMEWORKS
 from dlperf.workloads import REGISTRY as WORKLOADS
 
 #: A parameter grid: each key maps to the list of values it takes (a scalar means one value).
 ParamGrid = dict[str, Any]
+
+
+def _known_framework(name: str) -> str:
+    if name not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {name!r} (known: {', '.join(sorted(FRAMEWORKS))})")
+    return name
+
+
+def _device_name(d: str) -> str:
+    base, _, index = d.partition(":")
+    if base not in ("cpu", "cuda") or (index and not index.isdigit()) or (base == "cpu" and index):
+        raise ValueError(f"unknown device {d!r} (expected cpu, cuda or cuda:N)")
+    return d
+
+
+FrameworkName = Annotated[str, AfterValidator(_known_framework)]
+DeviceName = Annotated[str, AfterValidator(_device_name)]
 
 
 class _Strict(BaseModel):
@@ -20,8 +37,8 @@ class _Strict(BaseModel):
 class Settings(_Strict):
     """Keys a study sets and its `quick` variant may override (None = inherit)."""
 
-    frameworks: list[str] | None = Field(default=None, min_length=1)
-    devices: list[str] | None = Field(default=None, min_length=1)
+    frameworks: list[FrameworkName] | None = Field(default=None, min_length=1)
+    devices: list[DeviceName] | None = Field(default=None, min_length=1)
     params: ParamGrid | list[ParamGrid] | None = None
     repetitions: int | None = Field(default=None, gt=0, description="independent worker runs per case")
     budget_s: float | None = Field(default=None, gt=0, description="timer budget per case, seconds")
@@ -32,23 +49,6 @@ class Settings(_Strict):
     warmup: int | None = Field(default=None, ge=0)
     target_rel_ci: float | None = Field(default=None, gt=0, lt=1)
     seed: int | None = None
-
-    @field_validator("frameworks")
-    @classmethod
-    def _known_frameworks(cls, v: list[str] | None) -> list[str] | None:
-        for name in v or []:
-            if name not in FRAMEWORKS:
-                raise ValueError(f"unknown framework {name!r} (known: {', '.join(sorted(FRAMEWORKS))})")
-        return v
-
-    @field_validator("devices")
-    @classmethod
-    def _device_names(cls, v: list[str] | None) -> list[str] | None:
-        for d in v or []:
-            base, _, index = d.partition(":")
-            if base not in ("cpu", "cuda") or (index and not index.isdigit()) or (base == "cpu" and index):
-                raise ValueError(f"unknown device {d!r} (expected cpu, cuda or cuda:N)")
-        return v
 
 
 class StudyFile(Settings):

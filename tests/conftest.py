@@ -1,0 +1,73 @@
+"""Shared fixtures: a seeded fake clock, temporary databases, and a CLI runner that runs `dlperf` as a user does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+STUDIES = Path(__file__).parent / "studies"
+
+
+class FakeClock:
+    """A clock that moves only when told: the timer's statistics become exact."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.now
+
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "results.sqlite"
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, db: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None) -> CliResult:
+    """Run `python -m dlperf.cli ARGS` in a subprocess, as a user would."""
+    full_env = dict(os.environ, COLUMNS="200", **(env or {}))
+    if db is not None:
+        full_env["DLPERF_DB"] = str(db)
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """GPU tests run wherever a GPU exists and are skipped, with the reason, only where none does."""
+    if has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA; none on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

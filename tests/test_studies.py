@@ -1,0 +1,93 @@
+"""Study files: the shipped ones load; every kind of bad file is one line naming file, key and expectation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlperf.errors import StudyError
+from dlperf.studies import load_study, shipped_studies
+
+GOOD = """
+name: t
+workload: ops
+frameworks: [numpy, torch]
+params:
+  - {op: matmul, n: [8, 16]}
+  - {op: add, n: 100}
+repetitions: 2
+quick:
+  params: {op: add, n: 10}
+  repetitions: 1
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "study.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_smoke_loads_and_expands():
+    assert "smoke" in shipped_studies()
+    full = load_study("smoke")
+    assert {c.framework for c in full.cases} == {"numpy", "torch"}
+    assert {c.params["op"] for c in full.cases} == {"matmul", "add"}
+    quick = load_study("smoke", quick=True)
+    assert quick.variant == "quick" and len(quick.cases) < len(full.cases) + 1
+    assert quick.study_hash != full.study_hash
+
+
+def test_expansion_counts_and_keys(tmp_path):
+    s = load_study(str(write(tmp_path, GOOD)))
+    # (2 matmul + 1 add) x 2 frameworks x 1 device x 2 repetitions
+    assert len(s.cases) == 12
+    assert len({(c.key, c.repetition) for c in s.cases}) == 12
+    assert s.cases[0].params == {"op": "matmul", "n": 8, "dtype": "float32"}  # defaults filled in
+    q = load_study(str(write(tmp_path, GOOD)), quick=True)
+    assert len(q.cases) == 2 and q.settings["repetitions"] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: t\nworkload: ops\nframeworks: [numpy\n", "YAML syntax error"),
+        (GOOD + "colour: red\n", "colour: unknown key"),
+        (GOOD.replace("numpy, torch", "numpy, tourch"), "frameworks[1]: unknown framework 'tourch'"),
+        (GOOD.replace("repetitions: 2", "repetitions: -3"), "repetitions: Input should be greater than 0"),
+        (GOOD.replace("workload: ops", "workload: opz"), "workload: unknown workload 'opz'"),
+        (GOOD.replace("n: [8, 16]", "n: [8, -16]"), "params[0].n: Input should be greater than 0"),
+        (GOOD.replace("op: add", "op: divide"), "params[1].op: Input should be 'add' or 'matmul'"),
+        (GOOD + "devices: [tpu]\n", "devices[0]: unknown device 'tpu'"),
+        ("- just\n- a list\n", "expected a mapping"),
+    ],
+)
+def test_bad_study_files_give_one_line(tmp_path, text, expected):
+    p = write(tmp_path, text)
+    with pytest.raises(StudyError) as exc:
+        load_study(str(p))
+    msg = str(exc.value)
+    assert msg.startswith(str(p)), msg
+    assert expected in msg, msg
+    assert "\n" not in msg
+
+
+def test_missing_file_and_unknown_name(tmp_path):
+    with pytest.raises(StudyError, match="study file not found"):
+        load_study(str(tmp_path / "nope.yaml"))
+    with pytest.raises(StudyError, match="no such study"):
+        load_study("no_such_study")
+
+
+def test_quick_without_variant(tmp_path):
+    p = write(tmp_path, "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, n: 4}\n")
+    with pytest.raises(StudyError, match="no 'quick' variant"):
+        load_study(str(p), quick=True)
+
+
+def test_yaml_error_names_line(tmp_path):
+    p = write(tmp_path, "name: t\nworkload: ops\nframeworks: [numpy\n")
+    with pytest.raises(StudyError) as exc:
+        load_study(str(p))
+    assert f"{p}:4:" in str(exc.value) or f"{p}:3:" in str(exc.value)

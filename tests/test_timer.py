@@ -1,0 +1,150 @@
+"""measure() driven by a seeded fake clock: exact statistics, calibration, sync edges, adaptive stop."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dlperf.measure import measure
+from dlperf.measure.stats import quantile
+
+
+def _workload(clock, durations):
+    it = iter(durations)
+
+    def fn():
+        clock.advance(next(it))
+
+    return fn
+
+
+def test_first_call_and_warmup_are_excluded(fake_clock):
+    # first call 5 s (JIT), two warm-up calls of 1 s, then steady 1 ms calls.
+    durations = [5.0, 1.0, 1.0] + [1e-3] * 100
+    m = measure(_workload(fake_clock, durations), clock=fake_clock, warmup=2, block_size=1, min_samples=6,
+                min_run_time_s=0, target_rel_ci=0.5)
+    assert m.first_call_s == 5.0
+    assert m.warmup_iters == 2 and m.warmup_s == 2.0
+    assert all(t == pytest.approx(1e-3) for t in m.times_s)
+    assert m.n_samples == 6 and m.stop_reason == "ci"
+
+
+def test_statistics_exact_with_seeded_samples(fake_clock):
+    rng = random.Random(1234)
+    samples = [rng.lognormvariate(-7, 0.3) for _ in range(40)]
+    durations = [1.0, 1.0] + samples
+    m = measure(_workload(fake_clock, durations), clock=fake_clock, warmup=1, block_size=1, min_samples=40,
+                max_samples=40, min_run_time_s=0)
+    assert m.n_samples == 40 and m.stop_reason == "max_samples"
+    assert m.times_s == pytest.approx(samples, rel=1e-9)
+    s = sorted(samples)
+    assert m.median_s == pytest.approx((s[19] + s[20]) / 2, rel=1e-9)
+    assert m.iqr_s == pytest.approx(quantile(s, 0.75) - quantile(s, 0.25), rel=1e-9)
+    assert m.ci95_s == pytest.approx((s[13], s[26]), rel=1e-9)  # ranks (14, 27) for n = 40
+
+
+def test_block_size_keeps_timer_overhead_under_a_thousandth():
+    # A real clock read costs ~50-100 ns; with 1 us calls the block must reach >= 1000x overhead.
+    import time
+
+    calls = 0
+
+    def fn():
+        nonlocal calls
+        calls += 1
+        t_end = time.perf_counter() + 1e-6
+        while time.perf_counter() < t_end:
+            pass
+
+    m = measure(fn, min_sample_time_s=0, max_time_s=0.3, min_run_time_s=0.05)
+    assert m.timer_overhead_s > 0
+    sample_s = m.median_s * m.block_size
+    assert m.timer_overhead_s / sample_s < 1e-3 * 1.5  # calibration estimate vs realised time, 50% slack
+
+
+def test_block_size_reaches_min_sample_time(fake_clock):
+    fn = _workload(fake_clock, [1e-6] * 10_000_000)
+    m = measure(fn, clock=fake_clock, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6, max_samples=6)
+    assert m.block_size == 1000
+    assert m.sample_iters == (1000,) * 6
+
+
+def test_sync_brackets_every_sample(fake_clock):
+    events = []
+
+    def sync():
+        events.append("sync")
+
+    def fn():
+        events.append("call")
+        fake_clock.advance(1e-3)
+
+    measure(fn, sync=sync, clock=fake_clock, warmup=0, block_size=3, min_samples=6, max_samples=6,
+            min_run_time_s=0)
+    # The sample phase is the last 6 x (sync, call, call, call, sync).
+    tail = events[-30:]
+    assert tail == ["sync", "call", "call", "call", "sync"] * 6
+
+
+def test_device_timer_is_used_when_given(fake_clock):
+    class EventTimer:
+        name = "fake_event"
+
+        def __init__(self):
+            self.starts = 0
+
+        def start(self):
+            self.starts += 1
+
+        def stop(self):
+            return 2e-3  # device clock says 2 ms whatever the host saw
+
+    timer = EventTimer()
+    m = measure(_workload(fake_clock, [1e-3] * 100), clock=fake_clock, device_timer=timer, block_size=1,
+                warmup=0, min_samples=6, max_samples=6, min_run_time_s=0)
+    assert timer.starts == 6
+    assert m.times_s == (2e-3,) * 6 and m.timer == "fake_event"
+
+
+def test_adaptive_stop_ends_early_on_quiet_and_runs_longer_on_noisy():
+    from tests.conftest import FakeClock
+
+    def run(sigma, seed):
+        clock = FakeClock()
+        rng = random.Random(seed)
+        fn = lambda: clock.advance(1e-3 * rng.lognormvariate(0, sigma))  # noqa: E731
+        return measure(fn, clock=clock, block_size=1, min_samples=10, max_samples=5000, min_run_time_s=0,
+                       max_time_s=2.0, target_rel_ci=0.02)
+
+    quiet, noisy = run(0.002, 1), run(0.5, 2)
+    assert quiet.stop_reason == "ci" and quiet.n_samples == 10
+    assert noisy.n_samples > 10 * quiet.n_samples
+    assert noisy.stop_reason in ("budget", "ci")
+    # noisy stops only once its CI is tight or the 2 s budget is spent
+    assert noisy.ci95_rel_width <= 0.02 or noisy.total_time_s >= 2.0 - 0.01
+
+
+def test_budget_ends_sampling(fake_clock):
+    rng = random.Random(7)
+    fn = lambda: fake_clock.advance(rng.uniform(1e-3, 3e-3))  # noqa: E731 - never within 1e-6
+    m = measure(fn, clock=fake_clock, block_size=1, min_samples=6, min_run_time_s=0, max_time_s=0.5,
+                target_rel_ci=1e-6)
+    assert m.stop_reason == "budget"
+    assert 0.5 <= m.total_time_s <= 0.5 + 3e-3
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError):
+        measure(lambda: None, min_samples=0)
+    with pytest.raises(ValueError):
+        measure(lambda: None, target_rel_ci=0)
+
+
+def test_gc_restored_after_measure(fake_clock):
+    import gc
+
+    assert gc.isenabled()
+    measure(_workload(fake_clock, [1e-3] * 100), clock=fake_clock, block_size=1, min_samples=6, max_samples=6,
+            min_run_time_s=0)
+    assert gc.isenabled()
