@@ -1,0 +1,108 @@
+"""Adapters: registry, presence without import, devices, sync, seeds, threads, memory; base hooks fail loudly."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.frameworks import REGISTRY, Framework, UnsupportedError, get_framework
+from dlperf.measure import measure
+
+
+def test_registry_and_unknown_name():
+    assert {"numpy", "torch"} <= set(REGISTRY)
+    with pytest.raises(KeyError, match="unknown framework 'mxnet'"):
+        get_framework("mxnet")
+
+
+def test_base_hooks_fail_loudly():
+    class Bare(Framework):
+        name = "bare"
+        module = "json"
+
+    fw = Bare()
+    assert fw.available()
+    for call in (fw.devices, lambda: fw.sync("cpu"), lambda: fw.seed(0), lambda: fw.set_threads(1)):
+        with pytest.raises(NotImplementedError, match="Bare does not implement"):
+            call()
+    assert fw.peak_memory_bytes("cpu") == (None, "bare keeps no allocator statistics for cpu")
+
+
+def test_absent_framework_is_unsupported():
+    class Ghost(Framework):
+        name = "ghost"
+        module = "no_such_module_dlperf"
+
+    fw = Ghost()
+    assert not fw.available() and fw.version is None
+    with pytest.raises(UnsupportedError, match="ghost is not installed"):
+        fw.import_module()
+
+
+@pytest.mark.parametrize("name", ["numpy", "torch"])
+def test_cpu_adapter(name):
+    fw = get_framework(name)
+    assert fw.available() and fw.version
+    assert "cpu" in fw.devices()
+    assert fw.check_device("cpu") == "cpu"
+    fw.sync("cpu")
+    fw.sync_fn("cpu")()
+    assert fw.device_timer("cpu") is None
+    fw.set_threads(1)
+    assert fw.threads() == 1
+    info = fw.info()
+    assert info["version"]
+    peak, how = fw.peak_memory_bytes("cpu")
+    assert peak is None and "no" in how  # honest: no CPU allocator statistics
+
+
+def test_torch_info_names_blas():
+    info = get_framework("torch").info()
+    assert info.get("blas_info") and info["threads"] >= 1
+
+
+def test_numpy_info_names_blas():
+    assert "blas" in get_framework("numpy").info()
+
+
+def test_seed_makes_frameworks_deterministic():
+    np_fw, torch_fw = get_framework("numpy"), get_framework("torch")
+    np = np_fw.import_module()
+    torch = torch_fw.import_module()
+    np_fw.seed(3)
+    a = np.random.rand(4)
+    np_fw.seed(3)
+    assert (np.random.rand(4) == a).all()
+    torch_fw.seed(3)
+    b = torch.rand(4)
+    torch_fw.seed(3)
+    assert torch.equal(torch.rand(4), b)
+
+
+def test_missing_device_is_unsupported():
+    with pytest.raises(UnsupportedError, match="numpy has no device 'cuda'"):
+        get_framework("numpy").check_device("cuda")
+
+
+def test_torch_oom_classification():
+    fw = get_framework("torch")
+    assert fw.is_oom(MemoryError())
+    assert fw.is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"))
+    assert not fw.is_oom(RuntimeError("shape mismatch"))
+
+
+@pytest.mark.gpu
+def test_torch_cuda_events_peak_memory_and_sync():
+    fw = get_framework("torch")
+    torch = fw.import_module()
+    dev = fw.check_device("cuda")
+    a = torch.randn(2048, 2048, device=dev)
+    fw.reset_peak_memory(dev)
+    b = a @ a
+    peak, how = fw.peak_memory_bytes(dev)
+    assert peak >= b.numel() * 4 and how == "torch.cuda.max_memory_allocated"
+    m = measure(lambda: torch.matmul(a, a, out=b), sync=fw.sync_fn(dev), device_timer=fw.device_timer(dev),
+                max_time_s=1.0)
+    assert m.timer == "cuda_event" and m.median_s > 0
+    # host clock around the same synced work agrees with the device events within 20%
+    h = measure(lambda: torch.matmul(a, a, out=b), sync=fw.sync_fn(dev), max_time_s=1.0)
+    assert abs(h.median_s / m.median_s - 1) < 0.2

@@ -1,0 +1,102 @@
+"""The runner: each way a case can end gets its status and reason, and the sweep goes on."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from rich.console import Console
+
+from dlperf.runner.process import classify_exit, oom_kill_count
+from dlperf.runner.sweep import run_study
+from dlperf.store import Store
+from dlperf.studies import load_study
+from tests.conftest import STUDIES
+
+
+@pytest.fixture(scope="module")
+def faults_results(tmp_path_factory):
+    db = tmp_path_factory.mktemp("faults") / "r.sqlite"
+    store = Store(db)
+    study = load_study(str(STUDIES / "faults.yaml"))
+    summary = run_study(study, store, console=Console(quiet=True))
+    rows = store.results(summary.run_id)
+    return {(r["params"]["mode"], r["device"]): r for r in rows}, store, summary
+
+
+def test_every_case_is_recorded(faults_results):
+    rows, store, summary = faults_results
+    assert len(rows) == 12  # 6 modes x {cpu, cuda}
+    assert store.run(summary.run_id)["status"] == "complete"
+
+
+def test_ok_case_has_samples_and_metrics(faults_results):
+    r = faults_results[0][("ok", "cpu")]
+    assert r["status"] == "ok" and r["reason"] is None
+    assert len(r["measurement"]["sample_times_s"]) >= 6
+    assert r["metrics"]["median_s"] > 0 and r["metrics"]["peak_rss_bytes"] > 0
+
+
+def test_raise_is_error_with_the_exception(faults_results):
+    r = faults_results[0][("raise", "cpu")]
+    assert r["status"] == "error"
+    assert r["reason"] == "ValueError: deliberate failure from the faults workload"
+    assert "Traceback" in r["metrics"]["traceback"]
+
+
+def test_sleep_past_timeout_is_timeout(faults_results):
+    r = faults_results[0][("sleep", "cpu")]
+    assert r["status"] == "timeout"
+    assert "8 s time-out" in r["reason"]
+    assert 8 <= r["wall_s"] < 30
+
+
+def test_signal_is_crashed(faults_results):
+    r = faults_results[0][("signal", "cpu")]
+    assert r["status"] == "crashed"
+    assert "SIGSEGV" in r["reason"]
+
+
+def test_exit_without_result_is_error(faults_results):
+    r = faults_results[0][("exit", "cpu")]
+    assert r["status"] == "error"
+    assert "exited with code 3 without a result" in r["reason"]
+
+
+def test_alloc_until_failure_is_oom(faults_results):
+    r = faults_results[0][("alloc", "cpu")]
+    assert r["status"] == "oom"
+    assert "MemoryError" in r["reason"]
+    assert r["metrics"]["peak_rss_bytes"] <= 1024 * 2**20 * 1.05  # stayed under the 1 GiB cap
+
+
+def test_absent_device_is_unsupported(faults_results):
+    for mode in ("ok", "raise", "sleep"):
+        r = faults_results[0][(mode, "cuda")]
+        assert r["status"] == "unsupported"
+        assert "numpy has no device 'cuda'" in r["reason"]
+
+
+def test_rerun_of_complete_study_starts_a_new_run_and_resume_skips(faults_results, tmp_path):
+    # A complete run is not resumed; an explicit --resume of it has nothing left to do.
+    _, store, summary = faults_results
+    study = load_study(str(STUDIES / "faults.yaml"))
+    again = run_study(study, store, resume=summary.run_id, console=Console(quiet=True))
+    assert again.run_id == summary.run_id and again.n_skipped == 12 and again.statuses == {}
+
+
+def test_classify_exit_signals_and_oom_killer():
+    assert classify_exit(-signal.SIGKILL, oom_kills_before=3, oom_kills_after=4, stderr_tail="")["status"] == "oom"
+    killed = classify_exit(-signal.SIGKILL, oom_kills_before=3, oom_kills_after=3, stderr_tail="")
+    assert killed == {"status": "crashed", "reason": "worker killed by SIGKILL"}
+    assert classify_exit(-signal.SIGKILL, oom_kills_before=None, oom_kills_after=None,
+                         stderr_tail="x")["status"] == "crashed"
+    assert classify_exit(2, oom_kills_before=None, oom_kills_after=None, stderr_tail="boom")["reason"] == (
+        "worker exited with code 2 without a result (stderr: boom)")
+
+
+def test_oom_kill_count_reads_cgroup_events(tmp_path):
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 5\n")
+    assert oom_kill_count(events) == 5
+    assert oom_kill_count(tmp_path / "missing") is None
