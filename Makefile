@@ -21,7 +21,7 @@ $(VENV)/.default-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,dev]"
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,dev]"
 	touch $@
 
 install-default: $(VENV)/.default-installed

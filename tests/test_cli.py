@@ -153,3 +153,9 @@ def test_show_report_export_compare(two_runs, tmp_path):
     assert cmp.stdout.count("ops/numpy/cpu/") == 12
     assert any(v in cmp.stdout for v in ("within noise", "faster", "slower"))
     assert "different environments" not in cmp.stdout  # same machine, same software
+
+
+def test_rich_markup_in_data_is_printed_literally():
+    # Install hints such as "pip install -e '.[gpu]'" contain brackets that rich would eat as markup.
+    res = run_cli("doctor")
+    assert "'.[gpu]'" in res.stdout

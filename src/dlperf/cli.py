@@ -47,6 +47,7 @@ def cli() -> None:
 @cli.command()
 def doctor() -> None:
     """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest."""
+    from rich.markup import escape
     from rich.table import Table
 
     from dlperf.doctor import all_checks
@@ -55,13 +56,15 @@ def doctor() -> None:
     for col in ("section", "item", "", "detail"):
         table.add_column(col, overflow="fold")
     for c in all_checks():
-        table.add_row(c.section, c.name, "[green]yes[/]" if c.ok else "[red]no[/]", c.detail)
+        table.add_row(escape(c.section), escape(c.name), "[green]yes[/]" if c.ok else "[red]no[/]", escape(c.detail))
     _console().print(table)
 
 
 @cli.command("list")
 def list_cmd() -> None:
     """Studies that ship with dlperf, workloads, and framework adapters."""
+    from rich.markup import escape
+
     from dlperf.frameworks import REGISTRY as FRAMEWORKS
     from dlperf.studies import shipped_studies
     from dlperf.studies.loader import read_study_file
@@ -72,16 +75,16 @@ def list_cmd() -> None:
     for name, path in shipped_studies().items():
         sf = read_study_file(path)
         quick = " (has --quick)" if sf.quick else ""
-        console.print(f"  {name:<12} {sf.description}{quick}", highlight=False)
+        console.print(escape(f"  {name:<12} {sf.description}{quick}"), highlight=False)
     console.print("[bold]workloads[/]")
     for name, cls in sorted(WORKLOADS.items()):
         w = cls()
-        console.print(f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]", highlight=False)
+        console.print(escape(f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]"), highlight=False)
     console.print("[bold]frameworks[/]")
     for name, cls in sorted(FRAMEWORKS.items()):
         fw = cls()
         state = f"installed {fw.version}" if fw.available() else f"not installed ({fw.install_hint})"
-        console.print(f"  {name:<12} {state}", highlight=False)
+        console.print(escape(f"  {name:<12} {state}"), highlight=False)
 
 
 @cli.command()
@@ -164,6 +167,7 @@ def show(run_ref: str, db: str | None) -> None:
 @db_option
 def compare(run_a: str, run_b: str, db: str | None) -> None:
     """Per-case ratio RUN_B / RUN_A of median times, with a Mann-Whitney U test on the raw samples."""
+    from rich.markup import escape
     from rich.table import Table
 
     from dlperf.measure import format_time
@@ -177,7 +181,7 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
         console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
-            console.print(f"  {key}: {va!r} -> {vb!r}", highlight=False)
+            console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
     rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]))
     table = Table(title=f"compare A={ra['id']}  B={rb['id']}", title_justify="left")
     for col in ("case", "A median", "B median", "B/A", "p (MWU)", "verdict"):
@@ -185,7 +189,7 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     for c in rows:
         case = c.case_key + (f" #{c.repetition}" if c.repetition else "")
         style = {"faster": "green", "slower": "red"}.get(c.verdict)
-        table.add_row(case, format_time(c.median_a_s), format_time(c.median_b_s),
+        table.add_row(escape(case), format_time(c.median_a_s), format_time(c.median_b_s),
                       "-" if c.ratio is None else f"{c.ratio:.3f}",
                       "-" if c.p_value is None else f"{c.p_value:.3g}", c.verdict, style=style)
     console.print(table)

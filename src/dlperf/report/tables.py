@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dlperf.measure import format_time
@@ -37,7 +38,7 @@ def result_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
         ok = r["status"] == "ok"
         note = r.get("reason") or ""
         if ok and m.get("noisy"):
-            note = f"noisy: IQR/median {m['iqr_rel']:.0%} > 10%"
+            note = "noisy (IQR > 10%)"
         rows.append({
             "framework": r["framework"],
             "device": r["device"],
@@ -87,13 +88,13 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict
                          overflow="fold", no_wrap=col in ("params", "median", "n", "first call"))
     for row in result_rows(results):
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
-        table.add_row(*(row[c] for c in COLUMNS), style=style)
+        table.add_row(*(escape(row[c]) for c in COLUMNS), style=style)
     console.print(table)
     stored = len(results)
     console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
     for line in environment_lines(env):
-        console.print(f"  {line}", highlight=False)
+        console.print(escape(f"  {line}"), highlight=False)
 
 
 def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf import __version__
@@ -194,7 +195,7 @@ def _case_line(i: int, n: int, case: Case, row: dict[str, Any]) -> str:
         detail = f"median {format_time(m['median_s'])} (IQR {m['iqr_rel']:.1%}, n={m['n_samples']})"
     else:
         detail = row["reason"] or ""
-    return f"[{i}/{n}] {case.key}{rep}: [{style}]{status}[/] {detail}"
+    return f"{escape(f'[{i}/{n}] {case.key}{rep}:')} [{style}]{status}[/] {escape(detail)}"
 
 
 @contextlib.contextmanager
