@@ -31,6 +31,7 @@ run: install-default
 	$(BIN)/dlperf run smoke --quick
 
 test: install-all
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
 
 bench: install-all

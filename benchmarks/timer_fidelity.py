@@ -31,7 +31,7 @@ def main() -> int:
     import torch
     from torch.utils.benchmark import Timer
 
-    from dlperf.measure import measure
+    from dlperf.timing import measure
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -66,7 +66,7 @@ def main() -> int:
               f"ratio dlperf/torch {ratio:.4f} ({'within' if ok else 'OUTSIDE'} {TARGET:.0%})")
         print(f"{'':24s} dlperf timer overhead {overhead_ns:.0f} ns per sample = {overhead_ns * 1e-9 / sample_s:.4%} "
               f"of a sample ({statistics.median(blocks):.0f} calls per sample); per-round ratios "
-              + ", ".join(f"{o / t:.3f}" for o, t in zip(ours, theirs)))
+              + ", ".join(f"{o / t:.3f}" for o, t in zip(ours, theirs, strict=True)))
     return 1 if failed else 0
 
 

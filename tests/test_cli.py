@@ -91,11 +91,16 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
     import importlib.metadata as md
 
     assert md.version("numpy") in out and md.version("torch") in out
-    if "cuda:0" not in out:
+    from dlperf.hardware.fingerprint import nvidia_gpus
+    from dlperf.meters.probe import probe_all
+
+    if not nvidia_gpus()[0]:
         assert "no GPU available" in out
-    assert "energy meters" in out
-    if "rapl" in out and "yes" not in [line for line in out.splitlines() if "rapl" in line][0]:
-        assert "no energy meter available" in out or "nvml" in out
+    probes = probe_all()
+    for p in probes:
+        line = next(x for x in out.splitlines() if f" {p.name} " in x)
+        assert ("yes" if p.available else "no") in line and p.detail[:40] in line
+    assert ("no energy meter available" in out) == (not any(p.available for p in probes))
 
 
 def test_list_shows_studies_workloads_frameworks():
@@ -159,3 +164,15 @@ def test_rich_markup_in_data_is_printed_literally():
     # Install hints such as "pip install -e '.[gpu]'" contain brackets that rich would eat as markup.
     res = run_cli("doctor")
     assert "'.[gpu]'" in res.stdout
+
+
+def test_resume_of_another_study_is_refused(two_runs):
+    db, _, _ = two_runs
+    res = run_cli("run", "smoke", "--quick", "--resume", "latest", db=db)
+    assert_one_line_error(res, "cannot be resumed with smoke (quick)")
+
+
+def test_unwritable_database_location(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert_one_line_error(run_cli("runs", "--db", str(blocker / "sub" / "r.sqlite")), "cannot create the folder")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from dlperf.measure import Measurement
 from dlperf.report.compare import compare_measurements, compare_runs
+from dlperf.timing import Measurement
 
 
 def sample(scale: float, seed: int, n: int = 40) -> Measurement:

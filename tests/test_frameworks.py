@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlperf.frameworks import REGISTRY, Framework, UnsupportedError, get_framework
-from dlperf.measure import measure
+from dlperf.timing import measure
 
 
 def test_registry_and_unknown_name():

@@ -68,7 +68,7 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
 
     again = run_cli("run", STUDY, db=db)
     assert again.returncode == 0, again.stderr
-    assert f"resuming run many_ok-" in again.stdout
+    assert "resuming run many_ok-" in again.stdout
     assert f"{len(before)} of {N_CASES} cases already stored" in again.stdout
     after = stored(db)
     keys = [k for k, _ in after]

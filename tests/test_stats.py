@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from dlperf.measure import Measurement
-from dlperf.measure.stats import median_ci, median_ci_ranks, quantile
+from dlperf.timing import Measurement
+from dlperf.timing.stats import median_ci, median_ci_ranks, quantile
 
 
 def test_quantile_is_type7_linear_interpolation():

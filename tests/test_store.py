@@ -27,7 +27,8 @@ def result_row(run_id: str, key="ops/numpy/cpu/n=1", rep=0, status="ok", samples
     return {"run_id": run_id, "case_key": key, "repetition": rep, "workload": "ops", "framework": "numpy",
             "device": "cpu", "params": {"op": "add", "n": 1}, "status": status, "reason": None,
             "measurement": {"sample_times_s": list(samples), "sample_iters": [1] * len(samples)},
-            "metrics": {"median_s": 1.05e-3, "n_samples": len(samples)} if status == "ok" else None, "env_id": 1, "wall_s": 0.1,
+            "metrics": {"median_s": 1.05e-3, "n_samples": len(samples)} if status == "ok" else None,
+            "env_id": 1, "wall_s": 0.1,
             "started_at": now, "finished_at": now}
 
 

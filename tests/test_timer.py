@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from dlperf.measure import measure
-from dlperf.measure.stats import quantile
+from dlperf.timing import measure
+from dlperf.timing.stats import quantile
 
 
 def _workload(clock, durations):
@@ -113,7 +113,7 @@ def test_adaptive_stop_ends_early_on_quiet_and_runs_longer_on_noisy():
     def run(sigma, seed):
         clock = FakeClock()
         rng = random.Random(seed)
-        fn = lambda: clock.advance(1e-3 * rng.lognormvariate(0, sigma))  # noqa: E731
+        fn = lambda: clock.advance(1e-3 * rng.lognormvariate(0, sigma))
         return measure(fn, clock=clock, block_size=1, min_samples=10, max_samples=5000, min_run_time_s=0,
                        max_time_s=2.0, target_rel_ci=0.02)
 
@@ -127,7 +127,7 @@ def test_adaptive_stop_ends_early_on_quiet_and_runs_longer_on_noisy():
 
 def test_budget_ends_sampling(fake_clock):
     rng = random.Random(7)
-    fn = lambda: fake_clock.advance(rng.uniform(1e-3, 3e-3))  # noqa: E731 - never within 1e-6
+    fn = lambda: fake_clock.advance(rng.uniform(1e-3, 3e-3))
     m = measure(fn, clock=fake_clock, block_size=1, min_samples=6, min_run_time_s=0, max_time_s=0.5,
                 target_rel_ci=1e-6)
     assert m.stop_reason == "budget"
@@ -148,3 +148,12 @@ def test_gc_restored_after_measure(fake_clock):
     measure(_workload(fake_clock, [1e-3] * 100), clock=fake_clock, block_size=1, min_samples=6, max_samples=6,
             min_run_time_s=0)
     assert gc.isenabled()
+
+
+def test_public_entry_point_is_the_function():
+    import dlperf
+    import dlperf.timing
+
+    assert callable(dlperf.measure)
+    m = dlperf.measure(lambda: None, max_time_s=0.05, min_run_time_s=0.01)
+    assert isinstance(m, dlperf.Measurement) and m.n_samples >= 6

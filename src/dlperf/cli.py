@@ -13,7 +13,10 @@ import click
 from dlperf import __version__
 from dlperf.errors import DlperfError
 
-DB_HELP = "results database: a SQLite path or an SQLAlchemy URL [env DLPERF_DB; default ~/.local/share/dlperf/results.sqlite]"
+DB_HELP = (
+    "results database: a SQLite path or an SQLAlchemy URL "
+    "[env DLPERF_DB; default ~/.local/share/dlperf/results.sqlite]"
+)
 
 
 def _console(stderr: bool = False) -> Any:
@@ -79,7 +82,8 @@ def list_cmd() -> None:
     console.print("[bold]workloads[/]")
     for name, cls in sorted(WORKLOADS.items()):
         w = cls()
-        console.print(escape(f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]"), highlight=False)
+        line = f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]"
+        console.print(escape(line), highlight=False)
     console.print("[bold]frameworks[/]")
     for name, cls in sorted(FRAMEWORKS.items()):
         fw = cls()
@@ -91,7 +95,8 @@ def list_cmd() -> None:
 @click.argument("study")
 @click.option("--quick", is_flag=True, help="run the study's quick variant")
 @click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
-@click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device: cpu, cuda, cuda:N (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV",
+              help="only this device: cpu, cuda, cuda:N (repeatable)")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
 @click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
@@ -170,8 +175,8 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.measure import format_time
     from dlperf.report.compare import ALPHA, compare_runs, environment_differences
+    from dlperf.timing import format_time
 
     store = _store(db)
     ra, rb = store.run(run_a), store.run(run_b)

@@ -12,7 +12,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from dlperf.measure import DeviceTimer
+from dlperf.timing import DeviceTimer
 
 
 class UnsupportedError(RuntimeError):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.hardware.fingerprint import diff
-from dlperf.measure import Measurement
+from dlperf.timing import Measurement
 
 ALPHA = 0.05
 #: Fewer samples than this on either side cannot show a difference at ALPHA.

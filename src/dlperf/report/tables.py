@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlperf.measure import format_time
+from dlperf.timing import format_time
 
 COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "note")
@@ -99,7 +99,8 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict
 
 def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]]) -> str:
     out = [f"# dlperf run `{run['id']}`", "",
-           f"Study **{run['study']}** ({run['variant']}), status {run['status']}, started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+           f"Study **{run['study']}** ({run['variant']}), status {run['status']}, "
+           f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
            f"{len(results)} of {run['n_cases']} cases stored.", "", "## Environment", ""]
     out += [f"- {line}" for line in environment_lines(env)]
     out += ["", "## Results", "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.measure import Measurement
+from dlperf.timing import Measurement
 from dlperf.workloads import Cost
 
 

@@ -20,11 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dlperf import __version__
 from dlperf.errors import DlperfError, StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, fingerprint_hash, framework_fingerprint, host_fingerprint
-from dlperf.measure import format_time
+from dlperf.hardware.fingerprint import default_threads, fingerprint_hash, host_fingerprint
 from dlperf.runner.process import run_worker
 from dlperf.store import Store
 from dlperf.studies import Case, Study
+from dlperf.timing import format_time
 
 #: Statuses a retry (`--retry-failed`) runs again.
 FAILED_STATUSES = ("error", "timeout", "oom", "crashed")
@@ -110,6 +110,14 @@ def run_study(
 
     if resume:
         run_id = store.resolve_run(resume)
+        existing = store.run(run_id)
+        if (existing["study"], existing["variant"], existing["study_hash"]) != (
+            study.name, study.variant, study.study_hash
+        ):
+            raise StudyError(
+                f"--resume {resume}: run {run_id} is of study {existing['study']} ({existing['variant']}), or of "
+                f"another version of its file; it cannot be resumed with {study.name} ({study.variant})"
+            )
         resumed = True
     else:
         found = None if new else store.find_resumable(

@@ -56,8 +56,8 @@ def _one_line(exc: BaseException) -> str:
 def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
     from dlperf.frameworks import UnsupportedError, get_framework
-    from dlperf.measure import measure
     from dlperf.runner.derive import derive_metrics
+    from dlperf.timing import measure
     from dlperf.workloads import get_workload
 
     case = spec["case"]
@@ -98,7 +98,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         return {"status": "ok", "reason": None, "measurement": m.to_dict(), "metrics": metrics}
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes this case's status
+    except BaseException as exc:
         oom = isinstance(exc, MemoryError)
         try:
             oom = oom or fw.is_oom(exc)

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, case, create_engine, event, func, inspect, insert, select, update
+from sqlalchemy import Engine, case, create_engine, event, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from dlperf.errors import StoreError, UnknownRunError
 from dlperf.store import schema
-from dlperf.store.schema import MIGRATIONS, SCHEMA_VERSION, environments, meta, results, runs
+from dlperf.store.schema import MIGRATIONS, environments, meta, results, runs
 
 
 def default_db_path() -> Path:
@@ -34,7 +34,10 @@ def to_url(db: str | os.PathLike[str] | None) -> str:
     if "://" in text:
         return text
     path = Path(text).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder of database {path}: {exc.strerror}") from None
     return f"sqlite:///{path}"
 
 

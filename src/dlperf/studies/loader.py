@@ -148,7 +148,7 @@ def load_study(name_or_path: str, *, quick: bool = False) -> Study:
 def _grid_points(grid: dict[str, Any]) -> list[dict[str, Any]]:
     keys = list(grid)
     values = [v if isinstance(v, list) else [v] for v in grid.values()]
-    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
 
 
 def _expand(path: Path, workload_name: str, settings: dict[str, Any], prefix: str) -> list[Case]:

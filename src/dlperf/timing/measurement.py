@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from dlperf.measure.stats import median_ci, quantile
+from dlperf.timing.stats import median_ci, quantile
 
 #: IQR / median above this raises the noise flag (same threshold as torch.utils.benchmark).
 NOISE_IQR_REL = 0.10

@@ -1,6 +1,6 @@
 """Order statistics used by `Measurement`: quantiles and the distribution-free CI of a median.
 
-Pure Python on purpose: `dlperf.measure` must import no framework (NumPy included),
+Pure Python on purpose: `dlperf.timing` must import no framework (NumPy included),
 and these are small lists (at most a few thousand samples).
 """
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-from dlperf.measure.measurement import Measurement
-from dlperf.measure.stats import median_ci, quantile
+from dlperf.timing.measurement import Measurement
+from dlperf.timing.stats import median_ci, quantile
 
 Clock = Callable[[], float]
 
@@ -45,7 +46,7 @@ def estimate_overhead_s(clock: Clock, sync: Callable[[], None], repeats: int = 2
     for _ in range(repeats):
         sync()
         reads.append(clock())
-    gaps = sorted(b - a for a, b in zip(reads, reads[1:]))
+    gaps = sorted(b - a for a, b in itertools.pairwise(reads))
     # Two edges per sample: one (sync, read) before and one after.
     return 2.0 * quantile(gaps, 0.5) if gaps else 0.0
 
