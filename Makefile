@@ -36,6 +36,7 @@ test: install-all
 
 bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py
+	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

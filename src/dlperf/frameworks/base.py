@@ -15,6 +15,11 @@ from typing import Any, ClassVar
 from dlperf.timing import DeviceTimer
 
 
+def no_sync() -> None:
+    """The sync of a device whose calls return only when their work is done (CPU)."""
+    return None
+
+
 class UnsupportedError(RuntimeError):
     """The framework or device a case asks for is absent here (status `unsupported`)."""
 

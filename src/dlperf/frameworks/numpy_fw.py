@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.frameworks.base import Framework
+from dlperf.frameworks.base import Framework, no_sync
 
 
 class NumpyFramework(Framework):
@@ -24,7 +24,7 @@ class NumpyFramework(Framework):
         return None  # NumPy calls return when their work is done.
 
     def sync_fn(self, device: str):  # type: ignore[override]
-        return _noop
+        return no_sync
 
     def seed(self, n: int) -> None:
         np = self.import_module()
@@ -55,7 +55,3 @@ class NumpyFramework(Framework):
         except Exception as exc:  # threadpoolctl cannot always introspect a BLAS
             out["blas"] = f"unknown ({type(exc).__name__})"
         return out
-
-
-def _noop() -> None:
-    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dlperf.frameworks.base import Framework
+from dlperf.frameworks.base import Framework, no_sync
 
 
 class CudaEventTimer:
@@ -51,7 +51,7 @@ class TorchFramework(Framework):
 
     def sync_fn(self, device: str):  # type: ignore[override]
         if not device.startswith("cuda"):
-            return _noop
+            return no_sync
         torch = self.import_module()
         return lambda: torch.cuda.synchronize(device)
 
@@ -110,7 +110,3 @@ class TorchFramework(Framework):
         if torch.cuda.is_available():
             out["cudnn"] = torch.backends.cudnn.version()
         return out
-
-
-def _noop() -> None:
-    return None
