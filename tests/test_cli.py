@@ -35,7 +35,7 @@ def test_help_imports_no_framework_nor_store():
 @pytest.fixture(scope="module")
 def bad_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("bad")
-    good = "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, n: 4}\n"
+    good = "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\n"
     (d / "syntax.yaml").write_text("name: t\nworkload: [ops\n")
     (d / "unknown_key.yaml").write_text(good + "colour: red\n")
     (d / "unknown_fw.yaml").write_text(good.replace("[numpy]", "[numpy, mxnet]"))

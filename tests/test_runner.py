@@ -67,7 +67,9 @@ def test_alloc_until_failure_is_oom(faults_results):
     r = faults_results[0][("alloc", "cpu")]
     assert r["status"] == "oom"
     assert "MemoryError" in r["reason"]
-    assert r["metrics"]["peak_rss_bytes"] <= 1024 * 2**20 * 1.05  # stayed under the 1 GiB cap
+    # The 1 GiB cap is on the data segment (RLIMIT_DATA); RSS also counts shared libraries and
+    # file pages, so it may exceed the cap a little, but the cap, not the 24 GiB machine, stopped it.
+    assert 512 * 2**20 <= r["metrics"]["peak_rss_bytes"] <= 2 * 1024 * 2**20
 
 
 def test_absent_device_is_unsupported(faults_results):

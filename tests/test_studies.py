@@ -14,11 +14,11 @@ name: t
 workload: ops
 frameworks: [numpy, torch]
 params:
-  - {op: matmul, n: [8, 16]}
-  - {op: add, n: 100}
+  - {op: matmul, size_mb: [1, 2]}
+  - {op: add, size_mb: 0.5}
 repetitions: 2
 quick:
-  params: {op: add, n: 10}
+  params: {op: add, size_mb: 0.1}
   repetitions: 1
 """
 
@@ -33,7 +33,7 @@ def test_shipped_smoke_loads_and_expands():
     assert "smoke" in shipped_studies()
     full = load_study("smoke")
     assert {c.framework for c in full.cases} == {"numpy", "torch"}
-    assert {c.params["op"] for c in full.cases} == {"matmul", "add"}
+    assert {c.params["op"] for c in full.cases} == {"dot", "add"}
     quick = load_study("smoke", quick=True)
     assert quick.variant == "quick" and len(quick.cases) < len(full.cases) + 1
     assert quick.study_hash != full.study_hash
@@ -44,7 +44,7 @@ def test_expansion_counts_and_keys(tmp_path):
     # (2 matmul + 1 add) x 2 frameworks x 1 device x 2 repetitions
     assert len(s.cases) == 12
     assert len({(c.key, c.repetition) for c in s.cases}) == 12
-    assert s.cases[0].params == {"op": "matmul", "n": 8, "dtype": "float32"}  # defaults filled in
+    assert s.cases[0].params == {"op": "dot", "size_mb": 1.0, "dtype": "float32"}  # matmul -> dot; defaults in
     q = load_study(str(write(tmp_path, GOOD)), quick=True)
     assert len(q.cases) == 2 and q.settings["repetitions"] == 1
 
@@ -57,8 +57,8 @@ def test_expansion_counts_and_keys(tmp_path):
         (GOOD.replace("numpy, torch", "numpy, tourch"), "frameworks[1]: unknown framework 'tourch'"),
         (GOOD.replace("repetitions: 2", "repetitions: -3"), "repetitions: Input should be greater than 0"),
         (GOOD.replace("workload: ops", "workload: opz"), "workload: unknown workload 'opz'"),
-        (GOOD.replace("n: [8, 16]", "n: [8, -16]"), "params[0].n: Input should be greater than 0"),
-        (GOOD.replace("op: add", "op: divide"), "params[1].op: Input should be 'add' or 'matmul'"),
+        (GOOD.replace("size_mb: [1, 2]", "size_mb: [1, -2]"), "params[0].size_mb: Input should be greater than 0"),
+        (GOOD.replace("op: add", "op: divide"), "params[1].op: Input should be 'add', 'mul', "),
         (GOOD + "devices: [tpu]\n", "devices[0]: unknown device 'tpu'"),
         ("- just\n- a list\n", "expected a mapping"),
     ],
@@ -81,7 +81,7 @@ def test_missing_file_and_unknown_name(tmp_path):
 
 
 def test_quick_without_variant(tmp_path):
-    p = write(tmp_path, "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, n: 4}\n")
+    p = write(tmp_path, "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\n")
     with pytest.raises(StudyError, match="no 'quick' variant"):
         load_study(str(p), quick=True)
 

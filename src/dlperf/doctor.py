@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from dataclasses import dataclass
 
-from dlperf.frameworks import REGISTRY
 from dlperf.hardware.fingerprint import cpu_flags, cpu_model, nvidia_gpus, physical_cores
 from dlperf.meters.probe import probe_all
 
@@ -21,18 +19,20 @@ class Check:
 
 
 def framework_checks() -> list[Check]:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Import each framework in a worker process: its logging stays out of this terminal."""
+    from dlperf.runner.process import run_worker
+
+    outcome = run_worker({"mode": "probe"}, timeout_s=300)
+    if outcome.result.get("status") != "ok":
+        return [Check("frameworks", "probe", False, f"framework probe failed: {outcome.result.get('reason')}")]
     out = []
-    for name, cls in sorted(REGISTRY.items()):
-        fw = cls()
-        if not fw.available():
-            out.append(Check("frameworks", name, False, f"not installed: {fw.install_hint}"))
-            continue
-        try:
-            devices = fw.devices()
-            out.append(Check("frameworks", name, True, f"{fw.version}; devices: {', '.join(devices)}"))
-        except Exception as exc:
-            out.append(Check("frameworks", name, False, f"{fw.version} installed but fails to load: {exc}"))
+    for name, r in outcome.result["frameworks"].items():
+        if not r["installed"]:
+            out.append(Check("frameworks", name, False, f"not installed: {r['hint']}"))
+        elif "error" in r:
+            out.append(Check("frameworks", name, False, f"{r['version']} installed but fails to load: {r['error']}"))
+        else:
+            out.append(Check("frameworks", name, True, f"{r['version']}; devices: {', '.join(r['devices'])}"))
     return out
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dlperf.frameworks.base import Framework, UnsupportedError
+from dlperf.frameworks.jax_fw import JaxFramework
 from dlperf.frameworks.numpy_fw import NumpyFramework
+from dlperf.frameworks.pytensor_fw import PytensorFramework, TheanoFramework
+from dlperf.frameworks.tensorflow_fw import TensorflowEagerFramework, TensorflowFramework
 from dlperf.frameworks.torch_fw import TorchFramework
 
-#: Name -> adapter class. Later adapters (tensorflow, jax, pytensor, nn) register here.
+#: Name -> adapter class. Later adapters (dlperf.nn) register here.
 REGISTRY: dict[str, type[Framework]] = {
-    NumpyFramework.name: NumpyFramework,
-    TorchFramework.name: TorchFramework,
+    cls.name: cls
+    for cls in (NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
+                PytensorFramework, TheanoFramework)
 }
 
 

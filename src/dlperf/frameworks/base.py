@@ -87,6 +87,11 @@ class Framework:
         """A zero-argument sync for the timer (bound once, cheap to call)."""
         return lambda: self.sync(device)
 
+    def prepare(self, fn: Callable[[], object], device: str) -> tuple[Callable[[], object], Callable[[], None]]:
+        """(the step to time, the sync to bracket each sample with). Adapters whose
+        sync needs the step's outputs (JAX) wrap the step here."""
+        return fn, self.sync_fn(device)
+
     def device_timer(self, device: str) -> DeviceTimer | None:
         """A timer on the device's own clock (CUDA events), or None to use the host clock."""
         return None

@@ -75,11 +75,12 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         fw.seed(int(settings.get("seed", 0)))
         workload = get_workload(case["workload"])
         params = workload.parse(case["params"])
-        fn = workload.build(fw, device, params)
+        fn = workload.build(fw, device, params).fn
+        fn, sync = fw.prepare(fn, device)
         fw.reset_peak_memory(device)
         m = measure(
             fn,
-            sync=fw.sync_fn(device),
+            sync=sync,
             device_timer=fw.device_timer(device),
             warmup=int(settings.get("warmup", 2)),
             min_run_time_s=float(settings.get("min_run_time_s", 0.2)),
@@ -118,6 +119,23 @@ def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "fingerprint": fingerprint(spec["frameworks"], spec.get("threads"))}
 
 
+def probe_frameworks(spec: dict[str, Any]) -> dict[str, Any]:
+    """Version and devices of every registered framework (for `dlperf doctor`)."""
+    from dlperf.frameworks import REGISTRY
+
+    out: dict[str, Any] = {}
+    for name, cls in sorted(REGISTRY.items()):
+        fw = cls()
+        if not fw.available():
+            out[name] = {"installed": False, "hint": fw.install_hint}
+            continue
+        try:
+            out[name] = {"installed": True, "version": fw.version, "devices": fw.devices()}
+        except Exception as exc:  # a broken install is reported, not fatal
+            out[name] = {"installed": True, "version": fw.version, "error": _one_line(exc)}
+    return {"status": "ok", "frameworks": out}
+
+
 def write_result(path: str, result: dict[str, Any]) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(result, default=str))
@@ -130,6 +148,8 @@ def main(argv: list[str]) -> int:
     _limit_memory(spec.get("settings", {}).get("mem_limit_mb"))
     if spec["mode"] == "fingerprint":
         result = collect_fingerprint(spec)
+    elif spec["mode"] == "probe":
+        result = probe_frameworks(spec)
     else:
         result = run_case(spec)
     write_result(spec["result_path"], result)

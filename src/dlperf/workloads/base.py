@@ -34,6 +34,15 @@ class Cost:
     samples: int = 1
 
 
+@dataclass(frozen=True)
+class Step:
+    """A built workload: `fn` is what the timer calls; `result()` returns its last
+    output as a float64 NumPy array (for correctness checks, never timed)."""
+
+    fn: Callable[[], object]
+    result: Callable[[], Any] | None = None
+
+
 class Workload:
     """Base workload. Subclasses set `name`, `Params`, and define `cost` and builders."""
 
@@ -41,9 +50,13 @@ class Workload:
     description: ClassVar[str] = ""
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
 
+    def builders(self) -> dict[str, Callable[..., Any]]:
+        """Framework name -> builder(fw, device, params). Default: the `build_<name>` methods."""
+        return {a[len("build_"):]: getattr(self, a) for a in dir(self) if a.startswith("build_")}
+
     def frameworks(self) -> list[str]:
         """Frameworks this workload has a builder for."""
-        return sorted(a[len("build_"):] for a in dir(self) if a.startswith("build_"))
+        return sorted(self.builders())
 
     def parse(self, raw: dict[str, Any]) -> WorkloadParams:
         return self.Params.model_validate(raw)
@@ -51,8 +64,8 @@ class Workload:
     def cost(self, params: WorkloadParams) -> Cost:
         raise NotImplementedError(f"{type(self).__name__} does not define a cost model")
 
-    def build(self, fw: Framework, device: str, params: WorkloadParams) -> Callable[[], object]:
-        builder = getattr(self, f"build_{fw.name}", None)
+    def build(self, fw: Framework, device: str, params: WorkloadParams) -> Step:
+        builder = self.builders().get(fw.name)
         if builder is None:
             from dlperf.frameworks import UnsupportedError
 
@@ -60,4 +73,5 @@ class Workload:
                 f"workload {self.name!r} has no {fw.name} implementation "
                 f"(it has: {', '.join(self.frameworks())})"
             )
-        return builder(fw, device, params)
+        built = builder(fw, device, params)
+        return built if isinstance(built, Step) else Step(built)

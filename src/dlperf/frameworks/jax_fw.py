@@ -1,0 +1,87 @@
+"""JAX: jitted steps; completion is awaited with `block_until_ready` on the step's last output.
+
+JAX has no device-wide sync, so `prepare()` wraps the step to keep its last
+output and `sync()` blocks on it: work on a device runs in order, so when the
+last output is ready, all of the block is. GPU pre-allocation is switched off
+(XLA_PYTHON_CLIENT_PREALLOCATE=false) before JAX starts, so its peak is honest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from dlperf.frameworks.base import Framework
+
+
+class JaxFramework(Framework):
+    name = "jax"
+    module = "jax"
+    distributions = ("jax",)
+    extra = "jax"
+
+    def __init__(self) -> None:
+        self._last: Any = None
+        self._requested_threads: int | None = None
+
+    def import_module(self) -> Any:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        return super().import_module()
+
+    def jax_device(self, device: str) -> Any:
+        jax = self.import_module()
+        if device.startswith("cuda"):
+            return jax.devices("gpu")[int(device.partition(":")[2] or 0)]
+        return jax.devices("cpu")[0]
+
+    def devices(self) -> list[str]:
+        jax = self.import_module()
+        out = ["cpu"]
+        try:
+            out += [f"cuda:{i}" for i, _ in enumerate(jax.devices("gpu"))]
+        except RuntimeError:
+            pass  # no GPU backend in this jaxlib
+        return out
+
+    def prepare(self, fn: Callable[[], Any], device: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+        def step() -> Any:
+            self._last = fn()
+            return self._last
+
+        return step, lambda: self.sync(device)
+
+    def sync(self, device: str) -> None:
+        if self._last is not None:
+            self.import_module().block_until_ready(self._last)
+
+    def seed(self, n: int) -> None:
+        import numpy as np
+
+        np.random.seed(n)
+        self.key = self.import_module().random.key(n)
+
+    def set_threads(self, n: int) -> None:
+        # XLA's CPU thread pool is sized when JAX starts and cannot be changed here;
+        # the request is recorded and `threads()` says the count is not controlled.
+        self._requested_threads = n
+
+    def peak_memory_bytes(self, device: str) -> tuple[int | None, str]:
+        stats = self.jax_device(device).memory_stats()
+        if stats and "peak_bytes_in_use" in stats:
+            return int(stats["peak_bytes_in_use"]), "jax Device.memory_stats peak_bytes_in_use (since start)"
+        return None, f"JAX reports no allocator statistics for {device}"
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
+
+    def info(self) -> dict[str, Any]:
+        jax = self.import_module()
+        import jaxlib
+
+        return {
+            "version": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "backend": jax.default_backend(),
+            "threads": "not controlled (XLA sizes its CPU pool at start)",
+        }

@@ -1,0 +1,97 @@
+"""TensorFlow: `tensorflow` runs steps as `tf.function` graphs, `tensorflow-eager` op by op.
+
+GPU memory growth is switched on before TensorFlow touches a GPU, so that its
+allocator does not grab all memory up front and its peak is an honest figure.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dlperf.frameworks.base import Framework, no_sync
+
+
+def tf_device(device: str) -> str:
+    """dlperf's 'cpu' / 'cuda:N' as TensorFlow's '/CPU:0' / '/GPU:N'."""
+    if device.startswith("cuda"):
+        return f"/GPU:{device.partition(':')[2] or 0}"
+    return "/CPU:0"
+
+
+class TensorflowFramework(Framework):
+    name = "tensorflow"
+    module = "tensorflow"
+    distributions = ("tensorflow-cpu", "tensorflow", "tensorflow-gpu")
+    extra = "tensorflow"
+    #: True: steps are wrapped in tf.function (graph); False: eager.
+    graph = True
+
+    def import_module(self) -> Any:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        tf = super().import_module()
+        if not getattr(self, "_configured", False):
+            for gpu in tf.config.list_physical_devices("GPU"):
+                tf.config.experimental.set_memory_growth(gpu, True)
+            self._configured = True
+        return tf
+
+    def devices(self) -> list[str]:
+        tf = self.import_module()
+        return ["cpu"] + [f"cuda:{i}" for i, _ in enumerate(tf.config.list_physical_devices("GPU"))]
+
+    def sync(self, device: str) -> None:
+        if device.startswith("cuda"):
+            self.import_module().test.experimental.sync_devices()
+
+    def sync_fn(self, device: str):  # type: ignore[override]
+        if not device.startswith("cuda"):
+            return no_sync
+        sync = self.import_module().test.experimental.sync_devices
+        return sync
+
+    def seed(self, n: int) -> None:
+        self.import_module().random.set_seed(n)
+
+    def set_threads(self, n: int) -> None:
+        tf = self.import_module()
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(n)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:
+            pass  # runtime already initialised: TF_NUM_INTRAOP_THREADS (set by the runner) applies
+
+    def threads(self) -> int | None:
+        n = int(self.import_module().config.threading.get_intra_op_parallelism_threads())
+        return n or None  # 0 means "TensorFlow decides"
+
+    def reset_peak_memory(self, device: str) -> None:
+        if device.startswith("cuda"):
+            self.import_module().config.experimental.reset_memory_stats(tf_device(device).lstrip("/"))
+
+    def peak_memory_bytes(self, device: str) -> tuple[int | None, str]:
+        if device.startswith("cuda"):
+            info = self.import_module().config.experimental.get_memory_info(tf_device(device).lstrip("/"))
+            return int(info["peak"]), "tf.config.experimental.get_memory_info (memory growth on)"
+        return None, "TensorFlow keeps no CPU allocator statistics"
+
+    def is_oom(self, exc: BaseException) -> bool:
+        tf = self.import_module()
+        return isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError))
+
+    def info(self) -> dict[str, Any]:
+        tf = self.import_module()
+        build = dict(tf.sysconfig.get_build_info())
+        return {
+            "version": tf.__version__,
+            "mode": "tf.function" if self.graph else "eager",
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 CPUs)"),
+            "cuda": build.get("cuda_version"),
+            "cudnn": build.get("cudnn_version"),
+            "threads": self.threads(),
+        }
+
+
+class TensorflowEagerFramework(TensorflowFramework):
+    name = "tensorflow-eager"
+    graph = False
