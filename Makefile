@@ -37,6 +37,7 @@ test: install-all
 bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py
 	$(BIN)/python benchmarks/cli_startup.py
+	$(BIN)/python benchmarks/ops_roofline.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

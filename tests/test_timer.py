@@ -45,22 +45,22 @@ def test_statistics_exact_with_seeded_samples(fake_clock):
 
 
 def test_block_size_keeps_timer_overhead_under_a_thousandth():
-    # A real clock read costs ~50-100 ns; with 1 us calls the block must reach >= 1000x overhead.
-    import time
+    """A clock whose every read costs 50 ns: the measured overhead is 2 x 50 ns per sample, and the
+    block of 1 us calls must make a sample at least 1000x that (100 us, i.e. 100 calls)."""
+    from tests.conftest import FakeClock
 
-    calls = 0
+    class CostlyClock(FakeClock):
+        def __call__(self) -> float:
+            self.advance(50e-9)
+            return super().__call__()
 
-    def fn():
-        nonlocal calls
-        calls += 1
-        t_end = time.perf_counter() + 1e-6
-        while time.perf_counter() < t_end:
-            pass
-
-    m = measure(fn, min_sample_time_s=0, max_time_s=0.3, min_run_time_s=0.05)
-    assert m.timer_overhead_s > 0
-    sample_s = m.median_s * m.block_size
-    assert m.timer_overhead_s / sample_s < 1e-3 * 1.5  # calibration estimate vs realised time, 50% slack
+    clock = CostlyClock()
+    m = measure(lambda: clock.advance(1e-6), clock=clock, min_sample_time_s=0, min_samples=6, max_samples=6,
+                min_run_time_s=0)
+    assert m.timer_overhead_s == pytest.approx(100e-9, rel=1e-6)
+    assert m.block_size == 100
+    # exactly on the 0.1% boundary by construction; 1e-5 relative covers the fake clock's float rounding
+    assert m.timer_overhead_s / (m.block_size * 1e-6) <= 1e-3 * (1 + 1e-5)
 
 
 def test_block_size_reaches_min_sample_time(fake_clock):

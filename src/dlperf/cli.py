@@ -107,15 +107,23 @@ def list_cmd() -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
+@click.option("--counters", is_flag=True,
+              help="also collect GPU hardware counters with Nsight Compute (ncu) for CUDA cases")
 @db_option
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
-        threads: int | None, budget_s: float | None, db: str | None) -> None:
+        threads: int | None, budget_s: float | None, counters: bool, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.report.tables import render_terminal
     from dlperf.runner.sweep import run_study
     from dlperf.studies import load_study
 
+    if counters:
+        from dlperf.profiling.ncu import find_ncu
+
+        if find_ncu() is None:
+            raise DlperfError("--counters needs Nsight Compute: `ncu` is not on PATH nor in /usr/local/cuda/bin "
+                              "(see `dlperf doctor`)")
     loaded = load_study(study, quick=quick)
     store = _store(db)
     console = _console()
@@ -124,7 +132,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
         retry_failed=retry_failed,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s},
-        console=console,
+        counters=counters, console=console,
     )
     run_row = store.run(summary.run_id)
     render_terminal(run_row, store.environment(run_row["env_id"]), store.results(summary.run_id), console)
@@ -222,18 +230,59 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 @click.argument("run_ref", metavar="RUN")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown"]), default="terminal", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
+@click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where plots go [default: reports/RUN/]")
 @db_option
-def report(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
-    """A report of RUN: a terminal table, or Markdown with the environment."""
+def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
+    """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot."""
     from dlperf.report.tables import render_markdown, render_terminal
 
     store = _store(db)
     run_row = store.run(run_ref)
     env, results = store.environment(run_row["env_id"]), store.results(run_row["id"])
+    sections = None
+    plot_dir = plot_dir or Path("reports") / run_row["id"]
+    if any(r["workload"] == "ops" for r in results):
+        from dlperf.report.ops_render import build_sections
+
+        try:
+            sections = build_sections(store, run_row, env, results, plot_dir)
+        except OSError as exc:
+            raise DlperfError(f"{plot_dir}: cannot write plots ({exc.strerror})") from None
     if fmt == "markdown":
-        _write(render_markdown(run_row, env, results), output)
+        text = render_markdown(run_row, env, results)
+        if sections is not None:
+            from dlperf.report.ops_render import render_markdown as ops_markdown
+
+            text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
+        _write(text, output)
     else:
-        render_terminal(run_row, env, results, _console())
+        console = _console()
+        render_terminal(run_row, env, results, console)
+        if sections is not None:
+            from dlperf.report.ops_render import render_terminal as ops_terminal
+
+            ops_terminal(sections, console)
+
+
+@cli.command()
+@click.option("--quick", is_flag=True, help="smaller arrays, numpy and torch only")
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device (repeatable)")
+@click.option("--new", is_flag=True, help="measure again even if a peaks run could be resumed")
+@db_option
+def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool, db: str | None) -> None:
+    """Theoretical peaks of this machine, and the GEMM FLOP/s and copy/triad bandwidth it achieves (stored)."""
+    from dlperf.report.peaks_table import render_peaks
+    from dlperf.runner.sweep import run_study
+    from dlperf.studies import load_study
+
+    study = load_study("peaks", quick=quick)
+    store = _store(db)
+    console = _console()
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new, console=console)
+    render_peaks(store, summary.run_id, console)
 
 
 def _write(text: str, output: Path | None) -> None:

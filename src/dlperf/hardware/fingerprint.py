@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from dlperf import __version__
+from dlperf.hardware.peaks import cpu_theoretical, gpu_theoretical
 
 #: CPU flags worth recording because they decide which kernels a framework can use.
 _CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "asimd")
@@ -103,11 +104,32 @@ def nvidia_gpus() -> tuple[list[dict[str, Any]], str]:
                     "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
                     "driver": driver,
                     "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+                    "peaks_theoretical": _nvml_peaks(pynvml, h),
                 }
             )
         return gpus, "nvml"
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_peaks(pynvml: Any, handle: Any) -> dict[str, Any]:
+    """Theoretical peaks of one GPU from NVML's clocks, bus width, SM count and compute capability."""
+    def read(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(handle, *args)
+        except Exception:  # NVML_ERROR_NOT_SUPPORTED on some boards: that figure stays unknown
+            return None
+
+    cc = read(pynvml.nvmlDeviceGetCudaComputeCapability)
+    attrs = read(pynvml.nvmlDeviceGetAttributes_v2) if hasattr(pynvml, "nvmlDeviceGetAttributes_v2") else None
+    if cc is None or attrs is None:
+        return {"fp32_flops_per_s": None, "assumptions": "NVML did not report compute capability or SM count"}
+    return gpu_theoretical(
+        major=int(cc[0]), minor=int(cc[1]), sm_count=int(attrs.multiprocessorCount),
+        sm_clock_mhz=read(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+        mem_clock_mhz=read(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
+        bus_width_bits=read(pynvml.nvmlDeviceGetMemoryBusWidth),
+    )
 
 
 def _gpus_from_smi() -> tuple[list[dict[str, Any]], str]:
@@ -151,6 +173,7 @@ def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
         "hostname_sha256": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:16],
         "gpus": gpus,
         "gpu_source": gpu_source,
+        "cpu_peaks_theoretical": cpu_theoretical(physical_cores(), cpu_flags()),
         "dlperf_version": __version__,
         "dlperf_git_commit": git_commit(),
     }

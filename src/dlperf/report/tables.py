@@ -111,3 +111,19 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict
     for row in result_rows(results):
         out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
     return "\n".join(out) + "\n"
+
+
+def rich_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    """A plain table from a header and string rows (numbers right-aligned)."""
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(header):
+        table.add_column(escape(col), justify="left" if i < 2 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(escape(c) for c in row))
+    return table
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,12 +62,15 @@ def classify_exit(returncode: int, *, oom_kills_before: int | None, oom_kills_af
     return {"status": "error", "reason": f"worker exited with code {returncode} without a result{tail}"}
 
 
-def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = None) -> WorkerOutcome:
+def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = None,
+               wrap: Callable[[list[str], Path], list[str]] | None = None) -> WorkerOutcome:
     """Run `spec` in a fresh `python -m dlperf.runner.worker` and return its outcome.
 
     The worker gets its own session, so a Ctrl-C in the terminal reaches only the
     sweep, which then kills the worker itself. On a time-out the whole process
-    group is killed (a framework may have started helpers).
+    group is killed (a framework may have started helpers). `wrap(argv, tmpdir)`
+    may prefix the command with a profiler (ncu) that writes its output in tmpdir;
+    the result then carries those files' text under `_tmpdir_files`.
     """
     with tempfile.TemporaryDirectory(prefix="dlperf-worker-") as tmp:
         spec = dict(spec, result_path=str(Path(tmp) / "result.json"), parent_pid=os.getpid())
@@ -80,8 +84,11 @@ def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = 
         oom_before = oom_kill_count()
         start = time.perf_counter()
         with open(stderr_path, "wb") as err:
+            argv = [sys.executable, "-m", "dlperf.runner.worker", str(spec_path)]
+            if wrap is not None:
+                argv = wrap(argv, Path(tmp))
             proc = subprocess.Popen(
-                [sys.executable, "-m", "dlperf.runner.worker", str(spec_path)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
@@ -103,7 +110,10 @@ def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = 
         result_path = Path(spec["result_path"])
         if result_path.exists():
             try:
-                return WorkerOutcome(json.loads(result_path.read_text()), wall_s)
+                result = json.loads(result_path.read_text())
+                if wrap is not None:
+                    result["_tmpdir_files"] = {p.name: p.read_text(errors="replace") for p in Path(tmp).glob("*.csv")}
+                return WorkerOutcome(result, wall_s)
             except (OSError, json.JSONDecodeError) as exc:
                 return WorkerOutcome({"status": "error", "reason": f"unreadable worker result: {exc}"}, wall_s)
         result = classify_exit(

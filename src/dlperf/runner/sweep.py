@@ -92,6 +92,7 @@ def run_study(
     resume: str | None = None,
     retry_failed: bool = False,
     overrides: dict[str, Any] | None = None,
+    counters: bool = False,
     console: Console | None = None,
 ) -> SweepSummary:
     """Run every case of `study` not yet stored for its run; return what happened."""
@@ -142,7 +143,7 @@ def run_study(
     try:
         with _progress(console, len(cases), summary.n_skipped) as advance:
             for i, case in enumerate(todo, start=summary.n_skipped + 1):
-                row = _run_one(case, settings, run_id, env_id)
+                row = _run_one(case, settings, run_id, env_id, counters)
                 store.add_result(row)
                 summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
                 advance(_case_line(i, len(cases), case, row))
@@ -157,7 +158,7 @@ def run_study(
     return summary
 
 
-def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int) -> dict[str, Any]:
+def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:
     started = datetime.now(UTC)
     fw = get_framework(case.framework)
     if not fw.available():
@@ -172,6 +173,10 @@ def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int) -> 
         }
         outcome = run_worker(spec, timeout_s=float(settings["timeout_s"]), threads=int(settings["threads"]))
         result, wall_s = outcome.result, outcome.wall_s
+        if counters and result.get("status") == "ok":
+            from dlperf.runner import counters as counters_mod
+
+            result["metrics"]["counters"] = counters_mod.collect(spec["case"], settings)
     return {
         "run_id": run_id,
         "case_key": case.key,

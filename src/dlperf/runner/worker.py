@@ -43,8 +43,20 @@ def _limit_memory(mem_limit_mb: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def peak_rss_bytes() -> int:
-    """Peak resident set of this process so far (Linux reports KiB)."""
+def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int:
+    """Peak resident set of this worker's own address space.
+
+    Linux's VmHWM, which exec resets. Not ru_maxrss: Linux carries that across
+    exec, so a worker spawned by a large process (a notebook, a test runner)
+    would report its parent's RSS as its own peak. ru_maxrss (KiB) is the
+    fallback where /proc is absent.
+    """
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
@@ -119,6 +131,32 @@ def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "fingerprint": fingerprint(spec["frameworks"], spec.get("threads"))}
 
 
+def run_counted(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the case's step under Nsight Compute: one warm call, then `calls` calls inside
+    the NVTX range ncu is told to profile. Nothing is timed here."""
+    from dlperf.frameworks import get_framework
+    from dlperf.profiling.ncu import NVTX_RANGE
+    from dlperf.workloads import get_workload
+
+    case = spec["case"]
+    fw = get_framework(case["framework"])
+    fw.import_module()
+    device = fw.check_device(case["device"])
+    workload = get_workload(case["workload"])
+    fn, sync = fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
+    try:
+        import nvtx
+    except ImportError:
+        return {"status": "error", "reason": "the nvtx package is needed for --counters: pip install -e '.[gpu]'"}
+    fn()
+    sync()
+    with nvtx.annotate(NVTX_RANGE):
+        for _ in range(int(spec["calls"])):
+            fn()
+        sync()
+    return {"status": "ok"}
+
+
 def probe_frameworks(spec: dict[str, Any]) -> dict[str, Any]:
     """Version and devices of every registered framework (for `dlperf doctor`)."""
     from dlperf.frameworks import REGISTRY
@@ -150,6 +188,8 @@ def main(argv: list[str]) -> int:
         result = collect_fingerprint(spec)
     elif spec["mode"] == "probe":
         result = probe_frameworks(spec)
+    elif spec["mode"] == "counters":
+        result = run_counted(spec)
     else:
         result = run_case(spec)
     write_result(spec["result_path"], result)

@@ -169,6 +169,12 @@ class Store:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().one()
         return dict(row)
 
+    def runs_of_study(self, study: str) -> list[dict[str, Any]]:
+        """Runs of one study, newest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs).where(runs.c.study == study).order_by(runs.c.started_at.desc()))
+            return [dict(r) for r in rows.mappings()]
+
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
         counts = (
             select(results.c.run_id, func.count().label("n_done"),

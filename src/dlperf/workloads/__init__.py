@@ -5,8 +5,9 @@ from __future__ import annotations
 from dlperf.workloads.base import Cost, Workload, WorkloadParams
 from dlperf.workloads.faults import Faults
 from dlperf.workloads.ops import Ops
+from dlperf.workloads.peaks import Peaks
 
-REGISTRY: dict[str, type[Workload]] = {Ops.name: Ops, Faults.name: Faults}
+REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (Ops, Peaks, Faults)}
 
 
 def get_workload(name: str) -> Workload:

@@ -1,0 +1,57 @@
+"""Ops against the machine's own measured ceilings, torch on the CPU, in one process.
+
+Issue 3's check: at the largest quick size (32 MiB), each element-wise op's
+bandwidth (compulsory bytes / median time) as a ratio of the measured copy
+bandwidth, and dot's FLOP/s as a ratio of the measured GEMM peak (a 4096 x 4096
+fp32 matmul). Everything is measured here, in the same run, with dlperf.measure,
+so the ratios compare like with like on a noisy shared machine.
+
+    python benchmarks/ops_roofline.py [--size-mb 32] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=float, default=32.0)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--budget", type=float, default=2.0, help="timer budget per measurement, seconds")
+    args = ap.parse_args()
+
+    from dlperf import measure
+    from dlperf.frameworks import get_framework
+    from dlperf.workloads import get_workload
+
+    fw = get_framework("torch")
+    torch = fw.import_module()
+    if args.threads:
+        fw.set_threads(args.threads)
+    ops, peaks = get_workload("ops"), get_workload("peaks")
+
+    def rate(workload, params, key):
+        p = workload.parse(params)
+        m = measure(workload.build(fw, "cpu", p).fn, max_time_s=args.budget)
+        cost = workload.cost(p)
+        value = (cost.bytes_moved if key == "bytes" else cost.flops) / m.median_s
+        return value, m
+
+    copy_bw, mc = rate(peaks, {"kind": "copy", "size_mb": 768}, "bytes")
+    gemm, mg = rate(peaks, {"kind": "gemm", "size_mb": 192}, "flops")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, working set {args.size_mb:g} MiB")
+    print(f"ceiling: copy {copy_bw / 1e9:.1f} GB/s (IQR {mc.iqr_rel:.0%}), "
+          f"GEMM 4096^3 {gemm / 1e9:.1f} GFLOP/s (IQR {mg.iqr_rel:.0%})")
+    for op in ("add", "mul", "scalar", "sigmoid", "tanh", "relu", "softmax"):
+        bw, m = rate(ops, {"op": op, "size_mb": args.size_mb}, "bytes")
+        print(f"  {op:8s} {bw / 1e9:7.1f} GB/s   ratio to copy bandwidth {bw / copy_bw:5.2f}   (IQR {m.iqr_rel:.0%})")
+    flops, m = rate(ops, {"op": "dot", "size_mb": args.size_mb}, "flops")
+    print(f"  {'dot':8s} {flops / 1e9:7.1f} GFLOP/s ratio to GEMM peak      {flops / gemm:5.2f}"
+          f"   (IQR {m.iqr_rel:.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The `ops` study's report: study 002's own layout (size x device rows, op columns, MFlop/s and
+efficiency), the study's published figures beside it, and the roofline of every case."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.report.roofline import Ceilings, ceilings, measured_peaks, roofline_point
+
+REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
+REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
+                      "nvprof, Tables 2 and 3; efficiency = flop_sp_efficiency")
+STUDY_OP_ORDER = ("add", "mul", "dot", "scalar", "sigmoid", "tanh", "relu", "softmax", "conv2d")
+#: The study's own grouping: Table 2, Table 3, and dlperf's additions.
+OP_GROUPS = (("Table 2", ("add", "mul", "dot")), ("Table 3", ("scalar", "sigmoid", "tanh")),
+             ("beyond the study", ("relu", "softmax", "conv2d")))
+
+
+@dataclass
+class OpsPoint:
+    """One ok case of an ops run, with its roofline figures."""
+
+    framework: str
+    device: str
+    op: str
+    size_mb: float
+    dtype: str
+    metrics: dict[str, Any]
+    roof: dict[str, Any]
+    ceilings: Ceilings
+
+
+def ops_points(store: Any, env: dict[str, Any], results: list[dict[str, Any]]) -> tuple[list[OpsPoint], str | None]:
+    """Roofline figures of every ok case (rates from the median; see report.roofline)."""
+    measured, peaks_run = measured_peaks(store, env)
+    points = []
+    for r in results:
+        if r["status"] != "ok" or r["workload"] != "ops":
+            continue
+        p = r["params"]
+        c = ceilings(env, r["device"], p["dtype"], measured, peaks_run)
+        points.append(OpsPoint(r["framework"], r["device"], p["op"], float(p["size_mb"]), p["dtype"], r["metrics"],
+                               roofline_point(r["metrics"], c), c))
+    return points, peaks_run
+
+
+def _fmt_mflops(x: float | None) -> str:
+    return "-" if x is None else f"{x / 1e6:,.2f}"
+
+
+def _fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
+    """Rows (size, framework/device) x `ops` columns of 'MFlop/s | Efic.%' as in study 002."""
+    ops = tuple(o for o in ops if any(p.op == o for p in points))
+    points = [p for p in points if p.op in ops]
+    header = ["MB", "framework/device"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    index: dict[tuple[float, str], dict[str, OpsPoint]] = {}
+    for p in points:
+        index.setdefault((p.size_mb, f"{p.framework}/{p.device}"), {})[p.op] = p
+    rows = []
+    for (size, label), by_op in sorted(index.items()):
+        row = [f"{size:g}", label]
+        for o in ops:
+            pt = by_op.get(o)
+            if pt is None:
+                row += ["-", "-"]
+            else:
+                row += [_fmt_mflops(pt.metrics.get("flops_per_s")), _fmt_pct(pt.roof["pct_flop_peak"])]
+        rows.append(row)
+    return header, rows
+
+
+def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
+    """Per case: AI, FLOP/s, bytes/s, both efficiencies, attainable, % of it, the binding ceiling."""
+    header = ["framework/device", "op", "MB", "FLOP/byte", "GFLOP/s", "GB/s", "% FLOP peak", "% BW peak",
+              "attainable GFLOP/s", "% attainable", "binds", "IQR"]
+    rows = []
+    for p in sorted(points, key=lambda q: (q.framework, q.device, STUDY_OP_ORDER.index(q.op), q.size_mb)):
+        m, r = p.metrics, p.roof
+        rows.append([
+            f"{p.framework}/{p.device}", p.op, f"{p.size_mb:g}",
+            "-" if m.get("arithmetic_intensity") is None else f"{m['arithmetic_intensity']:.3g}",
+            "-" if m.get("flops_per_s") is None else f"{m['flops_per_s'] / 1e9:.3g}",
+            "-" if m.get("bytes_per_s") is None else f"{m['bytes_per_s'] / 1e9:.3g}",
+            _fmt_pct(r["pct_flop_peak"]), _fmt_pct(r["pct_bw_peak"]),
+            "-" if r["attainable_flops_per_s"] is None else f"{r['attainable_flops_per_s'] / 1e9:.3g}",
+            _fmt_pct(r["pct_attainable"]), r["binds"] or "-", f"{m['iqr_rel']:.1%}",
+        ])
+    return header, rows
+
+
+def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
+    """Study 002's published figures for `ops`, in the same layout (one row per size and GPU)."""
+    with REFERENCE_CSV.open() as f:
+        data = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if r["op"] in ops]
+    ops = tuple(o for o in ops if any(r["op"] == o for r in data))
+    header = ["MB", "GPU (study 002)"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    index: dict[tuple[float, str], dict[str, dict[str, str]]] = {}
+    order = {"GT710M": 0, "K40": 1, "GTX980": 2}
+    for r in data:
+        size = float(r["size_mb"]) if r["op"] != "dot" else _dot_row_size(float(r["size_mb"]))
+        index.setdefault((size, r["device"]), {})[r["op"]] = r
+    rows = []
+    for (size, gpu), by_op in sorted(index.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
+        row = [f"{size:g}", gpu]
+        for o in ops:
+            r = by_op.get(o)
+            row += [f"{float(r['mflops_per_s']):,.2f}", r["efficiency_pct"]] if r else ["-", "-"]
+        rows.append(row)
+    return header, rows
+
+
+def _dot_row_size(dot_mb: float) -> float:
+    """Table 2 prints dot (5, 9, 17, 33, 65 MB) on the rows of add/mul's 6, 12, 24, 48, 96 MB."""
+    return {5: 6.0, 9: 12.0, 17: 24.0, 33: 48.0, 65: 96.0}.get(int(dot_mb), dot_mb)
+
+
+def ceiling_lines(points: list[OpsPoint]) -> list[str]:
+    seen = {}
+    for p in points:
+        seen[(p.device, p.dtype)] = p.ceilings
+    out = []
+    for (device, dtype), c in sorted(seen.items()):
+        fp = "unknown" if c.flop_peak is None else f"{c.flop_peak / 1e9:.1f} GFLOP/s"
+        bw = "unknown" if c.bw_peak is None else f"{c.bw_peak / 1e9:.1f} GB/s"
+        gemm = "" if c.gemm_measured is None else f"; measured GEMM {c.gemm_measured / 1e9:.1f} GFLOP/s"
+        out.append(f"{device} {dtype}: compute {fp} ({c.flop_source}); memory {bw} ({c.bw_source}){gemm}")
+    return out
