@@ -78,6 +78,15 @@ def test_seed_makes_frameworks_deterministic():
     assert torch.equal(torch.rand(4), b)
 
 
+def test_cupy_adapter_where_cupy_is_absent():
+    fw = get_framework("cupy")
+    if fw.available():
+        pytest.skip("CuPy is installed here: test_ops.py::test_same_output_on_the_gpu covers it")
+    assert fw.version is None and "pip install" in fw.install_hint
+    with pytest.raises(UnsupportedError, match="cupy is not installed"):
+        fw.devices()
+
+
 def test_missing_device_is_unsupported():
     with pytest.raises(UnsupportedError, match="numpy has no device 'cuda'"):
         get_framework("numpy").check_device("cuda")

@@ -49,7 +49,7 @@ def test_half_precision_within_its_tolerance(framework):
 
 
 def test_bfloat16_is_unsupported_where_the_framework_lacks_it():
-    with pytest.raises(UnsupportedError, match="NumPy has no bfloat16"):
+    with pytest.raises(UnsupportedError, match="numpy has no bfloat16"):
         W.build(get_framework("numpy"), "cpu", params("add", dtype="bfloat16"))
 
 
@@ -109,3 +109,25 @@ def test_torch_step_writes_into_a_kept_buffer():
     step = W.build(get_framework("torch"), "cpu", params("add"))
     first = step.fn()
     assert step.fn() is first  # no allocation per call, nothing for a compiler to eliminate
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("framework", ["torch", "cupy", "jax", "tensorflow"])
+@pytest.mark.parametrize("op", spec.OPS)
+def test_same_output_on_the_gpu(framework, op):
+    fw = get_framework(framework)
+    if not fw.available():
+        pytest.fail(f"a GPU is present but {framework} is not installed: pip install -e '.[gpu]' and its CUDA build")
+    p = params(op)
+    ref = spec.reference(op, spec.make_inputs(op, W.shape(p)))
+    try:
+        step = W.build(fw, fw.check_device("cuda"), p)
+    except UnsupportedError as exc:
+        assert (framework, op) == ("cupy", "conv2d"), exc
+        return
+    run, sync = fw.prepare(step.fn, "cuda:0")
+    run()
+    sync()
+    # TF32 may be on for GPU matrix products: a looser tolerance for dot and conv2d only
+    tol = 5e-3 if op in ("dot", "conv2d") else 1e-5
+    np.testing.assert_allclose(step.result(), ref, rtol=tol, atol=tol * max(1.0, float(np.abs(ref).max())))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dlperf.frameworks.base import Framework, UnsupportedError
+from dlperf.frameworks.cupy_fw import CupyFramework
 from dlperf.frameworks.jax_fw import JaxFramework
 from dlperf.frameworks.numpy_fw import NumpyFramework
 from dlperf.frameworks.pytensor_fw import PytensorFramework, TheanoFramework
@@ -13,7 +14,7 @@ from dlperf.frameworks.torch_fw import TorchFramework
 REGISTRY: dict[str, type[Framework]] = {
     cls.name: cls
     for cls in (NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
-                PytensorFramework, TheanoFramework)
+                PytensorFramework, TheanoFramework, CupyFramework)
 }
 
 

@@ -41,7 +41,7 @@ class Ops(Workload):
     def builders(self) -> dict[str, Callable[..., Any]]:
         from dlperf.workloads.ops import jax_ops, numpy_ops, pytensor_ops, tensorflow_ops, torch_ops
 
-        modules = {"numpy": numpy_ops, "torch": torch_ops, "tensorflow": tensorflow_ops,
+        modules = {"numpy": numpy_ops, "cupy": numpy_ops, "torch": torch_ops, "tensorflow": tensorflow_ops,
                    "tensorflow-eager": tensorflow_ops, "jax": jax_ops, "pytensor": pytensor_ops,
                    "theano": pytensor_ops}
         return {name: self._builder(mod) for name, mod in modules.items()}
