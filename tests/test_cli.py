@@ -176,3 +176,10 @@ def test_unwritable_database_location(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert_one_line_error(run_cli("runs", "--db", str(blocker / "sub" / "r.sqlite")), "cannot create the folder")
+
+
+def test_resume_across_environments_is_refused(two_runs):
+    db, _, _ = two_runs
+    # the same study with another thread count is another environment (threads are part of the fingerprint)
+    res = run_cli("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", "1", db=db)
+    assert_one_line_error(res, "was measured in another environment", "threads")

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dlperf import __version__
 from dlperf.errors import DlperfError, StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, fingerprint_hash, host_fingerprint
+from dlperf.hardware.fingerprint import default_threads, diff, fingerprint_hash, host_fingerprint
 from dlperf.runner.process import run_worker
 from dlperf.store import Store
 from dlperf.studies import Case, Study
@@ -106,8 +106,10 @@ def run_study(
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
     env_id = store.environment_id(fp, fingerprint_hash(fp))
-    filters = {"frameworks": sorted(frameworks), "devices": sorted(devices),
-               "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
+    filters: dict[str, Any] = {"frameworks": sorted(frameworks), "devices": sorted(devices),
+                               "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
+    if counters:
+        filters["counters"] = True  # a run with counters is not the same run as one without
 
     if resume:
         run_id = store.resolve_run(resume)
@@ -118,6 +120,12 @@ def run_study(
             raise StudyError(
                 f"--resume {resume}: run {run_id} is of study {existing['study']} ({existing['variant']}), or of "
                 f"another version of its file; it cannot be resumed with {study.name} ({study.variant})"
+            )
+        if existing["env_id"] != env_id:
+            changed = [key for key, _, _ in diff(store.environment(existing["env_id"]), fp)]
+            raise StudyError(
+                f"--resume {resume}: run {run_id} was measured in another environment ({', '.join(changed[:4])} "
+                f"differ); results are never merged across environments: start a new run with --new"
             )
         resumed = True
     else:
