@@ -78,17 +78,17 @@ def list_cmd() -> None:
     for name, path in shipped_studies().items():
         sf = read_study_file(path)
         quick = " (has --quick)" if sf.quick else ""
-        console.print(escape(f"  {name:<12} {sf.description}{quick}"), highlight=False)
+        console.print(escape(f"  {name:<17} {sf.description}{quick}"), highlight=False)
     console.print("[bold]workloads[/]")
     for name, cls in sorted(WORKLOADS.items()):
         w = cls()
-        line = f"  {name:<12} {w.description} [frameworks: {', '.join(w.frameworks())}]"
+        line = f"  {name:<17} {w.description} [frameworks: {', '.join(w.frameworks())}]"
         console.print(escape(line), highlight=False)
     console.print("[bold]frameworks[/]")
     for name, cls in sorted(FRAMEWORKS.items()):
         fw = cls()
         state = f"installed {fw.version}" if fw.available() else f"not installed ({fw.install_hint})"
-        console.print(escape(f"  {name:<12} {state}"), highlight=False)
+        console.print(escape(f"  {name:<17} {state}"), highlight=False)
 
 
 @cli.command()
