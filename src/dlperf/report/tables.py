@@ -38,7 +38,7 @@ def result_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
         ok = r["status"] == "ok"
         note = r.get("reason") or ""
         if ok and m.get("noisy"):
-            note = "noisy (IQR > 10%)"
+            note = "noisy"  # IQR/median > 10%: the IQR column has the figure
         rows.append({
             "framework": r["framework"],
             "device": r["device"],
