@@ -45,13 +45,18 @@ class CliResult:
     stderr: str
 
 
-def run_cli(*args: str, db: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None) -> CliResult:
-    """Run `python -m dlperf.cli ARGS` in a subprocess, as a user would."""
+def run_cli(*args: str, db: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> CliResult:
+    """Run `python -m dlperf.cli ARGS` in a subprocess, as a user would, in a fresh folder
+    (so that files dlperf writes beside the user, such as reports/, stay out of the repo)."""
+    import tempfile
+
+    cwd = cwd or Path(tempfile.mkdtemp(prefix="dlperf-cli-"))
     full_env = dict(os.environ, COLUMNS="200", **(env or {}))
     if db is not None:
         full_env["DLPERF_DB"] = str(db)
     proc = subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+                          timeout=timeout, env=full_env, cwd=cwd)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 

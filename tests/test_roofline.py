@@ -84,8 +84,12 @@ def test_ops_report_writes_study_layout_and_roofline(tmp_path):
     db = tmp_path / "r.sqlite"
     ops_study = tmp_path / "ops_tiny.yaml"
     ops_study.write_text((STUDIES / "ops_tiny.yaml").read_text())
-    assert run_cli("run", str(ops_study), db=db).returncode == 0
     assert run_cli("run", str(STUDIES / "peaks_tiny.yaml"), db=db).returncode == 0
+    ran = run_cli("run", str(ops_study), db=db, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    # the run itself shows FLOP/s, bytes/s and both efficiencies per case, and writes the plot
+    assert "% FLOP peak" in ran.stdout and "% BW peak" in ran.stdout and "Table 2 layout" in ran.stdout
+    assert list((tmp_path / "reports").glob("ops_tiny-*/roofline.png"))
     plots = tmp_path / "plots"
     res = run_cli("report", "ops_tiny", "--plot-dir", str(plots), db=db)
     assert res.returncode == 0, res.stderr

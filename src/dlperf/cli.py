@@ -135,7 +135,10 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         counters=counters, console=console,
     )
     run_row = store.run(summary.run_id)
-    render_terminal(run_row, store.environment(run_row["env_id"]), store.results(summary.run_id), console)
+    env, results = store.environment(run_row["env_id"]), store.results(summary.run_id)
+    render_terminal(run_row, env, results, console)
+    if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
+        _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
@@ -240,29 +243,38 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
     store = _store(db)
     run_row = store.run(run_ref)
     env, results = store.environment(run_row["env_id"]), store.results(run_row["id"])
-    sections = None
     plot_dir = plot_dir or Path("reports") / run_row["id"]
-    if any(r["workload"] == "ops" for r in results):
-        from dlperf.report.ops_render import build_sections
-
-        try:
-            sections = build_sections(store, run_row, env, results, plot_dir)
-        except OSError as exc:
-            raise DlperfError(f"{plot_dir}: cannot write plots ({exc.strerror})") from None
+    is_ops = any(r["workload"] == "ops" for r in results)
     if fmt == "markdown":
         text = render_markdown(run_row, env, results)
-        if sections is not None:
+        if is_ops:
             from dlperf.report.ops_render import render_markdown as ops_markdown
 
+            sections = _build_ops_sections(store, run_row, env, results, plot_dir)
             text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
         _write(text, output)
     else:
         console = _console()
         render_terminal(run_row, env, results, console)
-        if sections is not None:
-            from dlperf.report.ops_render import render_terminal as ops_terminal
+        if is_ops:
+            _ops_sections(store, run_row, env, results, plot_dir, console)
 
-            ops_terminal(sections, console)
+
+def _build_ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
+                        plot_dir: Path) -> dict[str, Any]:
+    from dlperf.report.ops_render import build_sections
+
+    try:
+        return build_sections(store, run_row, env, results, plot_dir)
+    except OSError as exc:
+        raise DlperfError(f"{plot_dir}: cannot write plots ({exc.strerror})") from None
+
+
+def _ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
+                  plot_dir: Path, console: Any) -> None:
+    from dlperf.report.ops_render import render_terminal as ops_terminal
+
+    ops_terminal(_build_ops_sections(store, run_row, env, results, plot_dir), console)
 
 
 @cli.command()
