@@ -92,15 +92,15 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
 
     assert md.version("numpy") in out and md.version("torch") in out
     from dlperf.hardware.fingerprint import nvidia_gpus
-    from dlperf.meters.probe import probe_all
+    from dlperf.meters import JetsonMeter, NvmlMeter, RaplMeter
 
     if not nvidia_gpus()[0]:
         assert "no GPU available" in out
-    probes = probe_all()
-    for p in probes:
-        line = next(x for x in out.splitlines() if f" {p.name} " in x)
-        assert ("yes" if p.available else "no") in line and p.detail[:40] in line
-    assert ("no energy meter available" in out) == (not any(p.available for p in probes))
+    states = [(m.name, *m.available()) for m in (RaplMeter(), NvmlMeter(), JetsonMeter())]
+    for name, ok, why in states:
+        line = next(x for x in out.splitlines() if f" {name} " in x)
+        assert ("yes" if ok else "no") in line and why[:40] in line
+    assert ("no energy meter available" in out) == (not any(ok for _, ok, _ in states))
 
 
 def test_list_shows_studies_workloads_frameworks():

@@ -7,7 +7,6 @@ import shutil
 from dataclasses import dataclass
 
 from dlperf.hardware.fingerprint import cpu_flags, cpu_model, nvidia_gpus, physical_cores
-from dlperf.meters.probe import probe_all
 
 
 @dataclass(frozen=True)
@@ -54,9 +53,14 @@ def device_checks() -> list[Check]:
 
 
 def meter_checks() -> list[Check]:
-    probes = probe_all()
-    out = [Check("energy meters", p.name, p.available, p.detail) for p in probes]
-    if not any(p.available for p in probes):
+    """Each meter's own availability check: the same code that measures (or says why not) in a run."""
+    from dlperf.meters import JetsonMeter, NvmlMeter, RaplMeter
+
+    out = []
+    for meter in (RaplMeter(), NvmlMeter(), JetsonMeter()):
+        ok, why = meter.available()
+        out.append(Check("energy meters", meter.name, ok, why))
+    if not any(c.ok for c in out):
         out.append(Check("energy meters", "summary", False,
                          "no energy meter available: energy will be recorded as not measured"))
     return out
