@@ -38,6 +38,7 @@ bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/ops_roofline.py
+	$(BIN)/python benchmarks/mlp_overhead.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -25,7 +25,7 @@ def _console(stderr: bool = False) -> Any:
     console = Console(stderr=stderr, soft_wrap=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped or logged output: do not fold tables to 80 columns.
-        console = Console(stderr=stderr, soft_wrap=False, width=160)
+        console = Console(stderr=stderr, soft_wrap=False, width=200)
     return console
 
 
@@ -107,12 +107,17 @@ def list_cmd() -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
+@click.option("--energy-estimate", type=click.Choice(["tdp"]), default=None,
+              help="also store an ESTIMATE of CPU energy: TDP x utilisation (needs --tdp-w); never a measurement")
+@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="the CPU's TDP in watts, for --energy-estimate tdp")
 @click.option("--counters", is_flag=True,
               help="also collect GPU hardware counters with Nsight Compute (ncu) for CUDA cases")
 @db_option
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
-        threads: int | None, budget_s: float | None, counters: bool, db: str | None) -> None:
+        threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
+        counters: bool, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.report.tables import render_terminal
     from dlperf.runner.sweep import run_study
@@ -124,6 +129,10 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         if find_ncu() is None:
             raise DlperfError("--counters needs Nsight Compute: `ncu` is not on PATH nor in /usr/local/cuda/bin "
                               "(see `dlperf doctor`)")
+    if energy_estimate == "tdp" and tdp_w is None:
+        raise click.UsageError("--energy-estimate tdp needs --tdp-w WATTS (the CPU's thermal design power)")
+    if tdp_w is not None and energy_estimate is None:
+        raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
     loaded = load_study(study, quick=quick)
     store = _store(db)
     console = _console()
@@ -131,7 +140,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     summary = run_study(
         loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
         retry_failed=retry_failed,
-        overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s},
+        overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
+                   "energy_estimate_tdp_w": tdp_w},
         counters=counters, console=console,
     )
     run_row = store.run(summary.run_id)
@@ -139,6 +149,10 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     render_terminal(run_row, env, results, console)
     if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
         _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
+    if loaded.workload == "mlp":  # time and energy per run, EDP, GPU speedup
+        from dlperf.report.mlp_report import render_terminal as mlp_terminal
+
+        mlp_terminal(results, console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
@@ -252,12 +266,18 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
 
             sections = _build_ops_sections(store, run_row, env, results, plot_dir)
             text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
+        from dlperf.report.mlp_report import render_markdown as mlp_markdown
+
+        text += mlp_markdown(results)
         _write(text, output)
     else:
         console = _console()
         render_terminal(run_row, env, results, console)
         if is_ops:
             _ops_sections(store, run_row, env, results, plot_dir, console)
+        from dlperf.report.mlp_report import render_terminal as mlp_terminal
+
+        mlp_terminal(results, console)
 
 
 def _build_ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],

@@ -11,7 +11,28 @@ from rich.table import Table
 from dlperf.timing import format_time
 
 COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
-           "first call", "note")
+           "first call", "energy/call", "note")
+
+
+def energy_text(m: dict[str, Any]) -> str:
+    """Measured joules per call; an estimate only when one was asked for, and marked as such."""
+    e = m.get("energy") or {}
+    if e.get("measured"):
+        return f"{e['energy_per_call_j']:.3g} J"
+    est = m.get("energy_estimate") or {}
+    if "energy_per_call_j" in est:
+        return f"~{est['energy_per_call_j']:.3g} J est."
+    return "-"
+
+
+def energy_reasons(results: list[dict[str, Any]]) -> list[str]:
+    """The distinct reasons energy was not measured, for one line under a table."""
+    seen: list[str] = []
+    for r in results:
+        e = (r.get("metrics") or {}).get("energy") or {}
+        if r["status"] == "ok" and not e.get("measured") and e.get("reason") and e["reason"] not in seen:
+            seen.append(e["reason"])
+    return seen
 
 
 def _rate(x: float | None, scale: float = 1.0) -> str:
@@ -51,6 +72,7 @@ def result_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
             "GFLOP/s": _rate(m.get("flops_per_s"), 1e9) if ok else "-",
             "GB/s": _rate(m.get("bytes_per_s"), 1e9) if ok else "-",
             "first call": format_time(m.get("first_call_s")) if ok else "-",
+            "energy/call": energy_text(m) if ok else "-",
             "note": note,
         })
     return rows
@@ -84,8 +106,8 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict
                   title_justify="left")
     for col in COLUMNS:
         table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
-                                                          "first call") else "left",
-                         overflow="fold", no_wrap=col in ("params", "median", "n", "first call"))
+                                                          "first call", "energy/call") else "left",
+                         overflow="fold", no_wrap=col in ("params", "median", "n", "first call", "energy/call"))
     for row in result_rows(results):
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
         table.add_row(*(escape(row[c]) for c in COLUMNS), style=style)
@@ -93,6 +115,11 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict
     stored = len(results)
     console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
+    for reason in energy_reasons(results):
+        console.print(escape(f"energy: {reason}"), highlight=False)
+    if any("energy_estimate" in (r.get("metrics") or {}) for r in results):
+        console.print("energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement",
+                      highlight=False)
     for line in environment_lines(env):
         console.print(escape(f"  {line}"), highlight=False)
 
@@ -103,6 +130,7 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict
            f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
            f"{len(results)} of {run['n_cases']} cases stored.", "", "## Environment", ""]
     out += [f"- {line}" for line in environment_lines(env)]
+    out += [f"- energy: {reason}" for reason in energy_reasons(results)]
     out += ["", "## Results", "",
             "Times are per call: the median over samples, IQR as a fraction of the median, and "
             "samples x calls per sample. Rates are computed from the median.", ""]

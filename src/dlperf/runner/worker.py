@@ -101,6 +101,10 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         )
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.cost(params))
+        metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
+        if settings.get("energy_estimate_tdp_w"):
+            metrics["energy_estimate"] = _tdp_estimate(float(settings["energy_estimate_tdp_w"]), device, fn, sync,
+                                                       m.median_s)
         metrics.update(
             peak_rss_bytes=peak_rss_bytes(),
             peak_device_mem_bytes=peak_dev,
@@ -123,6 +127,41 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
             "reason": _one_line(exc),
             "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
         }
+
+
+def _energy(settings: dict[str, Any], device: str, fn: Any, sync: Any, per_call_s: float) -> dict[str, Any]:
+    """Energy per call from the device's meter, or "not measured" with the reason (never a guess)."""
+    if not settings.get("energy", True):
+        return {"measured": False, "reason": "energy measurement switched off for this study (energy: false)"}
+    from dlperf.meters import make_meter
+    from dlperf.meters.window import measure_energy
+
+    return measure_energy(make_meter(device), fn, sync, per_call_s=per_call_s)
+
+
+def _tdp_estimate(tdp_w: float, device: str, fn: Any, sync: Any, per_call_s: float,
+                  window_s: float = 1.0) -> dict[str, Any]:
+    """Only when asked: TDP x this process's CPU utilisation over a ~1 s window of calls. An estimate."""
+    import math
+    import time
+
+    import psutil
+
+    from dlperf.meters.estimate import tdp_estimate
+
+    if device != "cpu":
+        return {"kind": "estimate", "error": "the TDP estimate models CPUs only; a GPU needs its meter (NVML)"}
+    calls = max(1, math.ceil(window_s / max(per_call_s, 1e-9)))
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    est = tdp_estimate(tdp_w=tdp_w, cpu_time_s=cpu, wall_s=wall, cores=psutil.cpu_count(logical=False) or 1)
+    return est | {"calls": calls, "energy_per_call_j": est["energy_j"] / calls}
 
 
 def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:

@@ -162,11 +162,23 @@ def _expand(path: Path, workload_name: str, settings: dict[str, Any], prefix: st
             except ValidationError as exc:
                 where = f"params[{gi}]." if len(grids) > 1 else "params."
                 raise _first_error(path, exc, prefix + where) from None
-            canonical = parsed.model_dump(mode="json")
+            canonical = parsed.model_dump(mode="json", exclude_none=True)
             if canonical not in points:
                 points.append(canonical)
     cases = []
     for fw, dev, point in itertools.product(settings["frameworks"], settings["devices"], points):
+        if any(_matches(rule, fw, dev, point) for rule in settings["exclude"]):
+            continue
         for rep in range(settings["repetitions"]):
             cases.append(Case(workload_name, fw, dev, point, rep))
     return cases
+
+
+def _matches(rule: dict[str, Any], framework: str, device: str, point: dict[str, Any]) -> bool:
+    """An `exclude` entry matches when every key it names has the case's value (or one of a list)."""
+    values = {"framework": framework, "device": device, **point}
+    for key, wanted in rule.items():
+        allowed = wanted if isinstance(wanted, list) else [wanted]
+        if values.get(key) not in allowed:
+            return False
+    return True

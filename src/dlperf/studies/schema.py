@@ -49,6 +49,9 @@ class Settings(_Strict):
     warmup: int | None = Field(default=None, ge=0)
     target_rel_ci: float | None = Field(default=None, gt=0, lt=1)
     seed: int | None = None
+    exclude: list[dict[str, Any]] | None = Field(
+        default=None, description="cases to leave out: each entry matches on framework, device and/or params")
+    energy: bool | None = Field(default=None, description="measure energy where a meter exists (default true)")
 
 
 class StudyFile(Settings):
@@ -80,4 +83,6 @@ DEFAULTS: dict[str, Any] = {
     "warmup": 2,
     "target_rel_ci": 0.02,
     "seed": 0,
+    "exclude": [],
+    "energy": True,
 }

@@ -1,0 +1,82 @@
+"""The `mlp` study's report (study 000): time per iteration and per run, energy and EDP, GPU/CPU speedup.
+
+Time per run = median time per iteration x iterations (derived, as the table says);
+with repetitions, each figure is the median over repetitions. Energy is shown
+only where a meter measured it; otherwise the cell says "not measured".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from dlperf.measure_format import fmt_j, fmt_s
+from dlperf.report.tables import markdown_table, rich_table
+
+SIZE_ORDER = {"small": 0, "medium": 1, "large": 2, "custom": 3}
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    """(header, rows) per framework/variant/size/device, and (header, rows) of the GPU/CPU speedup."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        if r["status"] == "ok" and r["workload"] == "mlp":
+            p = r["params"]
+            groups[(r["framework"], p["variant"], p["size"], r["device"])].append(r)
+    header = ["framework", "variant", "size", "device", "reps", "time/iter", "time/run (derived)", "GFLOP/s",
+              "energy/run", "EDP/run (J s)", "mean power"]
+    rows, per_iter = [], {}
+    for key in sorted(groups, key=lambda k: (k[0], k[1], SIZE_ORDER.get(k[2], 9), k[3])):
+        rs = groups[key]
+        iters = rs[0]["params"]["iterations"]
+        t_iter = _median([r["metrics"]["median_s"] for r in rs])
+        per_iter[key] = t_iter
+        gflops = _median([r["metrics"]["flops_per_s"] for r in rs])
+        energies = [r["metrics"]["energy"] for r in rs if (r["metrics"].get("energy") or {}).get("measured")]
+        if energies:
+            e_run = _median([e["energy_per_call_j"] for e in energies]) * iters
+            t_run = t_iter * iters
+            power = _median([e["mean_power_w"] for e in energies])
+            energy_cells = [fmt_j(e_run), f"{e_run * t_run:.4g}", f"{power:.1f} W"]
+        else:
+            energy_cells = ["not measured", "-", "-"]
+        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), fmt_s(t_iter), fmt_s(t_iter * iters),
+                     f"{gflops / 1e9:.3g}", *energy_cells])
+    sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
+    sp_rows = []
+    for (fw, variant, size, device), t_cpu in per_iter.items():
+        if device != "cpu":
+            continue
+        gpu = [(d, t) for (f, v, s, d), t in per_iter.items() if (f, v, s) == (fw, variant, size) and d != "cpu"]
+        for d, t_gpu in gpu:
+            sp_rows.append([fw, variant, size, fmt_s(t_cpu), f"{fmt_s(t_gpu)} ({d})", f"{t_cpu / t_gpu:.1f}x"])
+    return header, rows, sp_header, sp_rows
+
+
+def render_terminal(results: list[dict[str, Any]], console: Console) -> None:
+    header, rows, sp_header, sp_rows = mlp_rows(results)
+    if not rows:
+        return
+    console.print(rich_table("study 000 layout: time, energy and EDP per run", header, rows))
+    if sp_rows:
+        console.print(rich_table("GPU speedup over the CPU (time per iteration)", sp_header, sp_rows))
+    else:
+        console.print(escape("GPU speedup: no CUDA cases in this run (it needs a GPU)"), highlight=False)
+
+
+def render_markdown(results: list[dict[str, Any]]) -> str:
+    header, rows, sp_header, sp_rows = mlp_rows(results)
+    if not rows:
+        return ""
+    out = ["", "## Study 000 layout", "", "Time per run = median time per iteration x iterations (derived).", "",
+           markdown_table(header, rows)]
+    out += ["## GPU speedup", "", markdown_table(sp_header, sp_rows) if sp_rows else "No CUDA cases in this run.\n"]
+    return "\n".join(out)

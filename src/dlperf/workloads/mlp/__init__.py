@@ -1,0 +1,61 @@
+"""`mlp`: the two-layer nets of study 000, one training iteration per timed call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from dlperf.frameworks import Framework
+from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.mlp import spec
+
+
+class MlpParams(WorkloadParams):
+    variant: Literal["tensors", "autograd", "custom_function"]
+    size: Literal["small", "medium", "large", "custom"] = "small"
+    n: int | None = Field(default=None, gt=0)
+    d_in: int | None = Field(default=None, gt=0)
+    h: int | None = Field(default=None, gt=0)
+    d_out: int | None = Field(default=None, gt=0)
+    iterations: int = Field(default=500, gt=0, description="iterations of one run (time per run = x median)")
+    lr: float = Field(default=1e-6, gt=0)
+    dtype: Literal["float32", "float64"] = "float32"
+
+    @model_validator(mode="after")
+    def _dims(self) -> MlpParams:
+        given = [v is not None for v in (self.n, self.d_in, self.h, self.d_out)]
+        if self.size == "custom" and not all(given):
+            raise ValueError("size 'custom' needs n, d_in, h and d_out")
+        if self.size != "custom" and any(given):
+            raise ValueError(f"size {self.size!r} fixes n, d_in, h, d_out (study 000, Table 1): use size 'custom'")
+        return self
+
+    def dims(self) -> spec.Dims:
+        if self.size == "custom":
+            return spec.Dims(self.n, self.d_in, self.h, self.d_out)  # type: ignore[arg-type]
+        return spec.Dims(*spec.SIZES[self.size])
+
+
+class Mlp(Workload):
+    name = "mlp"
+    description = "study 000's two-layer net: forward, squared error, backward, SGD; one iteration per call"
+    Params = MlpParams
+
+    def cost(self, params: MlpParams) -> Cost:  # type: ignore[override]
+        return spec.cost(params.dims(), 8 if params.dtype == "float64" else 4)
+
+    def builders(self) -> dict[str, Callable[..., Any]]:
+        from dlperf.workloads.mlp import jax_mlp, numpy_mlp, pytensor_mlp, tensorflow_mlp, torch_mlp
+
+        modules = {"numpy": numpy_mlp, "torch": torch_mlp, "jax": jax_mlp, "tensorflow": tensorflow_mlp,
+                   "tensorflow-eager": tensorflow_mlp, "pytensor": pytensor_mlp, "theano": pytensor_mlp}
+        return {name: self._builder(mod) for name, mod in modules.items()}
+
+    @staticmethod
+    def _builder(module: Any) -> Callable[[Framework, str, MlpParams], Step]:
+        def build(fw: Framework, device: str, p: MlpParams) -> Step:
+            return module.build(fw, device, p.variant, p.dtype, spec.initial_state(p.dims()), p.lr)
+
+        return build
