@@ -60,6 +60,15 @@ def run_cli(*args: str, db: Path | None = None, timeout: float = 240, env: dict[
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def torch_counted_flops(fn) -> int:
+    """FLOPs that torch's FlopCounterMode (an independent counter) sees in one call of `fn`."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
 def has_cuda() -> bool:
     try:
         import torch

@@ -11,6 +11,7 @@ import pytest
 from dlperf.frameworks import UnsupportedError, get_framework
 from dlperf.workloads import get_workload
 from dlperf.workloads.ops import spec
+from tests.conftest import torch_counted_flops
 
 FRAMEWORKS = ["numpy", "torch", "tensorflow", "tensorflow-eager", "jax", "pytensor"]
 W = get_workload("ops")
@@ -53,26 +54,10 @@ def test_bfloat16_is_unsupported_where_the_framework_lacks_it():
         W.build(get_framework("numpy"), "cpu", params("add", dtype="bfloat16"))
 
 
-@pytest.mark.parametrize("size_mb", [0.5, 3, 17])
-def test_dot_flops_match_flop_counter_mode(size_mb):
-    from torch.utils.flop_counter import FlopCounterMode
-
-    p = params("dot", size_mb)
-    step = W.build(get_framework("torch"), "cpu", p)
-    with FlopCounterMode(display=False) as counter:
-        step.fn()
-    assert counter.get_total_flops() == W.cost(p).flops
-
-
-@pytest.mark.parametrize("size_mb", [1, 6])
-def test_conv2d_flops_match_flop_counter_mode(size_mb):
-    from torch.utils.flop_counter import FlopCounterMode
-
-    p = params("conv2d", size_mb)
-    step = W.build(get_framework("torch"), "cpu", p)
-    with FlopCounterMode(display=False) as counter:
-        step.fn()
-    assert counter.get_total_flops() == W.cost(p).flops
+@pytest.mark.parametrize(("op", "size_mb"), [("dot", 0.5), ("dot", 3), ("dot", 17), ("conv2d", 1), ("conv2d", 6)])
+def test_flops_match_flop_counter_mode(op, size_mb):
+    p = params(op, size_mb)
+    assert torch_counted_flops(W.build(get_framework("torch"), "cpu", p).fn) == W.cost(p).flops
 
 
 def test_elementwise_counts_follow_the_documented_convention():
