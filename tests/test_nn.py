@@ -1,0 +1,177 @@
+"""dlperf.nn (study 003): every op, forward and backward, agrees across backends and with PyTorch autograd;
+finite differences; the nets learn digits; the Device scope; the library stays small."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dlperf import nn
+from dlperf.nn import operators as ops
+from dlperf.nn.backends import sequential as seq
+from dlperf.nn.backends import vectorized as vec
+from dlperf.nn.data import digits
+
+RTOL = 1e-8
+rng = np.random.default_rng(42)
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=1e-12)
+
+
+def both(name, *args):
+    """Run op `name` on both backends, check they agree, return the result."""
+    out_s, out_v = getattr(seq, name)(*args), getattr(vec, name)(*args)
+    if isinstance(out_v, tuple):
+        for s, v in zip(out_s, out_v, strict=True):
+            close(s, v)
+    else:
+        close(out_s, out_v)
+    return out_v
+
+
+def t(x, grad=False):
+    return torch.tensor(x, dtype=torch.float64, requires_grad=grad)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (1, 7), (4,)])
+def test_elementwise_forward(shape):
+    a, b = rng.standard_normal(shape), rng.standard_normal(shape) + 3.0
+    close(both("add", a, b), t(a) + t(b))
+    close(both("sub", a, b), t(a) - t(b))
+    close(both("mul", a, b), t(a) * t(b))
+    close(both("div", a, b), t(a) / t(b))
+    close(both("exp", a), torch.exp(t(a)))
+    close(both("log", b), torch.log(t(b)))
+    close(both("maximum", a, 0.25), torch.clamp_min(t(a), 0.25))
+    close(both("relu", a), torch.relu(t(a)))
+    close(both("mul", a, 2.5), t(a) * 2.5)
+    close(both("sub", 1.0, a), 1.0 - t(a))
+
+
+def test_row_broadcast_matmul_transpose_sum():
+    a, w, bias = rng.standard_normal((5, 3)), rng.standard_normal((3, 7)), rng.standard_normal(7)
+    close(both("add", both("matmul", a, w), bias), t(a) @ t(w) + t(bias))
+    close(both("transpose", a), t(a).T)
+    x = rng.standard_normal((2, 3, 4, 5))
+    close(both("sum", a, 0), t(a).sum(0))
+    close(both("sum", a, 1), t(a).sum(1))
+    close(both("sum", x, (0, 2, 3)), t(x).sum((0, 2, 3)))
+
+
+def test_relu_grad_matches_autograd():
+    a, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    ta = t(a, True)
+    torch.relu(ta).backward(t(g))
+    close(both("relu_grad", a, g), ta.grad)
+
+
+@pytest.mark.parametrize(("n", "c", "h", "w", "k", "r", "stride", "pad"),
+                         [(2, 3, 7, 5, 4, 3, 1, 1), (1, 2, 6, 6, 3, 2, 2, 0), (3, 1, 5, 7, 2, 3, 2, 1)])
+def test_conv2d_forward_and_both_gradients(n, c, h, w, k, r, stride, pad):
+    x, wt = rng.standard_normal((n, c, h, w)), rng.standard_normal((k, c, r, r))
+    tx, tw = t(x, True), t(wt, True)
+    ref = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)
+    out = both("conv2d", x, wt, stride, pad)
+    close(out, ref.detach())
+    g = rng.standard_normal(ref.shape)
+    ref.backward(t(g))
+    close(both("conv2d_grad_input", g, wt, x.shape, stride, pad), tx.grad)
+    close(both("conv2d_grad_weight", g, x, wt.shape, stride, pad), tw.grad)
+
+
+@pytest.mark.parametrize(("shape", "k", "stride"), [((2, 3, 6, 6), 2, 2), ((1, 2, 7, 5), 3, 2), ((2, 1, 5, 5), 2, 1)])
+def test_maxpool_forward_and_gradient(shape, k, stride):
+    x = rng.standard_normal(shape)
+    tx = t(x, True)
+    ref = torch.nn.functional.max_pool2d(tx, k, stride)
+    out, arg = both("maxpool2d", x, k, stride)
+    close(out, ref.detach())
+    g = rng.standard_normal(ref.shape)
+    ref.backward(t(g))
+    close(both("maxpool2d_grad", g, arg, x.shape, k, stride), tx.grad)
+
+
+def test_softmax_cross_entropy_and_gradient():
+    logits, labels = rng.standard_normal((6, 10)), rng.integers(0, 10, 6)
+    tl = t(logits, True)
+    ref = torch.nn.functional.cross_entropy(tl, torch.tensor(labels))
+    ref.backward()
+    loss, grad = both("softmax_cross_entropy", logits, labels)
+    assert abs(loss - ref.item()) <= RTOL * abs(ref.item())
+    close(grad, tl.grad)
+
+
+@pytest.mark.parametrize("mode", ["vectorized", "sequential"])
+def test_finite_difference_gradients(mode):
+    r = np.random.default_rng(3)
+    model = nn.Sequential([nn.Conv2D(1, 2, 3, r, pad=1), nn.Tanh(), nn.MaxPool2D(2), nn.Flatten(),
+                           nn.Dense(8, 5, r), nn.Sigmoid(), nn.Dense(5, 3, r)])
+    x, y = r.standard_normal((2, 1, 4, 4)), np.array([0, 2])
+    with ops.Device(mode):
+        loss, grad = ops.softmax_cross_entropy(model.forward(x), y)
+        model.backward(grad)
+        for layer in (model.layers[0], model.layers[4], model.layers[6]):
+            for name, p in layer.params.items():
+                flat = p.reshape(-1)
+                for i in r.choice(flat.size, size=min(4, flat.size), replace=False):
+                    old = flat[i]
+                    flat[i] = old + 1e-6
+                    up = ops.softmax_cross_entropy(model.forward(x), y)[0]
+                    flat[i] = old - 1e-6
+                    down = ops.softmax_cross_entropy(model.forward(x), y)[0]
+                    flat[i] = old
+                    numeric = (up - down) / 2e-6
+                    assert layer.grads[name].reshape(-1)[i] == pytest.approx(numeric, rel=1e-5, abs=1e-8)
+
+
+def test_digits_mlp_and_cnn_reach_95_percent():
+    Xtr, Xte, ytr, yte = digits()
+    with ops.Device("vectorized"):
+        m = nn.mlp([64, 128, 10], seed=0)
+        m.fit(Xtr, ytr, epochs=20, batch_size=32)
+        assert m.evaluate(Xte, yte) >= 0.95
+        Xtr, Xte, ytr, yte = digits(image=True)
+        c = nn.cnn(seed=0)
+        c.fit(Xtr, ytr, epochs=15, batch_size=32)
+        assert c.evaluate(Xte, yte) >= 0.95
+
+
+def test_sequential_reaches_the_same_accuracy_as_vectorized():
+    Xtr, Xte, ytr, yte = digits(image=True)
+    results = {}
+    for mode in ("vectorized", "sequential"):
+        with ops.Device(mode):
+            model = nn.cnn(seed=1, channels=4)
+            hist = model.fit(Xtr[:96], ytr[:96], epochs=1, batch_size=16)  # a reduced run
+            results[mode] = (hist.loss, model.evaluate(Xte[:60], yte[:60]))
+    np.testing.assert_allclose(results["sequential"][0], results["vectorized"][0], rtol=1e-9)
+    assert results["sequential"][1] == results["vectorized"][1]
+
+
+def test_device_scope_nests_and_restores_on_exceptions():
+    ops.set_mode("vectorized")
+    with ops.Device("sequential"):
+        assert ops.get_mode() == "sequential"
+        with pytest.raises(RuntimeError):
+            with ops.Device("vectorized"):
+                assert ops.get_mode() == "vectorized"
+                raise RuntimeError("boom")
+        assert ops.get_mode() == "sequential"
+    assert ops.get_mode() == "vectorized"
+    with pytest.raises(ValueError, match="unknown mode 'gpu'"):
+        ops.set_mode("gpu")
+    with pytest.raises(ops.BackendUnavailable, match="cuda backend of dlperf.nn is not built yet"):
+        ops.set_mode("cuda")
+    assert ops.get_mode() == "vectorized"
+
+
+def test_library_stays_small():
+    root = Path(nn.__file__).parent
+    lines = sum(len(p.read_text().splitlines()) for p in root.rglob("*.py"))
+    print(f"dlperf.nn: {lines} lines")
+    assert lines < 2000
