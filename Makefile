@@ -39,6 +39,7 @@ bench: install-all
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/ops_roofline.py
 	$(BIN)/python benchmarks/mlp_overhead.py
+	$(BIN)/python benchmarks/nn_vs_torch.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

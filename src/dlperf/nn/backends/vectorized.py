@@ -55,7 +55,9 @@ def matmul(a, b):
 
 
 def transpose(a):
-    return a.T
+    # A contiguous copy: OpenBLAS runs `g @ W.T` about twice as slowly on the strided view
+    # (measured: 24 ms vs 12 ms for 256x512 @ 512x784, float64); the copy costs well under 1 ms.
+    return np.ascontiguousarray(a.T)
 
 
 def sum(a, axis):
