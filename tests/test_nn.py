@@ -175,3 +175,42 @@ def test_library_stays_small():
     lines = sum(len(p.read_text().splitlines()) for p in root.rglob("*.py"))
     print(f"dlperf.nn: {lines} lines")
     assert lines < 2000
+
+
+def test_nn_frameworks_one_per_backend():
+    from dlperf.frameworks import UnsupportedError, get_framework
+
+    for name, mode in (("nn-sequential", "sequential"), ("nn-vectorized", "vectorized")):
+        fw = get_framework(name)
+        assert fw.available() and fw.devices() == ["cpu"] and ops.get_mode() == mode
+    with pytest.raises(UnsupportedError, match="cuda backend of dlperf.nn is not built yet"):
+        get_framework("nn-cuda").devices()
+    ops.set_mode("vectorized")
+
+
+def test_backends_study_reports_matrix_epochs_and_profile(tmp_path):
+    from tests.conftest import run_cli
+
+    study = tmp_path / "b.yaml"
+    study.write_text("name: backends_tiny\nworkload: backends\nframeworks: [nn-sequential, nn-vectorized, torch]\n"
+                     "params: {model: mlp}\nprofile: true\nbudget_s: 0.3\nmin_run_time_s: 0.05\n")
+    res = run_cli("run", str(study), db=tmp_path / "r.sqlite")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "speedup matrix" in out and "nn-sequential / nn-vectorized" in out
+    assert "(43 steps x median)" in out and "nn-sequential was timed on" in out
+    assert "cProfile of fit (mlp, nn-vectorized" in out and "dlperf/nn/model.py" in out
+    matrix = out[out.index("speedup matrix"):]
+    cells = next([c.strip() for c in line.split("│")[1:-1]] for line in matrix.splitlines() if line.startswith("│ mlp"))
+    assert len(cells) == 7 and cells[2] == "-"  # no cuda run here
+    ratio = float(cells[1])
+    assert ratio > 10  # pure Python is far slower than NumPy (the study saw 77x)
+
+
+def test_backends_quick_study_matrix():
+    from dlperf.studies import load_study
+
+    s = load_study("backends", quick=True)
+    combos = {(c.framework, c.device) for c in s.cases}
+    assert combos == {("nn-sequential", "cpu"), ("nn-vectorized", "cpu"), ("torch", "cpu"), ("nn-cuda", "cuda")}
+    assert s.settings["profile"] is True

@@ -149,10 +149,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     render_terminal(run_row, env, results, console)
     if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
         _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
-    if loaded.workload == "mlp":  # time and energy per run, EDP, GPU speedup
-        from dlperf.report.mlp_report import render_terminal as mlp_terminal
-
-        mlp_terminal(results, console)
+    _study_terminal(results, console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
@@ -266,18 +263,34 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
 
             sections = _build_ops_sections(store, run_row, env, results, plot_dir)
             text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
-        from dlperf.report.mlp_report import render_markdown as mlp_markdown
-
-        text += mlp_markdown(results)
+        text += _study_markdown(results)
         _write(text, output)
     else:
         console = _console()
         render_terminal(run_row, env, results, console)
         if is_ops:
             _ops_sections(store, run_row, env, results, plot_dir, console)
-        from dlperf.report.mlp_report import render_terminal as mlp_terminal
+        _study_terminal(results, console)
 
-        mlp_terminal(results, console)
+
+#: Workload -> module with render_terminal(results, console) and render_markdown(results): its study's sections.
+STUDY_REPORTS = {"mlp": "dlperf.report.mlp_report", "backends": "dlperf.report.backends_report"}
+
+
+def _study_reports(results: list[dict[str, Any]]) -> list[Any]:
+    import importlib
+
+    present = {r["workload"] for r in results}
+    return [importlib.import_module(mod) for w, mod in STUDY_REPORTS.items() if w in present]
+
+
+def _study_terminal(results: list[dict[str, Any]], console: Any) -> None:
+    for mod in _study_reports(results):
+        mod.render_terminal(results, console)
+
+
+def _study_markdown(results: list[dict[str, Any]]) -> str:
+    return "".join(mod.render_markdown(results) for mod in _study_reports(results))
 
 
 def _build_ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],

@@ -87,8 +87,8 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         fw.seed(int(settings.get("seed", 0)))
         workload = get_workload(case["workload"])
         params = workload.parse(case["params"])
-        fn = workload.build(fw, device, params).fn
-        fn, sync = fw.prepare(fn, device)
+        built = workload.build(fw, device, params)
+        fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
         m = measure(
             fn,
@@ -102,6 +102,14 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.cost(params))
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
+        if settings.get("profile"):
+            from dlperf.profiling.cprof import profile
+
+            metrics["profile"] = profile(built.profile or fn)
+        steps = getattr(workload, "steps_per_epoch", None)
+        if steps is not None:
+            metrics["steps_per_epoch"] = steps(params)
+            metrics["time_per_epoch_s_derived"] = m.median_s * metrics["steps_per_epoch"]
         if settings.get("energy_estimate_tdp_w"):
             metrics["energy_estimate"] = _tdp_estimate(float(settings["energy_estimate_tdp_w"]), device, fn, sync,
                                                        m.median_s)

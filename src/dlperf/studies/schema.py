@@ -52,6 +52,7 @@ class Settings(_Strict):
     exclude: list[dict[str, Any]] | None = Field(
         default=None, description="cases to leave out: each entry matches on framework, device and/or params")
     energy: bool | None = Field(default=None, description="measure energy where a meter exists (default true)")
+    profile: bool | None = Field(default=None, description="store a cProfile profile of each case (default false)")
 
 
 class StudyFile(Settings):
@@ -85,4 +86,5 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "exclude": [],
     "energy": True,
+    "profile": False,
 }

@@ -41,6 +41,8 @@ class Step:
 
     fn: Callable[[], object]
     result: Callable[[], Any] | None = None
+    #: What a cProfile profile should run (e.g. `fit` for a few batches); default: `fn` once.
+    profile: Callable[[], Any] | None = None
 
 
 class Workload:

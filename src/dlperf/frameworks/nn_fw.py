@@ -1,0 +1,71 @@
+"""dlperf.nn as frameworks, one per operator backend: nn-sequential, nn-vectorized (CPU) and nn-cuda (GPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf import __version__
+from dlperf.frameworks.base import Framework, UnsupportedError, no_sync
+
+
+class NnFramework(Framework):
+    name = "nn-vectorized"
+    module = "dlperf.nn"
+    backend = "vectorized"
+    extra = ""
+
+    @property
+    def version(self) -> str | None:
+        return __version__
+
+    @property
+    def install_hint(self) -> str:
+        return "part of dlperf"
+
+    def import_module(self) -> Any:
+        from dlperf.nn import operators as ops
+
+        try:
+            ops.set_mode(self.backend)
+        except ops.BackendUnavailable as exc:
+            raise UnsupportedError(str(exc)) from None
+        import dlperf.nn as nn
+
+        return nn
+
+    def devices(self) -> list[str]:
+        self.import_module()
+        return ["cpu"]
+
+    def sync(self, device: str) -> None:
+        return None
+
+    def sync_fn(self, device: str):  # type: ignore[override]
+        return no_sync
+
+    def seed(self, n: int) -> None:
+        import numpy as np
+
+        np.random.seed(n)
+
+    def set_threads(self, n: int) -> None:
+        from threadpoolctl import threadpool_limits
+
+        self._limits = threadpool_limits(limits=n)  # NumPy's BLAS, used by the vectorized backend
+
+    def info(self) -> dict[str, Any]:
+        return {"version": __version__, "backend": self.backend}
+
+
+class NnSequentialFramework(NnFramework):
+    name = "nn-sequential"
+    backend = "sequential"
+
+
+class NnCudaFramework(NnFramework):
+    name = "nn-cuda"
+    backend = "cuda"
+
+    def devices(self) -> list[str]:
+        self.import_module()
+        return ["cuda:0"]
