@@ -139,26 +139,31 @@ def sum_index(idx, strides):
     return total
 
 
+def _taps(n, k, c, ho, wo, r, s, h, w, stride, pad):
+    """Every (batch, filter, out row, out col, channel, kernel row, kernel col, in row, in col) where a
+    kernel tap lands inside the (unpadded) input: the one loop nest that conv2d and its gradients share."""
+    for b, f, i, j, ch, u, v in itertools.product(range(n), range(k), range(ho), range(wo), range(c), range(r),
+                                                  range(s)):
+        y, xx = i * stride + u - pad, j * stride + v - pad
+        if 0 <= y < h and 0 <= xx < w:
+            yield b, f, i, j, ch, u, v, y, xx
+
+
+def _zeros(shape):
+    if len(shape) == 1:
+        return [0.0] * shape[0]
+    return [_zeros(shape[1:]) for _ in range(shape[0])]
+
+
 def conv2d(x, w, stride=1, pad=0):
+    """Cross-correlation: out[b,f,i,j] = sum over ch,u,v of x[b,ch,i*stride+u-pad, j*stride+v-pad] w[f,ch,u,v]."""
     X, Wt = np.asarray(x).tolist(), np.asarray(w).tolist()
     n, c, h, wd = np.shape(x)
     k, _, r, s = np.shape(w)
     ho, wo = (h + 2 * pad - r) // stride + 1, (wd + 2 * pad - s) // stride + 1
-    out = [[[[0.0] * wo for _ in range(ho)] for _ in range(k)] for _ in range(n)]
-    for b in range(n):
-        for f in range(k):
-            for i in range(ho):
-                for j in range(wo):
-                    acc = 0.0
-                    for ch in range(c):
-                        for u in range(r):
-                            y = i * stride + u - pad
-                            if 0 <= y < h:
-                                for v in range(s):
-                                    xx = j * stride + v - pad
-                                    if 0 <= xx < wd:
-                                        acc += X[b][ch][y][xx] * Wt[f][ch][u][v]
-                    out[b][f][i][j] = acc
+    out = _zeros((n, k, ho, wo))
+    for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
+        out[b][f][i][j] += X[b][ch][y][xx] * Wt[f][ch][u][v]
     return _out(out, (n, k, ho, wo))
 
 
@@ -167,20 +172,9 @@ def conv2d_grad_weight(grad, x, w_shape, stride=1, pad=0):
     n, c, h, wd = np.shape(x)
     k, _, r, s = w_shape
     _, _, ho, wo = np.shape(grad)
-    out = [[[[0.0] * s for _ in range(r)] for _ in range(c)] for _ in range(k)]
-    for b in range(n):
-        for f in range(k):
-            for i in range(ho):
-                for j in range(wo):
-                    g = G[b][f][i][j]
-                    for ch in range(c):
-                        for u in range(r):
-                            y = i * stride + u - pad
-                            if 0 <= y < h:
-                                for v in range(s):
-                                    xx = j * stride + v - pad
-                                    if 0 <= xx < wd:
-                                        out[f][ch][u][v] += g * X[b][ch][y][xx]
+    out = _zeros(tuple(w_shape))
+    for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
+        out[f][ch][u][v] += G[b][f][i][j] * X[b][ch][y][xx]
     return _out(out, tuple(w_shape))
 
 
@@ -189,20 +183,9 @@ def conv2d_grad_input(grad, w, x_shape, stride=1, pad=0):
     n, c, h, wd = x_shape
     k, _, r, s = np.shape(w)
     _, _, ho, wo = np.shape(grad)
-    out = [[[[0.0] * wd for _ in range(h)] for _ in range(c)] for _ in range(n)]
-    for b in range(n):
-        for f in range(k):
-            for i in range(ho):
-                for j in range(wo):
-                    g = G[b][f][i][j]
-                    for ch in range(c):
-                        for u in range(r):
-                            y = i * stride + u - pad
-                            if 0 <= y < h:
-                                for v in range(s):
-                                    xx = j * stride + v - pad
-                                    if 0 <= xx < wd:
-                                        out[b][ch][y][xx] += g * Wt[f][ch][u][v]
+    out = _zeros(tuple(x_shape))
+    for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
+        out[b][ch][y][xx] += G[b][f][i][j] * Wt[f][ch][u][v]
     return _out(out, tuple(x_shape))
 
 
@@ -210,7 +193,7 @@ def maxpool2d(x, k, stride):
     X = np.asarray(x).tolist()
     n, c, h, w = np.shape(x)
     ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
-    out = [[[[0.0] * wo for _ in range(ho)] for _ in range(c)] for _ in range(n)]
+    out = _zeros((n, c, ho, wo))
     arg = [[[[0] * wo for _ in range(ho)] for _ in range(c)] for _ in range(n)]
     for b, ch, i, j in itertools.product(range(n), range(c), range(ho), range(wo)):
         best, best_at = -math.inf, 0
@@ -227,7 +210,7 @@ def maxpool2d_grad(grad, arg, x_shape, k, stride):
     G, A = np.asarray(grad).tolist(), np.asarray(arg).tolist()
     n, c, h, w = x_shape
     _, _, ho, wo = np.shape(grad)
-    out = [[[[0.0] * w for _ in range(h)] for _ in range(c)] for _ in range(n)]
+    out = _zeros((n, c, h, w))
     for b, ch, i, j in itertools.product(range(n), range(c), range(ho), range(wo)):
         u, v = divmod(A[b][ch][i][j], k)
         out[b][ch][i * stride + u][j * stride + v] += G[b][ch][i][j]
