@@ -31,7 +31,7 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
         if r["status"] == "ok" and r["workload"] == "mlp":
             p = r["params"]
             groups[(r["framework"], p["variant"], p["size"], r["device"])].append(r)
-    header = ["framework", "variant", "size", "device", "reps", "time/iter", "time/run (derived)", "GFLOP/s",
+    header = ["framework", "variant", "size", "device", "reps", "time/iter", "IQR", "time/run (derived)", "GFLOP/s",
               "energy/run", "EDP/run (J s)", "mean power"]
     rows, per_iter = [], {}
     for key in sorted(groups, key=lambda k: (k[0], k[1], SIZE_ORDER.get(k[2], 9), k[3])):
@@ -48,7 +48,8 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
             energy_cells = [fmt_j(e_run), f"{e_run * t_run:.4g}", f"{power:.1f} W"]
         else:
             energy_cells = ["not measured", "-", "-"]
-        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), fmt_s(t_iter), fmt_s(t_iter * iters),
+        iqr = _median([r["metrics"]["iqr_rel"] for r in rs])  # spread of per-iteration times (median over reps)
+        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), fmt_s(t_iter), f"{iqr:.1%}", fmt_s(t_iter * iters),
                      f"{gflops / 1e9:.3g}", *energy_cells])
     sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
     sp_rows = []
