@@ -17,7 +17,7 @@ W = get_workload("mlp")
 SUPPORTED = [("numpy", "tensors"), ("torch", "tensors"), ("torch", "autograd"), ("torch", "custom_function"),
              ("jax", "tensors"), ("jax", "autograd"), ("tensorflow", "tensors"), ("tensorflow", "autograd"),
              ("tensorflow-eager", "tensors"), ("tensorflow-eager", "autograd"), ("pytensor", "tensors"),
-             ("pytensor", "autograd")]
+             ("pytensor", "autograd"), ("nn-vectorized", "tensors"), ("nn-sequential", "tensors")]
 TINY = {"size": "custom", "n": 8, "d_in": 20, "h": 10, "d_out": 5, "lr": 1e-3}
 
 

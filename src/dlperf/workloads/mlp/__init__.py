@@ -47,10 +47,11 @@ class Mlp(Workload):
         return spec.cost(params.dims(), 8 if params.dtype == "float64" else 4)
 
     def builders(self) -> dict[str, Callable[..., Any]]:
-        from dlperf.workloads.mlp import jax_mlp, numpy_mlp, pytensor_mlp, tensorflow_mlp, torch_mlp
+        from dlperf.workloads.mlp import jax_mlp, nn_mlp, numpy_mlp, pytensor_mlp, tensorflow_mlp, torch_mlp
 
         modules = {"numpy": numpy_mlp, "torch": torch_mlp, "jax": jax_mlp, "tensorflow": tensorflow_mlp,
-                   "tensorflow-eager": tensorflow_mlp, "pytensor": pytensor_mlp, "theano": pytensor_mlp}
+                   "tensorflow-eager": tensorflow_mlp, "pytensor": pytensor_mlp, "theano": pytensor_mlp,
+                   "nn-sequential": nn_mlp, "nn-vectorized": nn_mlp, "nn-cuda": nn_mlp}
         return {name: self._builder(mod) for name, mod in modules.items()}
 
     @staticmethod

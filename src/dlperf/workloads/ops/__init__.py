@@ -39,11 +39,11 @@ class Ops(Workload):
         return spec.cost(params.op, spec.shape_for(params.op, params.size_mb, params.dtype), params.dtype)
 
     def builders(self) -> dict[str, Callable[..., Any]]:
-        from dlperf.workloads.ops import jax_ops, numpy_ops, pytensor_ops, tensorflow_ops, torch_ops
+        from dlperf.workloads.ops import jax_ops, nn_ops, numpy_ops, pytensor_ops, tensorflow_ops, torch_ops
 
         modules = {"numpy": numpy_ops, "cupy": numpy_ops, "torch": torch_ops, "tensorflow": tensorflow_ops,
                    "tensorflow-eager": tensorflow_ops, "jax": jax_ops, "pytensor": pytensor_ops,
-                   "theano": pytensor_ops}
+                   "theano": pytensor_ops, "nn-sequential": nn_ops, "nn-vectorized": nn_ops, "nn-cuda": nn_ops}
         return {name: self._builder(mod) for name, mod in modules.items()}
 
     @staticmethod
