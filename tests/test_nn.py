@@ -165,9 +165,72 @@ def test_device_scope_nests_and_restores_on_exceptions():
     assert ops.get_mode() == "vectorized"
     with pytest.raises(ValueError, match="unknown mode 'gpu'"):
         ops.set_mode("gpu")
-    with pytest.raises(ops.BackendUnavailable, match="cuda backend of dlperf.nn is not built yet"):
-        ops.set_mode("cuda")
+    if not _gpu_with_cupy():
+        with pytest.raises(ops.BackendUnavailable, match="the cuda backend (needs CuPy|found no)"):
+            ops.set_mode("cuda")
     assert ops.get_mode() == "vectorized"
+
+
+def _gpu_with_cupy() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def test_cuda_kernels_compile_with_nvcc(tmp_path):
+    """Where nvcc exists (it does on the CI image), every kernel of the cuda backend must compile."""
+    import shutil
+    import subprocess
+
+    from dlperf.nn.backends.cuda_kernels import KERNELS, SOURCE
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not installed here")
+    src = tmp_path / "kernels.cu"
+    src.write_text(SOURCE)
+    res = subprocess.run([nvcc, "-ptx", "-arch=sm_80", "-o", str(tmp_path / "k.ptx"), str(src)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    ptx = (tmp_path / "k.ptx").read_text()
+    for name in KERNELS:
+        assert f".entry {name}(" in ptx
+
+
+@pytest.mark.gpu
+def test_cuda_backend_matches_vectorized_and_learns_digits():
+    from dlperf.nn.backends import cuda
+
+    r = np.random.default_rng(5)
+    x, w = r.standard_normal((2, 3, 7, 5)), r.standard_normal((4, 3, 3, 3))
+    a, b, row = r.standard_normal((33, 17)), r.standard_normal((17, 19)), r.standard_normal(17)
+    g = r.standard_normal((2, 4, 4, 3))
+    logits, labels = r.standard_normal((9, 10)), r.integers(0, 10, 9)
+    checks = [("add", (a, row)), ("sub", (1.0, a)), ("mul", (a, a)), ("div", (a, 2.0)), ("maximum", (a, 0.1)),
+              ("exp", (a,)), ("relu", (a,)), ("relu_grad", (a, a)), ("matmul", (a, b)), ("transpose", (a,)),
+              ("sum", (x, (0, 2, 3))), ("conv2d", (x, w, 2, 1)), ("conv2d_grad_input", (g, w, x.shape, 2, 1)),
+              ("conv2d_grad_weight", (g, x, w.shape, 2, 1))]
+    for name, args in checks:
+        close(cuda.to_numpy(getattr(cuda, name)(*args)), getattr(vec, name)(*args))
+    out, arg = cuda.maxpool2d(x, 2, 2)
+    vout, varg = vec.maxpool2d(x, 2, 2)
+    close(cuda.to_numpy(out), vout)
+    close(cuda.to_numpy(cuda.maxpool2d_grad(out, arg, x.shape, 2, 2)), vec.maxpool2d_grad(vout, varg, x.shape, 2, 2))
+    loss, grad = cuda.softmax_cross_entropy(logits, labels)
+    vloss, vgrad = vec.softmax_cross_entropy(logits, labels)
+    assert loss == pytest.approx(vloss, rel=1e-10)
+    close(cuda.to_numpy(grad), vgrad)
+    cuda.MATMUL = "cublas"
+    close(cuda.to_numpy(cuda.matmul(a, b)), a @ b)
+    cuda.MATMUL = "tiled"
+    Xtr, Xte, ytr, yte = digits(image=True)
+    with ops.Device("cuda"):
+        model = nn.cnn(seed=0)
+        model.fit(Xtr, ytr, epochs=15, batch_size=32)
+        assert model.evaluate(Xte, yte) >= 0.95
 
 
 def test_library_stays_small():
@@ -183,8 +246,10 @@ def test_nn_frameworks_one_per_backend():
     for name, mode in (("nn-sequential", "sequential"), ("nn-vectorized", "vectorized")):
         fw = get_framework(name)
         assert fw.available() and fw.devices() == ["cpu"] and ops.get_mode() == mode
-    with pytest.raises(UnsupportedError, match="cuda backend of dlperf.nn is not built yet"):
-        get_framework("nn-cuda").devices()
+    if not _gpu_with_cupy():
+        for name in ("nn-cuda", "nn-cuda-cublas"):
+            with pytest.raises(UnsupportedError, match="the cuda backend (needs CuPy|found no)"):
+                get_framework(name).devices()
     ops.set_mode("vectorized")
 
 
@@ -202,7 +267,7 @@ def test_backends_study_reports_matrix_epochs_and_profile(tmp_path):
     assert "cProfile of fit (mlp, nn-vectorized" in out and "dlperf/nn/model.py" in out
     matrix = out[out.index("speedup matrix"):]
     cells = next([c.strip() for c in line.split("│")[1:-1]] for line in matrix.splitlines() if line.startswith("│ mlp"))
-    assert len(cells) == 7 and cells[2] == "-"  # no cuda run here
+    assert len(cells) == 8 and cells[2] == "-"  # 7 pairs; no cuda run here
     ratio = float(cells[1])
     assert ratio > 10  # pure Python is far slower than NumPy (the study saw 77x)
 
@@ -212,5 +277,6 @@ def test_backends_quick_study_matrix():
 
     s = load_study("backends", quick=True)
     combos = {(c.framework, c.device) for c in s.cases}
-    assert combos == {("nn-sequential", "cpu"), ("nn-vectorized", "cpu"), ("torch", "cpu"), ("nn-cuda", "cuda")}
+    assert combos == {("nn-sequential", "cpu"), ("nn-vectorized", "cpu"), ("torch", "cpu"), ("nn-cuda", "cuda"),
+                      ("nn-cuda-cublas", "cuda")}
     assert s.settings["profile"] is True

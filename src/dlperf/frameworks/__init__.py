@@ -5,7 +5,7 @@ from __future__ import annotations
 from dlperf.frameworks.base import Framework, UnsupportedError
 from dlperf.frameworks.cupy_fw import CupyFramework
 from dlperf.frameworks.jax_fw import JaxFramework
-from dlperf.frameworks.nn_fw import NnCudaFramework, NnFramework, NnSequentialFramework
+from dlperf.frameworks.nn_fw import NnCudaCublasFramework, NnCudaFramework, NnFramework, NnSequentialFramework
 from dlperf.frameworks.numpy_fw import NumpyFramework
 from dlperf.frameworks.pytensor_fw import PytensorFramework, TheanoFramework
 from dlperf.frameworks.tensorflow_fw import TensorflowEagerFramework, TensorflowFramework
@@ -16,7 +16,7 @@ REGISTRY: dict[str, type[Framework]] = {
     cls.name: cls
     for cls in (NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
                 PytensorFramework, TheanoFramework, CupyFramework, NnSequentialFramework, NnFramework,
-                NnCudaFramework)
+                NnCudaFramework, NnCudaCublasFramework)
 }
 
 

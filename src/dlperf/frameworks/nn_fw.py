@@ -63,9 +63,37 @@ class NnSequentialFramework(NnFramework):
 
 
 class NnCudaFramework(NnFramework):
+    """The cuda backend with its own tiled matmul kernel."""
+
     name = "nn-cuda"
     backend = "cuda"
+    matmul = "tiled"
+
+    def import_module(self) -> Any:
+        nn = super().import_module()
+        from dlperf.nn.backends import cuda
+
+        cuda.MATMUL = self.matmul
+        return nn
 
     def devices(self) -> list[str]:
         self.import_module()
         return ["cuda:0"]
+
+    def sync(self, device: str) -> None:
+        import cupy
+
+        cupy.cuda.Device(0).synchronize()
+
+    def sync_fn(self, device: str):  # type: ignore[override]
+        return lambda: self.sync(device)
+
+    def info(self) -> dict[str, Any]:
+        return super().info() | {"matmul": self.matmul}
+
+
+class NnCudaCublasFramework(NnCudaFramework):
+    """The cuda backend with cuBLAS for the matrix product, reported separately from the tiled kernel."""
+
+    name = "nn-cuda-cublas"
+    matmul = "cublas"

@@ -12,7 +12,7 @@ from dlperf.measure_format import fmt_s
 from dlperf.report.tables import markdown_table, rich_table
 
 PAIRS = (("nn-sequential", "nn-vectorized"), ("nn-sequential", "nn-cuda"), ("nn-vectorized", "nn-cuda"),
-         ("nn-sequential", "torch"), ("nn-vectorized", "torch"), ("nn-cuda", "torch"))
+         ("nn-sequential", "torch"), ("nn-vectorized", "torch"), ("nn-cuda", "torch"), ("nn-cuda", "nn-cuda-cublas"))
 
 
 def _by_model(results: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:

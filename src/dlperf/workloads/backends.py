@@ -81,7 +81,8 @@ class Backends(Workload):
         return Step(step, profile=fit_few)
 
     def builders(self) -> dict[str, Any]:
-        return {"nn-sequential": self._nn, "nn-vectorized": self._nn, "nn-cuda": self._nn, "torch": self.build_torch}
+        return {"nn-sequential": self._nn, "nn-vectorized": self._nn, "nn-cuda": self._nn, "nn-cuda-cublas": self._nn,
+                "torch": self.build_torch}
 
     def build_torch(self, fw: Framework, device: str, p: BackendsParams) -> Step:
         """The same architecture in PyTorch, float64 like dlperf.nn, as the reference."""

@@ -51,7 +51,7 @@ class Mlp(Workload):
 
         modules = {"numpy": numpy_mlp, "torch": torch_mlp, "jax": jax_mlp, "tensorflow": tensorflow_mlp,
                    "tensorflow-eager": tensorflow_mlp, "pytensor": pytensor_mlp, "theano": pytensor_mlp,
-                   "nn-sequential": nn_mlp, "nn-vectorized": nn_mlp, "nn-cuda": nn_mlp}
+                   "nn-sequential": nn_mlp, "nn-vectorized": nn_mlp, "nn-cuda": nn_mlp, "nn-cuda-cublas": nn_mlp}
         return {name: self._builder(mod) for name, mod in modules.items()}
 
     @staticmethod

@@ -43,7 +43,8 @@ class Ops(Workload):
 
         modules = {"numpy": numpy_ops, "cupy": numpy_ops, "torch": torch_ops, "tensorflow": tensorflow_ops,
                    "tensorflow-eager": tensorflow_ops, "jax": jax_ops, "pytensor": pytensor_ops,
-                   "theano": pytensor_ops, "nn-sequential": nn_ops, "nn-vectorized": nn_ops, "nn-cuda": nn_ops}
+                   "theano": pytensor_ops, "nn-sequential": nn_ops, "nn-vectorized": nn_ops, "nn-cuda": nn_ops,
+                   "nn-cuda-cublas": nn_ops}
         return {name: self._builder(mod) for name, mod in modules.items()}
 
     @staticmethod
