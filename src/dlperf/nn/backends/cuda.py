@@ -157,40 +157,32 @@ def sum(a: Any, axis: Any) -> Any:
     return _dev(a).sum(axis=axis)
 
 
-def _conv_dims(x_shape: Any, w_shape: Any, stride: int, pad: int) -> tuple[int, ...]:
+def _conv(kernel: str, out_shape: tuple[int, ...], first: Any, second: Any, x_shape: Any, w_shape: Any,
+          stride: int, pad: int) -> Any:
+    """Launch one of the three convolution kernels: one thread per element of `out_shape`."""
+    cp = _cp()
     n, c, h, w = x_shape
     k, _, r, s = w_shape
-    return n, c, h, w, k, r, s, (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
-
-
-def conv2d(x: Any, w: Any, stride: int = 1, pad: int = 0) -> Any:
-    cp = _cp()
-    x, w = _dev(x), _dev(w)
-    n, c, h, wd, k, r, s, ho, wo = _conv_dims(x.shape, w.shape, stride, pad)
-    out = cp.empty((n, k, ho, wo), dtype=cp.float64)
-    args = [cp.int32(v) for v in (n, c, h, wd, k, r, s, ho, wo, stride, pad)]
-    _kernel("conv2d_fwd")(_blocks(out.size), (THREADS,), (x, w, out, *args))
+    ho, wo = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+    out = cp.empty(tuple(out_shape), dtype=cp.float64)
+    dims = [cp.int32(v) for v in (n, c, h, w, k, r, s, ho, wo, stride, pad)]
+    _kernel(kernel)(_blocks(out.size), (THREADS,), (_dev(first), _dev(second), out, *dims))
     return out
 
 
+def conv2d(x: Any, w: Any, stride: int = 1, pad: int = 0) -> Any:
+    n, _, h, wd = x.shape
+    k, _, r, s = w.shape
+    out_shape = (n, k, (h + 2 * pad - r) // stride + 1, (wd + 2 * pad - s) // stride + 1)
+    return _conv("conv2d_fwd", out_shape, x, w, x.shape, w.shape, stride, pad)
+
+
 def conv2d_grad_input(grad: Any, w: Any, x_shape: Any, stride: int = 1, pad: int = 0) -> Any:
-    cp = _cp()
-    grad, w = _dev(grad), _dev(w)
-    n, c, h, wd, k, r, s, ho, wo = _conv_dims(x_shape, w.shape, stride, pad)
-    dx = cp.empty(tuple(x_shape), dtype=cp.float64)
-    args = [cp.int32(v) for v in (n, c, h, wd, k, r, s, ho, wo, stride, pad)]
-    _kernel("conv2d_grad_input")(_blocks(dx.size), (THREADS,), (grad, w, dx, *args))
-    return dx
+    return _conv("conv2d_grad_input", tuple(x_shape), grad, w, x_shape, w.shape, stride, pad)
 
 
 def conv2d_grad_weight(grad: Any, x: Any, w_shape: Any, stride: int = 1, pad: int = 0) -> Any:
-    cp = _cp()
-    grad, x = _dev(grad), _dev(x)
-    n, c, h, wd, k, r, s, ho, wo = _conv_dims(x.shape, w_shape, stride, pad)
-    dw = cp.empty(tuple(w_shape), dtype=cp.float64)
-    args = [cp.int32(v) for v in (n, c, h, wd, k, r, s, ho, wo, stride, pad)]
-    _kernel("conv2d_grad_weight")(_blocks(dw.size), (THREADS,), (grad, x, dw, *args))
-    return dw
+    return _conv("conv2d_grad_weight", tuple(w_shape), grad, x, x.shape, w_shape, stride, pad)
 
 
 def maxpool2d(x: Any, k: int, stride: int) -> Any:
