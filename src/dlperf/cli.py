@@ -197,14 +197,15 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.report.compare import ALPHA, compare_runs, environment_differences
+    from dlperf.hardware.fingerprint import diff
+    from dlperf.report.compare import ALPHA, compare_runs
     from dlperf.timing import format_time
 
     store = _store(db)
     ra, rb = store.run(run_a), store.run(run_b)
     console = _console()
     if ra["env_id"] != rb["env_id"]:
-        diffs = environment_differences(store.environment(ra["env_id"]), store.environment(rb["env_id"]))
+        diffs = diff(store.environment(ra["env_id"]), store.environment(rb["env_id"]))
         console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:

@@ -43,8 +43,8 @@ class Sequential:
         """Move parameters into the current backend's arrays (a no-op between the NumPy-based ones)."""
         b = ops.backend()
         for layer in self.layers:
-            layer.params = {k: b.asarray(np.asarray(b.to_numpy(v) if hasattr(v, "get") else v))
-                            for k, v in layer.params.items()}
+            # a CuPy array's host copy is .get(); anything else is already host memory
+            layer.params = {k: b.asarray(v.get() if hasattr(v, "get") else v) for k, v in layer.params.items()}
 
     def forward(self, x: Any) -> Any:
         for layer in self.layers:

@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from dlperf.measure_format import fmt_s
 from dlperf.report.tables import markdown_table, rich_table
+from dlperf.timing import format_time
 
 PAIRS = (("nn-sequential", "nn-vectorized"), ("nn-sequential", "nn-cuda"), ("nn-vectorized", "nn-cuda"),
          ("nn-sequential", "torch"), ("nn-vectorized", "torch"), ("nn-cuda", "torch"), ("nn-cuda", "nn-cuda-cublas"))
@@ -32,8 +32,8 @@ def sections(results: list[dict[str, Any]]) -> list[tuple[str, list[str], list[l
     for model, fws in sorted(models.items()):
         for fw, r in sorted(fws.items()):
             m = r["metrics"]
-            times.append([model, fw, fmt_s(m["median_s"]), f"{m['iqr_rel']:.0%}", str(m["total_iters"]),
-                          f"{fmt_s(m['time_per_epoch_s_derived'])} ({m['steps_per_epoch']} steps x median)"])
+            times.append([model, fw, format_time(m["median_s"]), f"{m['iqr_rel']:.0%}", str(m["total_iters"]),
+                          f"{format_time(m['time_per_epoch_s_derived'])} ({m['steps_per_epoch']} steps x median)"])
     sp_h = ["model", *[f"{a} / {b}" for a, b in PAIRS]]
     sp = []
     for model, fws in sorted(models.items()):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.hardware.fingerprint import diff
 from dlperf.timing import Measurement
 
 ALPHA = 0.05
@@ -57,7 +56,3 @@ def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]
         out.append(CaseComparison(key[0], key[1], ma.median_s, mb.median_s, ratio, p, verdict))
     return out
 
-
-def environment_differences(env_a: dict[str, Any], env_b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """What differs between the two runs' machines and software (shown before any ratio)."""
-    return diff(env_a, env_b)

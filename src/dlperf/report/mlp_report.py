@@ -14,8 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from dlperf.measure_format import fmt_j, fmt_s
 from dlperf.report.tables import markdown_table, rich_table
+from dlperf.timing import format_energy, format_time
 
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2, "custom": 3}
 
@@ -45,12 +45,12 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
             e_run = _median([e["energy_per_call_j"] for e in energies]) * iters
             t_run = t_iter * iters
             power = _median([e["mean_power_w"] for e in energies])
-            energy_cells = [fmt_j(e_run), f"{e_run * t_run:.4g}", f"{power:.1f} W"]
+            energy_cells = [format_energy(e_run), f"{e_run * t_run:.4g}", f"{power:.1f} W"]
         else:
             energy_cells = ["not measured", "-", "-"]
         iqr = _median([r["metrics"]["iqr_rel"] for r in rs])  # spread of per-iteration times (median over reps)
-        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), fmt_s(t_iter), f"{iqr:.1%}", fmt_s(t_iter * iters),
-                     f"{gflops / 1e9:.3g}", *energy_cells])
+        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), format_time(t_iter), f"{iqr:.1%}",
+                     format_time(t_iter * iters), f"{gflops / 1e9:.3g}", *energy_cells])
     sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
     sp_rows = []
     for (fw, variant, size, device), t_cpu in per_iter.items():
@@ -58,7 +58,8 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
             continue
         gpu = [(d, t) for (f, v, s, d), t in per_iter.items() if (f, v, s) == (fw, variant, size) and d != "cpu"]
         for d, t_gpu in gpu:
-            sp_rows.append([fw, variant, size, fmt_s(t_cpu), f"{fmt_s(t_gpu)} ({d})", f"{t_cpu / t_gpu:.1f}x"])
+            sp_rows.append([fw, variant, size, format_time(t_cpu), f"{format_time(t_gpu)} ({d})",
+                            f"{t_cpu / t_gpu:.1f}x"])
     return header, rows, sp_header, sp_rows
 
 

@@ -195,6 +195,17 @@ class Measurement:
         )
 
 
+def format_energy(e_j: float | None) -> str:
+    """Human energy with a unit: 3.2 J, 41 mJ."""
+    if e_j is None:
+        return "-"
+    if abs(e_j) >= 1:
+        return f"{e_j:.3g} J"
+    if abs(e_j) >= 1e-3:
+        return f"{e_j * 1e3:.3g} mJ"
+    return f"{e_j * 1e6:.3g} uJ"
+
+
 def format_time(t_s: float | None) -> str:
     """Human time with a unit: 1.23 ms, 850 ns."""
     if t_s is None or (isinstance(t_s, float) and math.isnan(t_s)):

@@ -13,6 +13,7 @@ Element-wise work (ReLU, pooling, loss, SGD) is not counted.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -33,9 +34,15 @@ class BackendsParams(WorkloadParams):
 
 
 def _data(p: BackendsParams) -> tuple[np.ndarray, np.ndarray]:
+    return _digits_train(p.model == "cnn", p.seed)
+
+
+@cache
+def _digits_train(image: bool, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The training split, loaded once per worker (build and steps_per_epoch both need it); read-only."""
     from dlperf.nn.data import digits
 
-    x_train, _, y_train, _ = digits(image=p.model == "cnn", seed=p.seed)
+    x_train, _, y_train, _ = digits(image=image, seed=seed)
     return x_train, y_train
 
 
