@@ -35,6 +35,28 @@ def _store(db: str | None) -> Any:
     return Store(db)
 
 
+class MemorySize(click.ParamType):
+    """A memory size: `2GiB`, `512MiB`, `1.5GB`, or a plain number of MiB; converted to MiB."""
+
+    name = "size"
+    _UNITS = {"": 2**20, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20,
+              "g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        import re
+
+        if isinstance(value, int):
+            return value
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(value))
+        unit = m.group(2).lower() if m else ""
+        if not m or unit not in self._UNITS:
+            self.fail(f"{value!r} is not a memory size (e.g. 2GiB, 512MiB, or MiB as a number)", param, ctx)
+        mib = int(float(m.group(1)) * self._UNITS[unit] / 2**20)
+        if mib < 1:
+            self.fail(f"{value!r} is less than 1 MiB", param, ctx)
+        return mib
+
+
 db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)
 
 
@@ -102,8 +124,8 @@ def list_cmd() -> None:
 @click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="worker time-out per case, seconds (overrides the study)")
-@click.option("--mem-limit", "mem_limit_mb", type=click.IntRange(min=1), default=None,
-              help="memory cap per worker, MiB (overrides the study)")
+@click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
+              help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
@@ -113,11 +135,16 @@ def list_cmd() -> None:
               help="the CPU's TDP in watts, for --energy-estimate tdp")
 @click.option("--counters", is_flag=True,
               help="also collect GPU hardware counters with Nsight Compute (ncu) for CUDA cases")
+@click.option("--profile", is_flag=True, default=None,
+              help="also profile each case: cProfile, and the framework's kernel profiler where dlperf has one "
+                   "(torch.profiler, TensorFlow's profiler)")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="a fixed number of timed calls per case instead of the adaptive stop (overrides the study)")
 @db_option
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
-        counters: bool, db: str | None) -> None:
+        counters: bool, profile: bool | None, steps: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.report.tables import render_terminal
     from dlperf.runner.sweep import run_study
@@ -141,7 +168,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
         retry_failed=retry_failed,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
-                   "energy_estimate_tdp_w": tdp_w},
+                   "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
         counters=counters, console=console,
     )
     run_row = store.run(summary.run_id)
@@ -149,7 +176,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     render_terminal(run_row, env, results, console)
     if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
         _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
-    _study_terminal(results, console)
+    _study_terminal(results, console, Path("reports") / run_row["id"])
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
@@ -264,18 +291,20 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
 
             sections = _build_ops_sections(store, run_row, env, results, plot_dir)
             text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
-        text += _study_markdown(results)
+        text += _study_markdown(results, plot_dir, output.parent if output else Path.cwd())
         _write(text, output)
     else:
         console = _console()
         render_terminal(run_row, env, results, console)
         if is_ops:
             _ops_sections(store, run_row, env, results, plot_dir, console)
-        _study_terminal(results, console)
+        _study_terminal(results, console, plot_dir)
 
 
-#: Workload -> module with render_terminal(results, console) and render_markdown(results): its study's sections.
-STUDY_REPORTS = {"mlp": "dlperf.report.mlp_report", "backends": "dlperf.report.backends_report"}
+#: Workload -> module with render_terminal(results, console, plot_dir) and render_markdown(results, plot_dir,
+#: rel_to): its study's sections (plots go to plot_dir).
+STUDY_REPORTS = {"mlp": "dlperf.report.mlp_report", "backends": "dlperf.report.backends_report",
+                 "cnn": "dlperf.report.cnn_report"}
 
 
 def _study_reports(results: list[dict[str, Any]]) -> list[Any]:
@@ -285,13 +314,13 @@ def _study_reports(results: list[dict[str, Any]]) -> list[Any]:
     return [importlib.import_module(mod) for w, mod in STUDY_REPORTS.items() if w in present]
 
 
-def _study_terminal(results: list[dict[str, Any]], console: Any) -> None:
+def _study_terminal(results: list[dict[str, Any]], console: Any, plot_dir: Path | None = None) -> None:
     for mod in _study_reports(results):
-        mod.render_terminal(results, console)
+        mod.render_terminal(results, console, plot_dir=plot_dir)
 
 
-def _study_markdown(results: list[dict[str, Any]]) -> str:
-    return "".join(mod.render_markdown(results) for mod in _study_reports(results))
+def _study_markdown(results: list[dict[str, Any]], plot_dir: Path | None = None, rel_to: Path | None = None) -> str:
+    return "".join(mod.render_markdown(results, plot_dir=plot_dir, rel_to=rel_to) for mod in _study_reports(results))
 
 
 def _build_ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
@@ -312,6 +341,70 @@ def _ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], resu
 
 
 @cli.command()
+@click.argument("model", type=click.Choice(["alexnet", "caffenet", "googlenet", "lenet5"]))
+@click.option("--framework", default="torch", show_default=True, metavar="NAME", help="torch, tensorflow, ...")
+@click.option("--device", default="cpu", show_default=True, metavar="DEV", help="cpu, cuda, cuda:N")
+@click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
+              help="memory cap of each probe's worker (2GiB, 512MiB, ...), so the search works on a CPU")
+@click.option("--image-size", type=click.IntRange(min=1), default=None, help="square input side (default: model's)")
+@click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
+@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True, help="first batch tried")
+@click.option("--max-batch", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="stop doubling here")
+@click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True,
+              help="timed training steps per probe (after one warm-up step)")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=1800.0,
+              show_default=True, help="time-out per probe, seconds")
+@click.option("--exact", is_flag=True, help="bisect to the exact batch (default: to within 1/32 of it)")
+@click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where the memory-against-batch plot goes [default: reports/RUN/]")
+@db_option
+def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, image_size: int | None,
+             precision: str, start: int, max_batch: int, steps: int, timeout_s: float, exact: bool,
+             plot_dir: Path | None, db: str | None) -> None:
+    """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
+    from dlperf.report.tables import rich_table
+    from dlperf.runner.maxbatch import memory_plot, search, short
+
+    store = _store(db)
+    console = _console()
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    result = search(store, model=model, framework=framework, device=device, image_size=image_size,
+                    precision=precision, mem_limit_mb=mem_limit_mb, start=start, max_batch=max_batch, steps=steps,
+                    timeout_s=timeout_s, exact=exact, console=console)
+    rows = [[str(p.batch), p.status, f"{p.peak_bytes / 2**20:,.0f} MiB" if p.peak_bytes else "not measured",
+             f"{p.time_per_image_s:.3g}" if p.time_per_image_s else "-", short(p.reason, 70)]
+            for p in sorted(result.probes, key=lambda p: p.batch)]
+    what = "device allocator peak" if device != "cpu" else "worker peak RSS"
+    console.print(rich_table(f"probes of {model} on {framework} {device} (memory: {what})",
+                             ["batch", "status", "peak memory", "s/image", "reason"], rows))
+    cap = f" under a {mem_limit_mb} MiB cap" if mem_limit_mb else ""
+    if result.largest is None:
+        console.print(f"no batch fits{cap}: batch {start} already failed", highlight=False)
+    elif result.first_oom is None and result.stopped is None:
+        console.print(f"largest batch that fits{cap}: at least {result.largest} (no OOM up to --max-batch "
+                      f"{max_batch})", highlight=False)
+    else:
+        console.print(f"largest batch that fits{cap}: [bold]{result.largest}[/] (batch {result.first_oom} "
+                      f"ran out of memory)" if result.first_oom else
+                      f"largest batch that ran{cap}: {result.largest}", highlight=False)
+    if result.stopped:
+        console.print(f"[red]search stopped[/]: {_escape(result.stopped)}")
+    for p in memory_plot(result, f"{model} {framework} {device}: peak memory against batch{cap}",
+                         plot_dir or Path("reports") / result.run_id):
+        console.print(f"plot: {p}", highlight=False)
+    console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)
+    if result.stopped:
+        raise DlperfError(f"maxbatch: the search stopped before finding the boundary ({result.stopped})")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@cli.command()
 @click.option("--quick", is_flag=True, help="smaller arrays, numpy and torch only")
 @click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
 @click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device (repeatable)")
@@ -329,6 +422,12 @@ def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], ne
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new, console=console)
     render_peaks(store, summary.run_id, console)
+
+
+def _register_subgroups() -> None:
+    from dlperf.cli_hw import hw
+
+    cli.add_command(hw)
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -367,6 +466,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(70)
     sys.exit(code or 0)
 
+
+_register_subgroups()
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dlperf.frameworks.base import Framework, UnsupportedError
+from dlperf.frameworks.caffe_fw import CaffeFramework
 from dlperf.frameworks.cupy_fw import CupyFramework
 from dlperf.frameworks.jax_fw import JaxFramework
 from dlperf.frameworks.nn_fw import NnCudaCublasFramework, NnCudaFramework, NnFramework, NnSequentialFramework
@@ -16,7 +17,7 @@ REGISTRY: dict[str, type[Framework]] = {
     cls.name: cls
     for cls in (NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
                 PytensorFramework, TheanoFramework, CupyFramework, NnSequentialFramework, NnFramework,
-                NnCudaFramework, NnCudaCublasFramework)
+                NnCudaFramework, NnCudaCublasFramework, CaffeFramework)
 }
 
 

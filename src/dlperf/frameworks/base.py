@@ -120,6 +120,11 @@ class Framework:
         """
         return None, f"{self.name} keeps no allocator statistics for {device}"
 
+    def kernel_profile(self, fn: Callable[[], object], sync: Callable[[], None], device: str,
+                       steps: int = 3) -> list[dict[str, Any]]:
+        """Kernel/op rows (dlperf.profiling.kernels) from the framework's own profiler over `steps` calls."""
+        raise UnsupportedError(f"{self.name} has no kernel profiler in dlperf")
+
     def is_oom(self, exc: BaseException) -> bool:
         """Whether `exc` is this framework's out-of-memory error."""
         return isinstance(exc, MemoryError)

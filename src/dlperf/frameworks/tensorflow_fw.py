@@ -75,6 +75,11 @@ class TensorflowFramework(Framework):
             return int(info["peak"]), "tf.config.experimental.get_memory_info (memory growth on)"
         return None, "TensorFlow keeps no CPU allocator statistics"
 
+    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[dict[str, Any]]:
+        from dlperf.profiling.tf_kernels import profile
+
+        return profile(fn, sync, device, steps)
+
     def is_oom(self, exc: BaseException) -> bool:
         tf = self.import_module()
         return isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError))

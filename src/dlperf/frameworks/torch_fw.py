@@ -81,6 +81,11 @@ class TorchFramework(Framework):
             return int(self.import_module().cuda.max_memory_allocated(device)), "torch.cuda.max_memory_allocated"
         return None, "torch keeps no CPU allocator statistics"
 
+    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[dict[str, Any]]:
+        from dlperf.profiling.torch_kernels import profile
+
+        return profile(fn, sync, device, steps)
+
     def is_oom(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):
             return True

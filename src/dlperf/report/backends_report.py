@@ -62,7 +62,7 @@ def sections(results: list[dict[str, Any]]) -> list[tuple[str, list[str], list[l
     return out
 
 
-def render_terminal(results: list[dict[str, Any]], console: Console) -> None:
+def render_terminal(results: list[dict[str, Any]], console: Console, **_: Any) -> None:
     for title, header, rows in sections(results):
         console.print(rich_table(title, header, rows))
     if any(r["workload"] == "backends" for r in results):
@@ -73,7 +73,7 @@ def render_terminal(results: list[dict[str, Any]], console: Console) -> None:
                                  "time is the per-step median times the steps of an epoch"), highlight=False)
 
 
-def render_markdown(results: list[dict[str, Any]]) -> str:
+def render_markdown(results: list[dict[str, Any]], **_: Any) -> str:
     out = []
     for title, header, rows in sections(results):
         out += ["", f"### {title}", "", markdown_table(header, rows)]

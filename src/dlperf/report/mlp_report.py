@@ -63,7 +63,7 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
     return header, rows, sp_header, sp_rows
 
 
-def render_terminal(results: list[dict[str, Any]], console: Console) -> None:
+def render_terminal(results: list[dict[str, Any]], console: Console, **_: Any) -> None:
     header, rows, sp_header, sp_rows = mlp_rows(results)
     if not rows:
         return
@@ -74,7 +74,7 @@ def render_terminal(results: list[dict[str, Any]], console: Console) -> None:
         console.print(escape("GPU speedup: no CUDA cases in this run (it needs a GPU)"), highlight=False)
 
 
-def render_markdown(results: list[dict[str, Any]]) -> str:
+def render_markdown(results: list[dict[str, Any]], **_: Any) -> str:
     header, rows, sp_header, sp_rows = mlp_rows(results)
     if not rows:
         return ""

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dlperf.report.ops_report import STUDY_OP_ORDER, OpsPoint
 
 _MARKERS = "osD^v<>Pp*Xh"
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
+    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths."""
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return paths
 
 
 def roofline_plot(points: list[OpsPoint], out_dir: Path, title: str) -> list[Path]:

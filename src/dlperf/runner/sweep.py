@@ -148,10 +148,13 @@ def run_study(
     else:
         console.print(f"run [bold]{run_id}[/]: {len(cases)} cases of study {study.name} ({study.variant})")
 
+    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     try:
         with _progress(console, len(cases), summary.n_skipped) as advance:
             for i, case in enumerate(todo, start=summary.n_skipped + 1):
-                row = _run_one(case, settings, run_id, env_id, counters)
+                row = _skip_after_oom(case, oom_at, run_id, env_id) or _run_one(case, settings, run_id, env_id,
+                                                                                  counters)
+                _note_oom(row, oom_at)
                 store.add_result(row)
                 summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
                 advance(_case_line(i, len(cases), case, row))
@@ -164,6 +167,51 @@ def run_study(
         ) from None
     store.set_run_status(run_id, "complete")
     return summary
+
+
+def _memory_series(workload: str, framework: str, device: str, params: dict[str, Any]) -> tuple[Any, str, int] | None:
+    """(series, axis, value) when the workload has a memory axis (e.g. cnn's batch), else None."""
+    from dlperf.workloads import REGISTRY
+
+    axis = getattr(REGISTRY.get(workload), "memory_axis", None)
+    if axis is None or not isinstance(params.get(axis), int):
+        return None
+    rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k != axis))
+    return (workload, framework, device, rest), axis, params[axis]
+
+
+def _oom_boundaries(rows: list[dict[str, Any]]) -> dict[Any, int]:
+    """Smallest out-of-memory value of the memory axis per series, from stored results (for resume)."""
+    out: dict[Any, int] = {}
+    for row in rows:
+        _note_oom(row, out)
+    return out
+
+
+def _note_oom(row: dict[str, Any], oom_at: dict[Any, int]) -> None:
+    found = _memory_series(row["workload"], row["framework"], row["device"], row["params"] or {})
+    if row["status"] == "oom" and found is not None:
+        series, _, value = found
+        oom_at[series] = min(value, oom_at.get(series, value))
+
+
+def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> dict[str, Any] | None:
+    """An `oom` row, without running, for a case larger than one of its series that ran out of memory."""
+    found = _memory_series(case.workload, case.framework, case.device, case.params)
+    if found is None:
+        return None
+    series, axis, value = found
+    limit = oom_at.get(series)
+    if limit is None or value <= limit:
+        return None
+    now = datetime.now(UTC)
+    return {
+        "run_id": run_id, "case_key": case.key, "repetition": case.repetition, "workload": case.workload,
+        "framework": case.framework, "device": case.device, "params": case.params, "status": "oom",
+        "reason": f"not run: {axis}={limit} of this series ran out of memory", "measurement": None,
+        "metrics": {"skipped": True, "oom_at": {axis: limit}}, "env_id": env_id, "wall_s": 0.0,
+        "started_at": now, "finished_at": now,
+    }
 
 
 def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:

@@ -47,6 +47,8 @@ class Settings(_Strict):
     mem_limit_mb: int | None = Field(default=None, gt=0, description="memory cap of each worker")
     threads: int | None = Field(default=None, gt=0, description="CPU threads (default: physical cores)")
     warmup: int | None = Field(default=None, ge=0)
+    steps: int | None = Field(
+        default=None, gt=0, description="a fixed number of timed calls, one per sample, instead of the adaptive stop")
     target_rel_ci: float | None = Field(default=None, gt=0, lt=1)
     seed: int | None = None
     exclude: list[dict[str, Any]] | None = Field(
@@ -82,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "mem_limit_mb": None,
     "threads": None,
     "warmup": 2,
+    "steps": None,
     "target_rel_ci": 0.02,
     "seed": 0,
     "exclude": [],

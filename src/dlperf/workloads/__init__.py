@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dlperf.workloads.backends import Backends
 from dlperf.workloads.base import Cost, Workload, WorkloadParams
+from dlperf.workloads.cnn import Cnn
 from dlperf.workloads.faults import Faults
 from dlperf.workloads.mlp import Mlp
 from dlperf.workloads.ops import Ops
 from dlperf.workloads.peaks import Peaks
 
-REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (Ops, Mlp, Backends, Peaks, Faults)}
+REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (Ops, Mlp, Backends, Cnn, Peaks, Faults)}
 
 
 def get_workload(name: str) -> Workload:

@@ -1,0 +1,156 @@
+"""`dlperf hw`: the hardware catalog (list, show, compare) and study 004's figures against it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dlperf.errors import DlperfError
+
+SORTABLE = ("name", "vendor", "kind", "process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs",
+            "peak_fp32_tflops", "peak_fp16_tflops", "peak_int8_tops", "tdp_w", "launch_year", "launch_price_usd",
+            "gflops_per_w", "gflops_per_usd")
+
+
+def _num(v: Any, fmt: str = "{:,.4g}") -> str:
+    if v in (None, "unknown"):
+        return "?"
+    return fmt.format(v) if isinstance(v, (int, float)) else str(v)
+
+
+def _sort_value(d: Any, key: str) -> Any:
+    v = d.efficiency()[key] if key in ("gflops_per_w", "gflops_per_usd") else getattr(d, key)
+    return None if v == "unknown" else v
+
+
+def _find(name: str) -> Any:
+    from dlperf.hardware.catalog import find
+
+    try:
+        return find(name)
+    except KeyError as exc:
+        raise DlperfError(exc.args[0]) from None
+
+
+def _host(url: str) -> str:
+    """A source's site, for narrow tables (`hw show` prints whole addresses)."""
+    from urllib.parse import urlparse
+
+    host = urlparse(url).netloc
+    return host.removeprefix("www.") if host else url
+
+
+@click.group()
+def hw() -> None:
+    """The hardware catalog: vendors' figures with sources, FLOP/s per watt and per dollar."""
+
+
+@hw.command("list")
+@click.option("--kind", type=click.Choice(["cpu", "gpu", "soc", "accelerator"]), default=None, help="only this kind")
+@click.option("--sort", "sort_key", type=click.Choice(SORTABLE), default="name", show_default=True)
+@click.option("--desc", is_flag=True, help="largest first")
+def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
+    """Every catalog device (datasheet figures; ? = unknown; sorted, unknowns last)."""
+    from dlperf.cli import _console
+    from dlperf.hardware.catalog import catalog
+    from dlperf.report.tables import rich_table
+
+    devices = [d for d in catalog() if kind is None or d.kind == kind]
+    known = sorted((d for d in devices if _sort_value(d, sort_key) is not None),
+                   key=lambda d: _sort_value(d, sort_key), reverse=desc)
+    devices = known + [d for d in devices if _sort_value(d, sort_key) is None]
+    header = ["id", "kind", "year", "nm", "memory GB", "GB/s", "FP32 TFLOP/s", "FP16 TFLOP/s", "INT8 TOP/s", "TDP W",
+              "price USD", "GFLOP/s per W", "GFLOP/s per $"]
+    rows = [[d.id, d.kind, _num(d.launch_year, "{:.0f}"), _num(d.process_nm), _num(d.memory_gb),
+             _num(d.memory_bw_gbs), _num(d.peak_fp32_tflops), _num(d.peak_fp16_tflops), _num(d.peak_int8_tops),
+             _num(d.tdp_w), _num(d.launch_price_usd, "{:,.0f}"), _num(d.efficiency()["gflops_per_w"], "{:.3g}"),
+             _num(d.efficiency()["gflops_per_usd"], "{:.3g}")] for d in devices]
+    _console().print(rich_table(f"hardware catalog: {len(rows)} devices (datasheet figures; `dlperf hw show ID` "
+                                "for sources)", header, rows))
+
+
+def _detail(d: Any, title: str, console: Any) -> None:
+    """A device's figures (with [n] marking each one's source) and the numbered sources under the table."""
+    from dlperf.hardware.catalog import FIGURES, TEXT
+    from dlperf.report.tables import rich_table
+
+    sources: list[str] = []
+
+    def ref(field: str) -> str:
+        src = d.source(field)
+        if src not in sources:
+            sources.append(src)
+        return f"[{sources.index(src) + 1}]"
+
+    rows = [["name", d.name, ""], ["aliases", ", ".join(d.aliases) or "-", ""]]
+    for f in (*TEXT, *FIGURES):
+        v = getattr(d, f)
+        mark = " (derived)" if f in d.derived else ""
+        rows.append([f, f"{_num(v) if f in FIGURES else v}{mark}", ref(f)])
+    eff = d.efficiency()
+    rows.append(["GFLOP/s per W (FP32 / TDP)", _num(eff["gflops_per_w"], "{:.3g}"), "computed"])
+    rows.append(["GFLOP/s per $ (FP32 / price)", _num(eff["gflops_per_usd"], "{:.3g}"), "computed"])
+    console.print(rich_table(title, ["figure", "value", "source"], rows))
+    if d.notes:
+        console.print(f"notes: {d.notes}", highlight=False, soft_wrap=True)
+    for i, src in enumerate(sources, 1):
+        console.print(f"[{i}] {src}", highlight=False, markup=False, soft_wrap=True)
+
+
+@hw.command("show")
+@click.argument("name", required=False)
+def hw_show(name: str | None) -> None:
+    """One device with the source of every figure; without NAME, this machine's CPU and GPUs and their peaks."""
+    from dlperf.cli import _console
+
+    console = _console()
+    if name:
+        d = _find(name)
+        _detail(d, d.id, console)
+        return
+    from dlperf.hardware.detect import detect_cpu, detect_gpus
+
+    found = [detect_cpu(), *detect_gpus()]
+    for d, how in found:
+        _detail(d, f"this machine: {d.name} ({how})", console)
+    if len(found) == 1:
+        console.print("GPUs: none found (NVML sees no NVIDIA GPU)", highlight=False)
+
+
+@hw.command("compare")
+@click.argument("names", nargs=-1, required=True)
+def hw_compare(names: tuple[str, ...]) -> None:
+    """NAMES side by side (at least two), with FLOP/s per watt and per dollar."""
+    from dlperf.cli import _console
+    from dlperf.hardware.catalog import FIGURES
+    from dlperf.report.tables import rich_table
+
+    if len(names) < 2:
+        raise click.UsageError("compare needs at least two devices")
+    devs = [_find(n) for n in names]
+    rows = [[f, *[_num(getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]] for f in
+            ("kind", "architecture", *FIGURES)]
+    for key, label in (("gflops_per_w", "GFLOP/s per W"), ("gflops_per_usd", "GFLOP/s per $")):
+        rows.append([label, *[_num(d.efficiency()[key], "{:.3g}") for d in devs]])
+    _console().print(rich_table("datasheet comparison", ["figure", *[d.id for d in devs]], rows))
+
+
+@hw.command("diff-study")
+@click.option("--all", "show_all", is_flag=True, help="also list the figures that agree")
+def hw_diff_study(show_all: bool) -> None:
+    """Study 004's device figures against the vendors': where they disagree (more than 5%)."""
+    from dlperf.cli import _console
+    from dlperf.hardware.catalog import diff_study
+    from dlperf.report.tables import rich_table
+
+    rows = diff_study()
+    shown = [r for r in rows if show_all or r["verdict"] != "agree"]
+    table = [[r["device"], r["figure"], _num(r["study"]), _num(r["vendor"]), r["verdict"], _host(r["source"])]
+             for r in shown]
+    console = _console()
+    console.print(rich_table("study 004's figures against the vendors' (catalog)",
+                             ["device", "figure", "study 004", "vendor", "verdict", "source (hw show ID)"], table))
+    n_dis = sum(r["verdict"] == "disagree" for r in rows)
+    console.print(f"{n_dis} of {len(rows)} figures disagree; "
+                  f"{sum(r['verdict'] == 'agree' for r in rows)} agree (--all lists them)", highlight=False)

@@ -1,0 +1,73 @@
+"""This machine's devices mapped onto the catalog; an unknown CPU or GPU gets an entry derived here
+(cores, clock, vector ISA; or NVML's properties), marked `detected` and sourced as such."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.hardware.catalog import Device, match
+
+DERIVED_SOURCE = "derived on this machine by dlperf (not a datasheet): {how}"
+
+
+def _unknowns(**known: Any) -> dict[str, Any]:
+    fields = dict.fromkeys(("process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs", "peak_fp32_tflops",
+                            "peak_fp16_tflops", "peak_int8_tops", "tdp_w", "launch_year", "launch_price_usd"),
+                           "unknown")
+    fields.update({k: v for k, v in known.items() if v is not None})
+    return fields
+
+
+def detect_cpu() -> tuple[Device, str]:
+    """(entry, how it was found): the catalog's entry for this CPU, or one derived from /proc/cpuinfo."""
+    from dlperf.hardware.fingerprint import cpu_flags, cpu_model, physical_cores
+    from dlperf.hardware.peaks import cpu_theoretical
+
+    model = cpu_model()
+    found = match(model)
+    if found is not None:
+        return found, f"catalog match for {model!r}"
+    cores = physical_cores()
+    flags = cpu_flags()
+    peaks = cpu_theoretical(cores, flags)
+    isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
+    fp32 = peaks.get("fp32_flops_per_s")
+    bw = peaks.get("mem_bw_bytes_per_s")
+    vendor = "AMD" if "amd" in model.lower() else "Intel" if "intel" in model.lower() else "unknown"
+    dev = Device(
+        id="this-cpu", name=model or "this machine's CPU", vendor=vendor, kind="cpu",
+        architecture=f"{cores} physical cores, {peaks['vector_bits']}-bit vectors ({isa}), "
+                     f"{peaks['clock_ghz'] or '?'} GHz ({peaks['clock_source']})",
+        memory_type="unknown", interface="host",
+        **_unknowns(peak_fp32_tflops=fp32 / 1e12 if fp32 else None, memory_bw_gbs=bw / 1e9 if bw else None),
+        derived=["peak_fp32_tflops"] if fp32 else [],
+        notes=f"Not in the catalog; peak from {peaks['assumptions']}.",
+        sources={"default": DERIVED_SOURCE.format(how="/proc/cpuinfo, lscpu and dlperf.hardware.peaks")},
+        detected=True)
+    return dev, "derived (not in the catalog)"
+
+
+def detect_gpus() -> list[tuple[Device, str]]:
+    """Each NVIDIA GPU NVML sees: its catalog entry, or one derived from NVML's properties."""
+    from dlperf.hardware.fingerprint import nvidia_gpus
+
+    gpus, _how = nvidia_gpus()
+    out = []
+    for g in gpus:
+        found = match(g["name"])
+        if found is not None:
+            out.append((found, f"catalog match for {g['name']!r} (GPU {g['index']})"))
+            continue
+        p = g.get("peaks_theoretical") or {}
+        fp32, fp16, bw = p.get("fp32_flops_per_s"), p.get("fp16_flops_per_s"), p.get("mem_bw_bytes_per_s")
+        out.append((Device(
+            id=f"this-gpu-{g['index']}", name=g["name"], vendor="NVIDIA", kind="gpu",
+            architecture=p.get("architecture", "unknown"), memory_type="unknown", interface="unknown",
+            **_unknowns(memory_gb=g["memory_bytes"] / 1e9, peak_fp32_tflops=fp32 / 1e12 if fp32 else None,
+                        peak_fp16_tflops=fp16 / 1e12 if fp16 else None, memory_bw_gbs=bw / 1e9 if bw else None),
+            derived=[f for f, v in (("peak_fp32_tflops", fp32), ("peak_fp16_tflops", fp16), ("memory_bw_gbs", bw))
+                     if v],
+            notes=f"Not in the catalog; {p.get('assumptions', 'no peaks')}.",
+            sources={"default": DERIVED_SOURCE.format(how="NVML device properties")}, detected=True),
+            "derived (not in the catalog)"))
+    return out

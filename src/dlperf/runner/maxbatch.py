@@ -1,0 +1,165 @@
+"""`dlperf maxbatch`: the largest batch of a CNN training step that fits, by doubling then bisecting.
+
+Every probe is a fresh worker (so one probe's memory never helps or hurts the
+next) and is stored as a result of its own run, out-of-memory probes included.
+Out of memory means: the framework's OOM error, a kill by the kernel's OOM
+killer, or the worker's memory cap (`mem_limit_mb`, RLIMIT_DATA). Any other
+failure stops the search and is reported as what it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from dlperf import __version__
+from dlperf.errors import StudyError
+from dlperf.frameworks import get_framework
+from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
+from dlperf.runner.sweep import _run_one, collect_fingerprint
+from dlperf.store import Store
+from dlperf.studies import Case
+
+
+@dataclass
+class Probe:
+    batch: int
+    status: str
+    reason: str | None
+    peak_bytes: int | None
+    time_per_image_s: float | None
+
+
+@dataclass
+class MaxBatch:
+    run_id: str
+    largest: int | None  # None: not even the first batch fits
+    first_oom: int | None  # None: the search reached max_batch without an OOM
+    stopped: str | None = None  # why the search stopped early (a non-OOM failure)
+    probes: list[Probe] = field(default_factory=list)
+
+
+def search(store: Store, *, model: str, framework: str, device: str, image_size: int | None = None,
+           precision: str = "fp32", mem_limit_mb: int | None = None, start: int = 1, max_batch: int = 8192,
+           steps: int = 2, timeout_s: float = 1800.0, threads: int | None = None, exact: bool = False,
+           console: Console | None = None) -> MaxBatch:
+    """Double the batch from `start` until a probe runs out of memory, then bisect to the boundary:
+    to within 1/32 of it (about 3%), or to the exact batch with `exact`."""
+    from dlperf.workloads.cnn import CnnParams
+
+    console = console or Console()
+    try:
+        get_framework(framework)
+    except KeyError as exc:
+        raise StudyError(f"--framework: {exc.args[0]}") from None
+    base = {"model": model, "precision": precision} | ({"image_size": image_size} if image_size else {})
+    try:
+        CnnParams.model_validate(base | {"batch": start})
+    except ValueError as exc:
+        errors = getattr(exc, "errors", None)
+        msg = errors()[0]["msg"] if callable(errors) else str(exc)
+        raise StudyError(f"maxbatch: {msg}") from None
+    if start < 1 or max_batch < start:
+        raise StudyError("maxbatch: need 1 <= --start <= --max-batch")
+    threads = threads or default_threads()
+    settings: dict[str, Any] = {"steps": steps, "warmup": 1, "timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb,
+                                "threads": threads, "energy": False, "seed": 0}
+    fp = collect_fingerprint([framework], threads)
+    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": settings}
+    run_id = store.create_run(
+        study="maxbatch", variant=model,
+        study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
+        study_path="(dlperf maxbatch)", filters={"framework": framework, "device": device, "start": start,
+                                                  "max_batch": max_batch},
+        settings=settings, env_id=env_id, n_cases=0, dlperf_version=__version__)
+    store.set_run_status(run_id, "running")
+    out = MaxBatch(run_id, None, None)
+    limit = f", memory cap {mem_limit_mb} MiB per worker" if mem_limit_mb else ""
+    console.print(f"run [bold]{run_id}[/]: largest batch of {model} on {framework} {device}{escape(limit)}")
+
+    def probe(batch: int) -> Probe:
+        case = Case("cnn", framework, device, base | {"batch": batch})
+        row = _run_one(case, settings, run_id, env_id)
+        store.add_result(row)
+        m = row["metrics"] or {}
+        peak = m.get("peak_device_mem_bytes") if device != "cpu" and m.get("peak_device_mem_bytes") else \
+            m.get("peak_rss_bytes")
+        p = Probe(batch, row["status"], row["reason"], peak, m.get("time_per_sample_s"))
+        out.probes.append(p)
+        mem = f"peak {peak / 2**20:,.0f} MiB" if peak else "peak not measured"
+        detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"
+        colour = "green" if p.status == "ok" else "red"
+        console.print(f"  batch {batch:>6}: [{colour}]{p.status}[/] {escape(detail)}", highlight=False)
+        return p
+
+    lo, hi = None, None
+    batch = start
+    try:
+        while batch <= max_batch:  # doubling
+            p = probe(batch)
+            if p.status == "ok":
+                lo, batch = batch, batch * 2
+                continue
+            if p.status == "oom":
+                hi = batch
+            else:
+                out.stopped = f"batch {batch} ended {p.status}: {p.reason}"
+            break
+        def close_enough(lo: int, hi: int) -> bool:
+            return hi - lo <= (1 if exact else max(1, lo // 32))
+
+        while out.stopped is None and lo is not None and hi is not None and not close_enough(lo, hi):  # bisection
+            mid = (lo + hi) // 2
+            p = probe(mid)
+            if p.status == "ok":
+                lo = mid
+            elif p.status == "oom":
+                hi = mid
+            else:
+                out.stopped = f"batch {mid} ended {p.status}: {p.reason}"
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "interrupted")
+        raise
+    out.largest, out.first_oom = lo, hi
+    store.set_run_status(run_id, "complete" if out.stopped is None else "failed")
+    return out
+
+
+def short(reason: str | None, width: int = 90) -> str:
+    """A failure reason cut to one readable line (allocator messages are long)."""
+    text = (reason or "").replace("[enforce fail at alloc_cpu.cpp:127] err == 0. ", "")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def memory_plot(result: MaxBatch, title: str, out_dir: Any) -> list[Any]:
+    """Peak memory against batch size for every probe (out-of-memory probes marked)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dlperf.report.plots import save_figure
+
+    ok = sorted((p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status == "ok" and p.peak_bytes)
+    bad = sorted((p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status != "ok" and p.peak_bytes)
+    if not ok and not bad:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 5))
+    if ok:
+        ax.plot(*zip(*ok, strict=True), "o-", label="fits")
+    if bad:
+        ax.plot(*zip(*bad, strict=True), "x", color="red", markersize=10, label="out of memory (peak before failing)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, out_dir, "maxbatch-memory")

@@ -1,0 +1,96 @@
+"""The hardware catalog (study 004): complete and sourced entries with consistent units, study 004's
+figures set against it, lookup and detection, and the `dlperf hw` commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.hardware.catalog import FIGURES, catalog, diff_study, find, match, study004
+from dlperf.hardware.detect import detect_cpu
+from tests.conftest import run_cli
+
+STUDY_DEVICES = ["gtx-1070", "rx-580", "hd-graphics-4400", "ncs2", "jetson-nano", "jetson-tx2", "gtx-titan-x-maxwell",
+                 "tesla-k40", "gtx-980", "gt-710m", "xeon-e5620"]
+CURRENT = ["h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4", "rtx-4090", "rtx-3060", "jetson-orin-nano",
+           "jetson-agx-orin", "mi300x", "xeon-8480plus", "epyc-9654", "tpu-v4", "tpu-v5e"]
+
+#: Plausible bounds per figure, in the catalog's units: a figure outside them is a unit slip.
+BOUNDS = {"process_nm": (3, 65), "transistors_millions": (100, 200_000), "memory_gb": (0.1, 256),
+          "memory_bw_gbs": (5, 10_000), "peak_fp32_tflops": (0.01, 200), "peak_fp16_tflops": (0.05, 2_000),
+          "peak_int8_tops": (1, 4_000), "tdp_w": (1, 1_000), "launch_year": (2008, 2026),
+          "launch_price_usd": (30, 50_000)}
+
+
+def test_at_least_30_devices_with_the_studies_and_current_ones():
+    ids = {d.id for d in catalog()}
+    assert len(ids) >= 30
+    assert set(STUDY_DEVICES + CURRENT) <= ids
+    assert {e.id for e in study004()} <= ids
+    assert {d.kind for d in catalog()} == {"cpu", "gpu", "soc", "accelerator"}
+
+
+@pytest.mark.parametrize("device", catalog(), ids=lambda d: d.id)
+def test_every_figure_present_sourced_and_in_range(device):
+    for field in FIGURES:
+        value = getattr(device, field)  # required by the schema: a number or the explicit "unknown"
+        assert value == "unknown" or isinstance(value, float | int)
+        assert device.source(field).startswith("https://"), field
+        if value != "unknown":
+            lo, hi = BOUNDS[field]
+            assert lo <= value <= hi, f"{device.id}.{field} = {value} outside [{lo}, {hi}]"
+    for field in device.derived:
+        assert getattr(device, field) != "unknown"
+    if device.kind == "gpu" and device.value("peak_fp32_tflops") and device.value("memory_bw_gbs"):
+        # GPUs of this catalogue sit at 5-150 FLOPs per byte of DRAM bandwidth (FP32): a slip of 1000x would not
+        assert 5 < device.value("peak_fp32_tflops") * 1e3 / device.value("memory_bw_gbs") < 150, device.id
+
+
+def test_rx580_figures_of_study_004_disagree_with_amd():
+    rows = {(r["device"], r["figure"]): r for r in diff_study()}
+    for figure in ("peak fp32 GFLOP/s", "tdp_w", "process_nm"):
+        assert rows[("rx-580", figure)]["verdict"] == "disagree"
+    assert rows[("gtx-1070", "process_nm")]["verdict"] == "agree"
+    assert rows[("ncs2", "tdp_w")]["verdict"].startswith("cannot check")
+
+
+def test_lookup_and_matching():
+    assert find("RX 580").id == find("rx580").id == "rx-580"
+    assert find("geforce gtx 1070").id == "gtx-1070"
+    with pytest.raises(KeyError, match="h100-sxm"):
+        find("H100")
+    assert match("NVIDIA H100 80GB HBM3").id == "h100-sxm"
+    assert match("NVIDIA H100 PCIe").id == "h100-pcie"
+    assert match("Intel(R) Xeon(R) CPU           E5620  @ 2.40GHz").id == "xeon-e5620"
+    assert match("AMD EPYC 7B13") is None
+
+
+def test_datasheet_efficiency():
+    d = find("rtx-4090")
+    assert d.efficiency()["gflops_per_w"] == pytest.approx(82.6e3 / 450)
+    assert d.efficiency()["gflops_per_usd"] == pytest.approx(82.6e3 / 1599)
+    assert find("h100-sxm").efficiency()["gflops_per_usd"] is None  # no list price: no ratio
+
+
+def test_this_machine_is_detected():
+    dev, how = detect_cpu()
+    assert dev.kind == "cpu" and dev.name
+    if dev.detected:
+        assert "derived" in how and dev.source("peak_fp32_tflops").startswith("derived on this machine")
+
+
+def test_hw_commands(tmp_path):
+    res = run_cli("hw", "list", "--kind", "gpu", "--sort", "peak_fp32_tflops", "--desc")
+    assert res.returncode == 0, res.stderr
+    body = [ln for ln in res.stdout.splitlines() if ln.startswith("│")]
+    assert "mi300x" in body[0] and all("gpu" in ln for ln in body)
+    res = run_cli("hw", "show")
+    assert res.returncode == 0, res.stderr
+    assert detect_cpu()[0].name in res.stdout and "peak_fp32_tflops" in res.stdout
+    res = run_cli("hw", "show", "jetson-nano")
+    assert "developer.nvidia.com/embedded/jetson-nano" in res.stdout
+    res = run_cli("hw", "compare", "rx-580", "gtx-1070")
+    assert res.returncode == 0 and "GFLOP/s per W" in res.stdout
+    res = run_cli("hw", "diff-study")
+    assert res.returncode == 0 and "rx-580" in res.stdout and "disagree" in res.stdout
+    res = run_cli("hw", "show", "no-such-gpu")
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1 and "hw list" in res.stderr
