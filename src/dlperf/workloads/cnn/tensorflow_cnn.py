@@ -24,10 +24,14 @@ def build(fw: Framework, device: str, p: Any) -> Step:
     size = p.size()
     dev = tf_device(device)
     on_gpu = device.startswith("cuda")
-    if p.precision == "amp":
+    previous = keras.mixed_precision.global_policy()
+    if p.precision == "amp":  # layers take the policy when built; restored after, so nothing else inherits it
         keras.mixed_precision.set_global_policy("mixed_float16" if on_gpu else "mixed_bfloat16")
     with tf.device(dev):
-        model = tf_models.build(model_spec, p.image_size)
+        try:
+            model = tf_models.build(model_spec, p.image_size)
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
         opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)
         if p.precision == "amp" and on_gpu:
             opt = keras.mixed_precision.LossScaleOptimizer(opt)
