@@ -363,6 +363,8 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
              precision: str, start: int, max_batch: int, steps: int, timeout_s: float, exact: bool,
              plot_dir: Path | None, db: str | None) -> None:
     """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
+    from rich.markup import escape
+
     from dlperf.report.tables import rich_table
     from dlperf.runner.maxbatch import memory_plot, search, short
 
@@ -377,7 +379,7 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
             for p in sorted(result.probes, key=lambda p: p.batch)]
     what = "device allocator peak" if device != "cpu" else "worker peak RSS"
     console.print(rich_table(f"probes of {model} on {framework} {device} (memory: {what})",
-                             ["batch", "status", "peak memory", "s/image", "reason"], rows))
+                             ["batch", "status", "peak memory", f"s/image (median of {steps} steps)", "reason"], rows))
     cap = f" under a {mem_limit_mb} MiB cap" if mem_limit_mb else ""
     if result.largest is None:
         console.print(f"no batch fits{cap}: batch {start} already failed", highlight=False)
@@ -389,19 +391,13 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
                       f"ran out of memory)" if result.first_oom else
                       f"largest batch that ran{cap}: {result.largest}", highlight=False)
     if result.stopped:
-        console.print(f"[red]search stopped[/]: {_escape(result.stopped)}")
+        console.print(f"[red]search stopped[/]: {escape(result.stopped)}")
     for p in memory_plot(result, f"{model} {framework} {device}: peak memory against batch{cap}",
                          plot_dir or Path("reports") / result.run_id):
         console.print(f"plot: {p}", highlight=False)
     console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)
     if result.stopped:
         raise DlperfError(f"maxbatch: the search stopped before finding the boundary ({result.stopped})")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 @cli.command()

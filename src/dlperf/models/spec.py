@@ -219,8 +219,3 @@ def train_flops(spec: ModelSpec, batch: int, image_size: int | None = None) -> i
         if li.macs:
             total += 2 * batch * li.macs * (2 if li.first else 3)
     return total
-
-
-def activation_elements(spec: ModelSpec, image_size: int | None = None) -> int:
-    """Elements of every layer's output per sample (what a training step keeps for backward, roughly)."""
-    return sum(math.prod(li.out_shape) for li in layers(spec, image_size) if li.kind != "flatten")

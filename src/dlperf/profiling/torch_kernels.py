@@ -9,7 +9,6 @@ from dlperf.profiling.kernels import make_rows
 
 
 def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, steps: int = 3) -> list[dict[str, Any]]:
-    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile
@@ -31,5 +30,4 @@ def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, ste
             raw.append((evt.key, evt.count, self_us / 1e6, "cuda"))
         else:
             raw.append((evt.key, evt.count, evt.self_cpu_time_total / 1e6, "cpu"))
-    del torch
     return make_rows(raw, steps)

@@ -7,6 +7,7 @@ as measured; the kernel table shows calls and self time per training step.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from rich.markup import escape
 from dlperf.profiling.kernels import FAMILY_ORDER, by_family, main_clock
 from dlperf.report.plots import save_figure
 from dlperf.report.tables import markdown_table, rich_table
+from dlperf.runner.derive import peak_memory
 from dlperf.timing import format_time
 
 Series = tuple[str, str, str, int, str]  # model, framework, device, image size, precision
@@ -34,15 +36,6 @@ def _label(s: Series) -> str:
     return f"{model} {fw} {dev} {size}px" + ("" if prec == "fp32" else f" {prec}")
 
 
-def peak_memory(r: dict[str, Any]) -> tuple[int | None, str]:
-    """(bytes, what) of a result: allocator peak on a GPU, worker RSS on a CPU."""
-    m = r.get("metrics") or {}
-    if r["device"] != "cpu" and m.get("peak_device_mem_bytes"):
-        return int(m["peak_device_mem_bytes"]), "device allocator peak"
-    rss = m.get("peak_rss_bytes")
-    return (int(rss), "worker peak RSS") if rss else (None, "not measured")
-
-
 def _mib(n: int | None) -> str:
     return f"{n / 2**20:,.0f} MiB" if n else "-"
 
@@ -52,7 +45,7 @@ def cnn_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def time_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "framework", "device", "image", "batch", "status", "time/step", "s/image", "images/s",
+    header = ["model", "framework", "device", "image", "batch", "status", "time/step", "IQR", "s/image", "images/s",
               "GFLOP/s", "peak memory"]
     rows = []
     for r in sorted(cnn_results(results), key=lambda r: (_series(r), r["params"]["batch"])):
@@ -61,11 +54,11 @@ def time_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
         if r["status"] == "ok":
             m = r["metrics"]
             rows.append([s[0], s[1], s[2], str(s[3]), str(r["params"]["batch"]), "ok", format_time(m["median_s"]),
-                         f"{m['time_per_sample_s']:.3g}", f"{m['samples_per_s']:.3g}",
+                         f"{m['iqr_rel']:.1%}", f"{m['time_per_sample_s']:.3g}", f"{m['samples_per_s']:.3g}",
                          f"{m['flops_per_s'] / 1e9:.3g}", _mib(mem)])
         else:
-            rows.append([s[0], s[1], s[2], str(s[3]), str(r["params"]["batch"]), r["status"], "-", "-", "-", "-",
-                         _mib(mem) if r["status"] != "oom" or not (r.get("metrics") or {}).get("skipped") else "-"])
+            rows.append([s[0], s[1], s[2], str(s[3]), str(r["params"]["batch"]), r["status"], "-", "-", "-", "-", "-",
+                         _mib(mem)])
     return header, rows
 
 
@@ -106,6 +99,7 @@ def kernel_tables(results: list[dict[str, Any]]) -> list[tuple[str, list[str], l
             clock = main_clock(profiled[k]["metrics"]["kernels"])
             what = "kernels" if clock == "cuda" else "ops"
             header += [f"{k[1]} {k[2]} calls ({what})", f"{k[1]} {k[2]} time/step"]
+        totals = {k: sum(v["time_s"] for v in fams[k].values()) or 1.0 for k in cols}
         rows = []
         for fam in FAMILY_ORDER:
             if not any(fam in fams[k] for k in cols):
@@ -113,8 +107,7 @@ def kernel_tables(results: list[dict[str, Any]]) -> list[tuple[str, list[str], l
             row = [fam]
             for k in cols:
                 f = fams[k].get(fam)
-                total = sum(v["time_s"] for v in fams[k].values()) or 1.0
-                row += [f"{f['calls']:.0f}", f"{format_time(f['time_s'])} ({f['time_s'] / total:.0%})"] if f else \
+                row += [f"{f['calls']:.0f}", f"{format_time(f['time_s'])} ({f['time_s'] / totals[k]:.0%})"] if f else \
                     ["-", "-"]
             rows.append(row)
         batches = ", ".join(f"{k[1]} {k[2]} batch {profiled[k]['params']['batch']}" for k in cols)
@@ -136,16 +129,13 @@ def time_per_image_plot(results: list[dict[str, Any]], out_dir: Path) -> list[Pa
     if not by:
         return []
     fig, ax = plt.subplots(figsize=(9, 6))
-    styles = {"cpu": "-"}
     for s in sorted(by):
-        pts = sorted(by[s])
-        # median over repetitions at each batch
-        merged: dict[int, list[float]] = defaultdict(list)
-        for b, t in pts:
+        merged: dict[int, list[float]] = defaultdict(list)  # median over repetitions at each batch
+        for b, t in by[s]:
             merged[b].append(t)
         xs = sorted(merged)
-        ys = [sorted(merged[b])[len(merged[b]) // 2] for b in xs]
-        ax.plot(xs, ys, styles.get(s[2], "--"), marker="o", label=_label(s))
+        ax.plot(xs, [statistics.median(merged[b]) for b in xs], "-" if s[2] == "cpu" else "--", marker="o",
+                label=_label(s))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size (images per step)")

@@ -29,3 +29,12 @@ def derive_metrics(m: Measurement, cost: Cost) -> dict[str, Any]:
         cost.flops / cost.bytes_moved if cost.flops is not None and cost.bytes_moved else None
     )
     return out
+
+
+def peak_memory(r: dict[str, Any]) -> tuple[int | None, str]:
+    """(bytes, what) of a result: allocator peak on a GPU, worker RSS on a CPU."""
+    m = r.get("metrics") or {}
+    if r["device"] != "cpu" and m.get("peak_device_mem_bytes"):
+        return int(m["peak_device_mem_bytes"]), "device allocator peak"
+    rss = m.get("peak_rss_bytes")
+    return (int(rss), "worker peak RSS") if rss else (None, "not measured")

@@ -21,7 +21,8 @@ from dlperf import __version__
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
-from dlperf.runner.sweep import _run_one, collect_fingerprint
+from dlperf.runner.derive import peak_memory
+from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
 from dlperf.studies import Case
 
@@ -85,12 +86,10 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
 
     def probe(batch: int) -> Probe:
         case = Case("cnn", framework, device, base | {"batch": batch})
-        row = _run_one(case, settings, run_id, env_id)
+        row = run_case(case, settings, run_id, env_id)
         store.add_result(row)
-        m = row["metrics"] or {}
-        peak = m.get("peak_device_mem_bytes") if device != "cpu" and m.get("peak_device_mem_bytes") else \
-            m.get("peak_rss_bytes")
-        p = Probe(batch, row["status"], row["reason"], peak, m.get("time_per_sample_s"))
+        peak, _ = peak_memory(row)
+        p = Probe(batch, row["status"], row["reason"], peak, (row["metrics"] or {}).get("time_per_sample_s"))
         out.probes.append(p)
         mem = f"peak {peak / 2**20:,.0f} MiB" if peak else "peak not measured"
         detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"

@@ -152,7 +152,7 @@ def run_study(
     try:
         with _progress(console, len(cases), summary.n_skipped) as advance:
             for i, case in enumerate(todo, start=summary.n_skipped + 1):
-                row = _skip_after_oom(case, oom_at, run_id, env_id) or _run_one(case, settings, run_id, env_id,
+                row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id,
                                                                                   counters)
                 _note_oom(row, oom_at)
                 store.add_result(row)
@@ -205,16 +205,35 @@ def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int
     if limit is None or value <= limit:
         return None
     now = datetime.now(UTC)
+    result = {"status": "oom", "reason": f"not run: {axis}={limit} of this series ran out of memory",
+              "metrics": {"skipped": True, "oom_at": {axis: limit}}}
+    return result_row(case, result, run_id, env_id, wall_s=0.0, started=now)
+
+
+def result_row(case: Case, result: dict[str, Any], run_id: str, env_id: int, *, wall_s: float,
+               started: datetime) -> dict[str, Any]:
+    """The store row of one case from a worker's result (or a result made without running one)."""
     return {
-        "run_id": run_id, "case_key": case.key, "repetition": case.repetition, "workload": case.workload,
-        "framework": case.framework, "device": case.device, "params": case.params, "status": "oom",
-        "reason": f"not run: {axis}={limit} of this series ran out of memory", "measurement": None,
-        "metrics": {"skipped": True, "oom_at": {axis: limit}}, "env_id": env_id, "wall_s": 0.0,
-        "started_at": now, "finished_at": now,
+        "run_id": run_id,
+        "case_key": case.key,
+        "repetition": case.repetition,
+        "workload": case.workload,
+        "framework": case.framework,
+        "device": case.device,
+        "params": case.params,
+        "status": result.get("status", "error"),
+        "reason": result.get("reason"),
+        "measurement": result.get("measurement"),
+        "metrics": result.get("metrics"),
+        "env_id": env_id,
+        "wall_s": wall_s,
+        "started_at": started,
+        "finished_at": datetime.now(UTC),
     }
 
 
-def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:
+def run_case(case: Case, settings: dict[str, Any], run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:
+    """Run one case in a fresh worker (or record why it cannot run) and return its store row."""
     started = datetime.now(UTC)
     fw = get_framework(case.framework)
     if not fw.available():
@@ -233,23 +252,7 @@ def _run_one(case: Case, settings: dict[str, Any], run_id: str, env_id: int, cou
             from dlperf.runner import counters as counters_mod
 
             result["metrics"]["counters"] = counters_mod.collect(spec["case"], settings)
-    return {
-        "run_id": run_id,
-        "case_key": case.key,
-        "repetition": case.repetition,
-        "workload": case.workload,
-        "framework": case.framework,
-        "device": case.device,
-        "params": case.params,
-        "status": result.get("status", "error"),
-        "reason": result.get("reason"),
-        "measurement": result.get("measurement"),
-        "metrics": result.get("metrics"),
-        "env_id": env_id,
-        "wall_s": wall_s,
-        "started_at": started,
-        "finished_at": datetime.now(UTC),
-    }
+    return result_row(case, result, run_id, env_id, wall_s=wall_s, started=started)
 
 
 _STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
