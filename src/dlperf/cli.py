@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"dlperf: {exc}" if exc.exit_code == 130 else f"dlperf: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
-        hint = f" (see 'dlperf {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"
         click.echo(f"dlperf: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except click.ClickException as exc:
