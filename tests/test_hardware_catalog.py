@@ -94,3 +94,35 @@ def test_hw_commands(tmp_path):
     assert res.returncode == 0 and "rx-580" in res.stdout and "disagree" in res.stdout
     res = run_cli("hw", "show", "no-such-gpu")
     assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1 and "hw list" in res.stderr
+
+
+def test_ops_peaks_read_from_the_catalog():
+    """A GPU the catalog knows takes the vendor's figures (the derived ones kept beside them); a CPU takes
+    its package figure scaled to the cores it sees; a device not in the catalog keeps the derived peak."""
+    from dlperf.hardware.detect import catalog_peaks
+
+    derived = {"fp32_flops_per_s": 60e12, "fp16_flops_per_s": 900e12, "bf16_flops_per_s": 900e12,
+               "mem_bw_bytes_per_s": 3.0e12, "assumptions": "SMs x clock"}
+    h100 = find("h100-sxm")
+    gpu = catalog_peaks(derived, "NVIDIA H100 80GB HBM3", kind="gpu")
+    assert gpu["catalog_id"] == "h100-sxm"
+    assert gpu["fp32_flops_per_s"] == h100.value("peak_fp32_tflops") * 1e12
+    assert gpu["bf16_flops_per_s"] == gpu["fp16_flops_per_s"] == h100.value("peak_fp16_tflops") * 1e12
+    assert gpu["mem_bw_bytes_per_s"] == h100.value("memory_bw_gbs") * 1e9
+    assert gpu["derived_fp32_flops_per_s"] == 60e12 and "catalog entry h100-sxm" in gpu["peaks_source"]
+
+    epyc = find("epyc-9654")
+    cpu = catalog_peaks({"fp32_flops_per_s": 1e11, "mem_bw_bytes_per_s": None}, "AMD EPYC 9654 96-Core Processor",
+                        kind="cpu", visible_cores=2)
+    assert cpu["fp32_flops_per_s"] == pytest.approx(epyc.value("peak_fp32_tflops") * 1e12 * 2 / 96)
+    assert cpu["mem_bw_bytes_per_s"] is None  # a 2-core slice has no share of the package bandwidth to claim
+    whole = catalog_peaks({"fp32_flops_per_s": 1e11}, "AMD EPYC 9654", kind="cpu", visible_cores=96)
+    assert whole["mem_bw_bytes_per_s"] == epyc.value("memory_bw_gbs") * 1e9
+
+    no_fp32 = catalog_peaks({"fp32_flops_per_s": 5e12}, "Intel(R) Xeon(R) Platinum 8480+", kind="cpu",
+                            visible_cores=56)
+    assert no_fp32["catalog_id"] == "xeon-8480plus"  # cpuinfo's "(R)" marks do not hide the match
+    assert no_fp32["fp32_flops_per_s"] == 5e12  # Intel publishes none: the derived figure stands
+    unknown = catalog_peaks({"fp32_flops_per_s": 3e11}, "AMD EPYC", kind="cpu", visible_cores=2)
+    assert unknown["fp32_flops_per_s"] == 3e11 and "no catalog entry" in unknown["peaks_source"]
+    assert "catalog_id" not in catalog_peaks(derived, "Intel Xeon E5620", kind="gpu")  # a CPU name is no GPU

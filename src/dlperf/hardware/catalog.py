@@ -46,6 +46,8 @@ class Device(BaseModel):
     interface: str
     launch_year: Num
     launch_price_usd: Num
+    #: Physical cores of the whole package (CPUs only), to scale its peak to a VM's share.
+    cores: int | None = Field(default=None, gt=0)
     derived: list[str] = []
     notes: str = ""
     sources: dict[str, str]
@@ -59,6 +61,8 @@ class Device(BaseModel):
             raise ValueError(f"{self.id}: sources for unknown fields {sorted(unknown_keys)}")
         if "default" not in self.sources:
             raise ValueError(f"{self.id}: needs a default source")
+        if self.cores is not None and self.kind != "cpu":
+            raise ValueError(f"{self.id}: cores is for CPUs only")
         bad = [d for d in self.derived if d not in FIGURES]
         if bad:
             raise ValueError(f"{self.id}: derived lists unknown fields {bad}")
@@ -121,7 +125,9 @@ def study004() -> tuple[Study004Entry, ...]:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9+]+", " ", text.lower()).strip()
+    """Lower case, punctuation to spaces, trademark marks dropped ("Intel(R) Xeon(R)" -> "intel xeon")."""
+    text = re.sub(r"\((r|tm|c)\)", " ", text.lower())
+    return re.sub(r"[^a-z0-9+]+", " ", text).strip()
 
 
 def find(name: str) -> Device:

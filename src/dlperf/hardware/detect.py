@@ -71,3 +71,51 @@ def detect_gpus() -> list[tuple[Device, str]]:
             sources={"default": DERIVED_SOURCE.format(how="NVML device properties")}, detected=True),
             "derived (not in the catalog)"))
     return out
+
+
+def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
+                  visible_cores: int | None = None) -> dict[str, Any]:
+    """A device's theoretical peaks for the ops study, read from its catalog entry where it has one.
+
+    `theoretical` is what dlperf derived from the device's own properties (cores x clock x ISA, or
+    NVML's SMs x clock); it stays beside the catalog's figures as `derived_*` for comparison. A GPU takes
+    the vendor's FP32, FP16/BF16 and bandwidth. A CPU takes the package's FP32 scaled by the share of
+    its cores this machine sees (a VM's slice of a 96-core part gets 2/96 of it); its bandwidth is taken
+    only when the whole package is visible. A figure the catalog lacks keeps the derived value.
+    """
+    out = dict(theoretical)
+    dev = match(name) if name else None
+    if dev is None or (dev.kind == "cpu") != (kind == "cpu"):
+        out["peaks_source"] = "derived on this machine (no catalog entry matches this device)"
+        return out
+    scale, share = 1.0, ""
+    if kind == "cpu":
+        if dev.cores and visible_cores and visible_cores != dev.cores:
+            scale, share = visible_cores / dev.cores, f" x {visible_cores}/{dev.cores} cores visible"
+    taken = []
+    fp32 = dev.value("peak_fp32_tflops")
+    if fp32 is not None:
+        out["derived_fp32_flops_per_s"] = theoretical.get("fp32_flops_per_s")
+        out["fp32_flops_per_s"] = fp32 * 1e12 * scale
+        taken.append("FP32")
+    fp16 = dev.value("peak_fp16_tflops")
+    if fp16 is not None and kind != "cpu":
+        out["derived_fp16_flops_per_s"] = theoretical.get("fp16_flops_per_s")
+        out["fp16_flops_per_s"] = fp16 * 1e12
+        if theoretical.get("bf16_flops_per_s"):  # the architecture has BF16: the catalog's figure is FP16/BF16
+            out["bf16_flops_per_s"] = fp16 * 1e12
+        taken.append("FP16/BF16")
+    bw = dev.value("memory_bw_gbs")
+    if bw is not None and scale == 1.0:
+        out["derived_mem_bw_bytes_per_s"] = theoretical.get("mem_bw_bytes_per_s")
+        out["mem_bw_bytes_per_s"] = bw * 1e9
+        taken.append("bandwidth")
+    out["catalog_id"] = dev.id
+    if taken:
+        out["peaks_source"] = (f"catalog entry {dev.id}: {', '.join(taken)}{share} "
+                               f"({dev.source('peak_fp32_tflops')})")
+        out["assumptions"] = f"{out['peaks_source']}; derived from the device's properties: " + str(
+            theoretical.get("assumptions", ""))
+    else:
+        out["peaks_source"] = f"catalog entry {dev.id} has no peak figures: derived on this machine"
+    return out

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from dlperf import __version__
+from dlperf.hardware.detect import catalog_peaks
 from dlperf.hardware.peaks import cpu_theoretical, gpu_theoretical
 
 #: CPU flags worth recording because they decide which kernels a framework can use.
@@ -97,14 +98,15 @@ def nvidia_gpus() -> tuple[list[dict[str, Any]], str]:
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = _s(pynvml.nvmlDeviceGetName(h))
             gpus.append(
                 {
                     "index": i,
-                    "name": _s(pynvml.nvmlDeviceGetName(h)),
+                    "name": name,
                     "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
                     "driver": driver,
                     "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
-                    "peaks_theoretical": _nvml_peaks(pynvml, h),
+                    "peaks_theoretical": catalog_peaks(_nvml_peaks(pynvml, h), name, kind="gpu"),
                 }
             )
         return gpus, "nvml"
@@ -173,7 +175,8 @@ def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
         "hostname_sha256": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:16],
         "gpus": gpus,
         "gpu_source": gpu_source,
-        "cpu_peaks_theoretical": cpu_theoretical(physical_cores(), cpu_flags()),
+        "cpu_peaks_theoretical": catalog_peaks(cpu_theoretical(physical_cores(), cpu_flags()), cpu_model(),
+                                               kind="cpu", visible_cores=physical_cores()),
         "dlperf_version": __version__,
         "dlperf_git_commit": git_commit(),
     }

@@ -10,7 +10,8 @@ each figure carries the assumptions it rests on, and can be overridden:
 - DLPERF_CPU_PEAK_FP32_GFLOPS: the whole FP32 figure, replacing the model.
 - DLPERF_MEM_BW_GBS: the memory bandwidth, which cannot be read inside a VM.
 GPU peaks come from the device's SM count and clock and a per-architecture table.
-The full hardware catalog (with sources per device) is a later issue.
+Where the device has an entry in the hardware catalog, `hardware.detect.catalog_peaks` replaces these
+derived figures with the catalog's (sourced) ones and keeps the derived ones beside them.
 """
 
 from __future__ import annotations
