@@ -11,28 +11,8 @@ from typing import Any
 import click
 
 from dlperf import __version__
+from dlperf.cli_common import _console, _store, db_option
 from dlperf.errors import DlperfError
-
-DB_HELP = (
-    "results database: a SQLite path or an SQLAlchemy URL "
-    "[env DLPERF_DB; default ~/.local/share/dlperf/results.sqlite]"
-)
-
-
-def _console(stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    console = Console(stderr=stderr, soft_wrap=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        # Piped or logged output: do not fold tables to 80 columns.
-        console = Console(stderr=stderr, soft_wrap=False, width=200)
-    return console
-
-
-def _store(db: str | None) -> Any:
-    from dlperf.store import Store
-
-    return Store(db)
 
 
 class MemorySize(click.ParamType):
@@ -55,9 +35,6 @@ class MemorySize(click.ParamType):
         if mib < 1:
             self.fail(f"{value!r} is less than 1 MiB", param, ctx)
         return mib
-
-
-db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -422,8 +399,10 @@ def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], ne
 
 def _register_subgroups() -> None:
     from dlperf.cli_hw import hw
+    from dlperf.cli_recommend import recommend  # also adds `hw measured`
 
     cli.add_command(hw)
+    cli.add_command(recommend)
 
 
 def _write(text: str, output: Path | None) -> None:

@@ -52,7 +52,7 @@ def hw() -> None:
 @click.option("--desc", is_flag=True, help="largest first")
 def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
     """Every catalog device (datasheet figures; ? = unknown; sorted, unknowns last)."""
-    from dlperf.cli import _console
+    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import catalog
     from dlperf.report.tables import rich_table
 
@@ -102,7 +102,7 @@ def _detail(d: Any, title: str, console: Any) -> None:
 @click.argument("name", required=False)
 def hw_show(name: str | None) -> None:
     """One device with the source of every figure; without NAME, this machine's CPU and GPUs and their peaks."""
-    from dlperf.cli import _console
+    from dlperf.cli_common import _console
 
     console = _console()
     if name:
@@ -122,7 +122,7 @@ def hw_show(name: str | None) -> None:
 @click.argument("names", nargs=-1, required=True)
 def hw_compare(names: tuple[str, ...]) -> None:
     """NAMES side by side (at least two), with FLOP/s per watt and per dollar."""
-    from dlperf.cli import _console
+    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import FIGURES
     from dlperf.report.tables import rich_table
 
@@ -140,7 +140,7 @@ def hw_compare(names: tuple[str, ...]) -> None:
 @click.option("--all", "show_all", is_flag=True, help="also list the figures that agree")
 def hw_diff_study(show_all: bool) -> None:
     """Study 004's device figures against the vendors': where they disagree (more than 5%)."""
-    from dlperf.cli import _console
+    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import diff_study
     from dlperf.report.tables import rich_table
 

@@ -141,11 +141,14 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict
     return "\n".join(out) + "\n"
 
 
-def rich_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    """A plain table from a header and string rows (numbers right-aligned)."""
+def rich_table(title: str, header: list[str], rows: list[list[str]], text_cols: tuple[int, ...] = ()) -> Table:
+    """A plain table from a header and string rows (numbers right-aligned; `text_cols` left-aligned
+    and wrapped when the terminal is narrow, so the figures keep their width)."""
     table = Table(title=title, title_justify="left")
     for i, col in enumerate(header):
-        table.add_column(escape(col), justify="left" if i < 2 else "right", no_wrap=True)
+        text = i in text_cols or i - len(header) in text_cols
+        table.add_column(escape(col), justify="left" if i < 2 or text else "right", no_wrap=not text,
+                         min_width=16 if text else None)
     for row in rows:
         table.add_row(*(escape(c) for c in row))
     return table

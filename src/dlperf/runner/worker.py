@@ -85,6 +85,8 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         if threads:
             fw.set_threads(int(threads))
         fw.seed(int(settings.get("seed", 0)))
+        # The framework's own footprint, before the workload exists: memory models subtract it.
+        baseline_rss = peak_rss_bytes()
         workload = get_workload(case["workload"])
         params = workload.parse(case["params"])
         built = workload.build(fw, device, params)
@@ -113,6 +115,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
                                                        m.median_s)
         metrics.update(
             peak_rss_bytes=peak_rss_bytes(),
+            baseline_rss_bytes=baseline_rss,
             peak_device_mem_bytes=peak_dev,
             peak_device_mem_source=peak_dev_how,
             threads=fw.threads(),

@@ -214,6 +214,14 @@ class Store:
             )
         return int(res.rowcount or 0)
 
+    def results_of_workload(self, workload: str, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every stored `ok` result of one workload, across runs (or only these runs), oldest first."""
+        q = select(results).where(results.c.workload == workload, results.c.status == "ok")
+        if run_ids is not None:
+            q = q.where(results.c.run_id.in_(list(run_ids)))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q.order_by(results.c.id)).mappings().all()]
+
     def results(self, run_id: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(

@@ -1,0 +1,182 @@
+"""`dlperf recommend` and `dlperf hw measured`: estimates for hardware the user lacks, measured
+efficiency for hardware they have. Every estimate is labelled "est." in its table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dlperf.cli_common import _console, _store, db_option
+from dlperf.cli_hw import _num, hw
+from dlperf.errors import DlperfError
+
+PRICE_HELP = "this machine's price in USD where the catalog has none (labelled as given)"
+TDP_HELP = "this machine's TDP in W where no meter measured and the catalog has none (labelled as TDP)"
+
+
+def _pct(x: float | None) -> str:
+    return "?" if x is None else f"{100 * x:+.0f}%"
+
+
+def _mib(x: float | None) -> str:
+    return "?" if x is None else f"{x / 2**20:,.0f} MiB"
+
+
+@hw.command("measured")
+@click.option("--run", "runs", multiple=True, metavar="RUN", help="only these runs (default: every cnn result)")
+@click.option("--all-batches", is_flag=True, help="every batch, not only the fastest per setup")
+@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None, help=TDP_HELP)
+@click.option("--price-usd", type=click.FloatRange(min=0, min_open=True), default=None, help=PRICE_HELP)
+@db_option
+def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, price_usd: float | None,
+                db: str | None) -> None:
+    """Measured CNN training efficiency per device: images/s, real GFLOP/s, % of peak, per W, per $."""
+    from dlperf.hardware.measured import best_per_setup, cnn_rows
+    from dlperf.report.tables import rich_table
+
+    store = _store(db)
+    run_ids = [store.resolve_run(r) for r in runs] or None
+    rows = cnn_rows(store, run_ids, tdp_w=tdp_w, price_usd=price_usd)
+    if not rows:
+        raise DlperfError("no cnn results stored: run `dlperf run cnn --quick` first")
+    shown = rows if all_batches else best_per_setup(rows)
+    header = ["device", "framework", "model", "px", "batch", "img/s", "real GFLOP/s", "% of peak", "power W",
+              "img/s per W", "img/s per $1k"]
+    table = [[r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
+              _num(r["images_per_s"]), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
+              _num(r["power_w"], "{:.1f}") + ("" if r["power_w"] is None or r["power_source"].startswith("measured")
+                                             else " (TDP)"),
+              _num(r["images_per_j"]), _num(r["images_per_s_per_kusd"])] for r in shown]
+    console = _console()
+    console.print(rich_table("measured CNN training efficiency" + ("" if all_batches else
+                                                                    " (fastest batch per setup; --all-batches)"),
+                             header, table))
+    notes = {f"{r['device']}: power: {r['power_source']}; price: {r['price_source']}; peak: {r['peak_source']}"
+             for r in shown}
+    for line in sorted(notes):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    console.print("real GFLOP/s = the cost model's training FLOPs / measured median step time (study 004's metric)",
+                  highlight=False)
+
+
+@click.command()
+@click.option("--workload", required=True, metavar="FAMILY:MODEL", help="e.g. cnn:alexnet, cnn:googlenet")
+@click.option("--batch", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--image-size", type=click.IntRange(min=1), default=None, help="default: the model's")
+@click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
+@click.option("--target-samples-per-s", "target", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="only devices estimated to reach this; ranks cheapest first")
+@click.option("--budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="only devices whose launch price is at most this")
+@click.option("--max-power-w", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="only devices whose TDP is at most this")
+@click.option("--kind", type=click.Choice(["cpu", "gpu", "soc", "accelerator"]), multiple=True,
+              help="only these kinds (repeatable)")
+@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+              help="fraction of the roofline to assume (default: measured here, else 0.25)")
+@click.option("--rank-by", type=click.Choice(["throughput", "price", "per-dollar", "per-watt"]), default=None,
+              help="default: throughput, or price with --target-samples-per-s")
+@click.option("--top", type=click.IntRange(min=1), default=15, show_default=True)
+@click.option("--run", "runs", multiple=True, metavar="RUN", help="calibrate on these runs only")
+@db_option
+def recommend(workload: str, batch: int, image_size: int | None, precision: str, target: float | None,
+              budget_usd: float | None, max_power_w: float | None, kind: tuple[str, ...],
+              efficiency: float | None, rank_by: str | None, top: int, runs: tuple[str, ...],
+              db: str | None) -> None:
+    """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
+    from dlperf.hardware import recommend as R
+    from dlperf.hardware.catalog import catalog
+    from dlperf.hardware.detect import detect_cpu
+    from dlperf.hardware.measured import cnn_rows
+    from dlperf.models import get_spec
+    from dlperf.models.spec import layers
+
+    try:
+        _family, model = R.parse_workload(workload)
+        size = image_size or get_spec(model).image_size
+        layers(get_spec(model), size)
+    except ValueError as exc:
+        raise DlperfError(str(exc)) from None
+    req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
+    store = _store(db)
+    rows = cnn_rows(store, [store.resolve_run(r) for r in runs] or None)
+    here, _how = detect_cpu()
+    devices = [d for d in (*catalog(), *([here] if here.detected else [])) if not kind or d.kind in kind]
+    ranked, excluded, key = R.rank(devices, rows, req, rank_by)
+    checks = R.validation(rows, model)
+    console = _console()
+    _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
+    if excluded:
+        console.print("left out: " + "; ".join(f"{d.id} ({why})" for d, why in excluded),
+                      highlight=False, markup=False, soft_wrap=True)
+    _print_validation(console, checks, model)
+
+
+def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str, n: int,
+                  rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
+    from dlperf.hardware import recommend as R
+    from dlperf.report.tables import rich_table
+
+    header = ["#", "device", "kind", "est. GB / has", "est. img/s", "eff.", "price $", "TDP W",
+              "est. img/s/$1k", "est. img/s/W", "measured here", "why this rank"]
+    table = []
+    for e in ranked:
+        d = e["device"]
+        cap = f" / {_num(d.memory_gb)}" if d.kind != "cpu" else " / host"
+        table.append([str(e["rank"]), d.id, d.kind, f"{e['memory_bytes'] / 1e9:.2f}{cap}", _num(e["images_per_s"]),
+                      f"{100 * e['efficiency']:.0f}%", _num(d.launch_price_usd, "{:,.0f}"), _num(d.tdp_w),
+                      _num(e["images_per_s_per_kusd"]), _num(e["images_per_j_tdp"]),
+                      _measured_cell(d, rows, checks, req), e["reason"]])
+    title = (f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
+             f"{n} devices qualify, top {len(ranked)} by {R.RANK_KEYS[key][1]}")
+    console.print(rich_table(title, header, table, text_cols=(-2, -1)))
+    sources = sorted({e["efficiency_source"] for e in ranked})
+    console.print("every figure above is an estimate: memory from the model definition (models.memory), img/s = "
+                  "batch / (roofline step time / efficiency) on the catalog's peaks and bandwidth; efficiency "
+                  "from: " + " | ".join(sources), highlight=False, markup=False, soft_wrap=True)
+
+
+def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, Any]], req: Any) -> str:
+    """The measurement nearest to the request on this device, and the leave-one-out estimate's error there."""
+    from dlperf.hardware.measured import nearest
+
+    mine = [c for c in checks if c["row"]["precision"] == req.precision and (
+        c["row"]["entry"] is dev if c["row"]["entry"] is not None else
+        (dev.detected and c["row"]["device_name"] == dev.name))]
+    if not mine:
+        return "-"
+    near = nearest([c["row"] for c in mine], req.batch, req.image_size)
+    best = max((c for c in mine if c["row"]["batch"] == near["batch"] and
+                c["row"]["image_size"] == near["image_size"]), key=lambda c: c["row"]["images_per_s"])
+    r = best["row"]
+    return (f"{r['images_per_s']:,.1f} img/s {r['framework']} b{r['batch']} {r['image_size']}px "
+            f"(est. {_pct(best['ips_error'])})")
+
+
+def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) -> None:
+    from dlperf.report.tables import rich_table
+
+    if not checks:
+        console.print(f"no stored {model} results to check the estimates against "
+                      f"(run `dlperf run cnn --quick`, then recommend again)", highlight=False)
+        return
+    header = ["device", "framework", "px", "batch", "measured memory", "est. memory", "error", "measured img/s",
+              "est. img/s (leave one out)", "error"]
+    table = [[c["row"]["device"], c["row"]["framework"], str(c["row"]["image_size"]), str(c["row"]["batch"]),
+              _mib(c["memory_measured"]), _mib(c["memory_estimate"]), _pct(c["memory_error"]),
+              _num(c["row"]["images_per_s"]), _num(c["ips_estimate"]), _pct(c["ips_error"])]
+             for c in sorted(checks, key=lambda c: (c["row"]["device"], c["row"]["framework"],
+                                                   c["row"]["image_size"], c["row"]["batch"]))]
+    console.print(rich_table(f"the estimates against this user's {model} measurements", header, table))
+    mem = [abs(c["memory_error"]) for c in checks if c["memory_error"] is not None]
+    ips = [abs(c["ips_error"]) for c in checks if c["ips_error"] is not None]
+    if mem:
+        console.print(f"memory estimate: largest error {100 * max(mem):.1f}% over {len(mem)} measured cases "
+                      f"({sum(m <= 0.25 for m in mem)} within 25%); a CPU's figure is the worker's peak RSS, "
+                      f"estimated as the model's host estimate plus the framework's footprint measured before "
+                      f"the workload was built", highlight=False, soft_wrap=True)
+    if ips:
+        console.print(f"throughput estimate (efficiency from the other batches): median error "
+                      f"{100 * sorted(ips)[len(ips) // 2]:.0f}%, largest {100 * max(ips):.0f}%",
+                      highlight=False)

@@ -1,0 +1,133 @@
+"""Measured efficiency of CNN training per device, from stored results (study 004's question, answered
+with this user's own measurements rather than datasheets).
+
+Per stored `cnn` result: images/s; "real GFLOP/s" (study 004's metric: the cost model's training FLOPs
+divided by the measured time); % of the device's theoretical FP32 peak; images per joule (images/s
+per watt) and images/s per dollar. Power is the energy meter's measured mean when the case measured
+energy; otherwise the device's TDP, labelled "TDP (not measured)"; otherwise empty with the reason.
+A price is the catalog's launch price, or the user's, labelled as such.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf.hardware.catalog import Device, match
+from dlperf.models import get_spec
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    """A device as one stored environment saw it, with its catalog entry where there is one."""
+
+    key: str  # catalog id, or "<name> (not in catalog)"
+    name: str
+    kind: str  # "cpu" | "gpu"
+    entry: Device | None
+    peaks: dict[str, Any]  # the environment's theoretical peaks (catalog-read where matched)
+
+
+def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
+    """The device a result ran on: the CPU of its environment, or the GPU `cuda:N` names there."""
+    device = result["device"]
+    if device == "cpu":
+        name, peaks, kind = env.get("cpu_model") or "unknown CPU", env.get("cpu_peaks_theoretical") or {}, "cpu"
+    else:
+        index = int(device.split(":")[1]) if ":" in device else 0
+        gpu = next((g for g in env.get("gpus") or [] if int(g.get("index", -1)) == index), {})
+        name, peaks, kind = gpu.get("name") or f"unknown GPU ({device})", gpu.get("peaks_theoretical") or {}, "gpu"
+    entry = match(name)
+    if entry is not None and (entry.kind == "cpu") != (kind == "cpu"):
+        entry = None
+    return MeasuredDevice(entry.id if entry else f"{name} (not in catalog)", name, kind, entry, peaks)
+
+
+def _power(r: dict[str, Any], dev: MeasuredDevice, tdp_w: float | None) -> tuple[float | None, str]:
+    """(watts, where from): the meter's mean, else a TDP (catalog's or the user's, labelled), else why not."""
+    energy = (r.get("metrics") or {}).get("energy") or {}
+    if energy.get("measured"):
+        return float(energy["mean_power_w"]), f"measured ({energy.get('meter', 'meter')})"
+    why = energy.get("reason") or "energy not recorded"
+    if dev.entry is not None and dev.entry.value("tdp_w"):
+        return dev.entry.value("tdp_w"), f"TDP from the catalog, not measured ({why})"
+    if tdp_w:
+        return tdp_w, f"TDP given by the user, not measured ({why})"
+    return None, f"no meter ({why}) and no TDP known (pass --tdp-w)"
+
+
+def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, str]:
+    if dev.entry is not None and dev.entry.value("launch_price_usd"):
+        return dev.entry.value("launch_price_usd"), "catalog launch price"
+    if price_usd:
+        return price_usd, "given by the user (--price-usd)"
+    return None, "unknown (not in the catalog, or unknown there; pass --price-usd)"
+
+
+def cnn_rows(store: Any, run_ids: list[str] | None = None, *, tdp_w: float | None = None,
+             price_usd: float | None = None) -> list[dict[str, Any]]:
+    """One row per stored ok `cnn` result (the latest when a case was measured in several runs)."""
+    from dlperf.report.roofline import measured_peaks
+
+    envs: dict[int, dict[str, Any]] = {}
+    copy_bw: dict[int, dict[str, dict[str, float]]] = {}
+    latest: dict[tuple, dict[str, Any]] = {}
+    for r in store.results_of_workload("cnn", run_ids):
+        env = envs.setdefault(r["env_id"], store.environment(r["env_id"]))
+        if r["env_id"] not in copy_bw:
+            copy_bw[r["env_id"]] = measured_peaks(store, env)[0]
+        dev = device_of(r, env)
+        bw, bw_source = dev.peaks.get("mem_bw_bytes_per_s"), "theoretical"
+        if not bw:
+            got = copy_bw[r["env_id"]].get(r["device"], {})
+            bw = max(got.get("copy", 0.0), got.get("triad", 0.0)) or None
+            bw_source = "measured copy/triad (dlperf peaks)" if bw else "unknown (run `dlperf run peaks`)"
+        p, m = r["params"], r["metrics"] or {}
+        size = p.get("image_size") or get_spec(p["model"]).image_size
+        precision = p.get("precision", "fp32")
+        ips = m.get("samples_per_s")
+        if not ips:
+            continue
+        power, power_how = _power(r, dev, tdp_w)
+        price, price_how = _price(dev, price_usd)
+        energy = m.get("energy") or {}
+        per_joule = (m["samples_per_call"] / energy["energy_per_call_j"]
+                     if energy.get("measured") and energy.get("energy_per_call_j") else None)
+        peak = dev.peaks.get("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
+                             "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
+        row = {
+            "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
+            "framework": r["framework"], "model": p["model"], "image_size": size, "batch": int(p["batch"]),
+            "precision": precision, "images_per_s": ips, "real_gflops": (m.get("flops_per_s") or 0) / 1e9 or None,
+            "pct_of_peak": 100 * m["flops_per_s"] / peak if peak and m.get("flops_per_s") else None,
+            "peak_source": (dev.peaks.get("peaks_source") if dev.entry is not None else None)
+            or dev.peaks.get("assumptions", "unknown"),
+            "bw_bytes_per_s": bw, "bw_source": bw_source,
+            "power_w": power, "power_source": power_how,
+            "images_per_j": per_joule if per_joule is not None else (ips / power if power else None),
+            "price_usd": price, "price_source": price_how,
+            "images_per_s_per_kusd": 1e3 * ips / price if price else None,
+            "peak_rss_bytes": m.get("peak_rss_bytes"), "baseline_rss_bytes": m.get("baseline_rss_bytes"),
+            "peak_device_mem_bytes": m.get("peak_device_mem_bytes"), "run_id": r["run_id"],
+            "iqr_rel": m.get("iqr_rel"),
+        }
+        latest[(dev.key, r["framework"], p["model"], size, precision, int(p["batch"]))] = row
+    return list(latest.values())
+
+
+def best_per_setup(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each device, framework, model, image size and precision: the batch with the most images/s."""
+    best: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r["device"], r["framework"], r["model"], r["image_size"], r["precision"])
+        if key not in best or r["images_per_s"] > best[key]["images_per_s"]:
+            best[key] = r
+    return sorted(best.values(), key=lambda r: (r["model"], r["image_size"], -r["images_per_s"]))
+
+
+def nearest(rows: list[dict[str, Any]], batch: int, image_size: int) -> dict[str, Any] | None:
+    """The row measured closest to this batch and image size (log distance; image size counts double)."""
+    if not rows:
+        return None
+    return min(rows, key=lambda r: abs(math.log(r["batch"] / batch)) + 2 * abs(math.log(r["image_size"] / image_size)))

@@ -1,0 +1,200 @@
+"""Issue 7: the training-memory model, measured efficiency from stored results, and `dlperf recommend`."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from dlperf.hardware import recommend as R
+from dlperf.hardware.catalog import find
+from dlperf.models import get_spec
+from dlperf.models.memory import train_memory, train_traffic_bytes
+from dlperf.models.spec import param_count, train_flops
+from tests.conftest import run_cli
+
+STUDY = Path(__file__).parent / "studies" / "cnn_recommend.yaml"
+
+
+def _torch_saved_bytes(model: str, batch: int, image_size: int) -> int:
+    """Bytes of the distinct non-parameter tensors PyTorch's autograd keeps for the backward pass."""
+    import torch
+
+    from dlperf.models import build
+
+    net = build(model, "torch", 1000, image_size)
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net(torch.randn(batch, 3, image_size, image_size))
+    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    return sum(n for ptr, n in storages.items() if ptr not in params)
+
+
+@pytest.mark.parametrize("model,image_size", [("alexnet", 112), ("googlenet", 112), ("alexnet", 227)])
+def test_activation_memory_matches_what_torch_autograd_saves(model, image_size):
+    """The model's saved activations (plus the input) against PyTorch's own saved tensors, an independent
+    counter: within 6%."""
+    est = train_memory(get_spec(model), 4, image_size)
+    saved = _torch_saved_bytes(model, 4, image_size)
+    ours = est.activations_bytes + est.input_bytes - 4 * 8  # the labels are not saved by the forward
+    assert ours == pytest.approx(saved, rel=0.06)
+
+
+def test_memory_parts():
+    spec = get_spec("alexnet")
+    dev = train_memory(spec, 32)
+    host = train_memory(spec, 32, where="host")
+    n = param_count(spec)
+    assert dev.params_bytes == dev.grads_bytes == dev.optimizer_bytes == 4 * n
+    assert host.activations_bytes == dev.activations_bytes and host.activation_grads_bytes > dev.activation_grads_bytes
+    assert dev.total_bytes == sum(v for k, v in dev.to_dict().items() if k.endswith("_bytes") and k != "total_bytes")
+    amp = train_memory(spec, 32, precision="amp")
+    assert amp.params_bytes == dev.params_bytes and amp.activations_bytes < dev.activations_bytes
+    # activations grow linearly with the batch; parameters do not
+    assert train_memory(spec, 64).activations_bytes == 2 * dev.activations_bytes
+    assert train_memory(spec, 64).params_bytes == dev.params_bytes
+    assert train_traffic_bytes(spec, 32) > 8 * dev.params_bytes
+    for bad in ({"where": "disk"}, {"precision": "int4"}):
+        with pytest.raises(ValueError):
+            train_memory(spec, 1, **bad)
+    with pytest.raises(ValueError):
+        train_memory(spec, 0)
+
+
+def test_roofline_binds_the_slower_ceiling():
+    assert R.roofline_step_s(1e12, 1e9, 1e12, 1e12) == (1.0, "compute")
+    assert R.roofline_step_s(1e12, 4e12, 1e12, 1e12) == (4.0, "memory")
+    assert R.roofline_step_s(1e12, 4e12, 1e12, None) == (1.0, "compute (bandwidth unknown)")
+
+
+def _row(batch: int, ips: float, *, model: str = "alexnet", size: int = 112, kind: str = "cpu",
+         framework: str = "torch", peak: float = 1e12) -> dict:
+    return {"device": "test-cpu", "device_name": "Test CPU", "kind": kind, "entry": None,
+            "peaks": {"fp32_flops_per_s": peak, "mem_bw_bytes_per_s": None}, "bw_bytes_per_s": None,
+            "framework": framework, "model": model, "image_size": size, "batch": batch, "precision": "fp32",
+            "images_per_s": ips, "peak_rss_bytes": None, "baseline_rss_bytes": None, "peak_device_mem_bytes": None}
+
+
+def _eff(batch: int, ips: float) -> float:
+    """What the efficiency of a row should be: images/s over the compute roof (no bandwidth known)."""
+    return ips / (1e12 / (train_flops(get_spec("alexnet"), batch, 112) / batch))
+
+
+def test_efficiency_is_interpolated_in_log_batch():
+    rows = [_row(2, 10.0), _row(32, 80.0)]
+    e2, e32 = _eff(2, 10.0), _eff(32, 80.0)
+    assert R.interpolated_efficiency(rows, 8, 112) == pytest.approx(e2 + 0.5 * (e32 - e2))
+    assert R.interpolated_efficiency(rows, 128, 112) == pytest.approx(e32)  # beyond the range: the nearest
+    assert R.interpolated_efficiency(rows, 1, 112) == pytest.approx(e2)
+    assert R.interpolated_efficiency([], 8, 112) is None
+
+
+def test_calibration_uses_the_same_kind_or_says_default():
+    rows = [_row(2, 10.0), _row(32, 80.0), _row(32, 60.0, framework="tensorflow")]
+    req = R.Request("alexnet", 32, 112)
+    eff, source = R.calibration(rows, req, "cpu")
+    assert eff == pytest.approx(_eff(32, 80.0)) and "measured: Test CPU torch" in source  # the better framework
+    eff, source = R.calibration(rows, req, "gpu")
+    assert eff == R.DEFAULT_EFFICIENCY and source.startswith("default")
+    assert R.calibration(rows, R.Request("alexnet", 32, 112, efficiency=0.5), "gpu") == (0.5, "given (--efficiency)")
+
+
+def test_estimate_follows_the_catalog():
+    req = R.Request("alexnet", 128, 227)
+    gtx = find("gtx-1070")
+    est = R.estimate(gtx, req, 0.5, "given")
+    spec = get_spec("alexnet")
+    flops = train_flops(spec, 128, 227)
+    step, binds = R.roofline_step_s(flops, train_traffic_bytes(spec, 128, 227), 6.463e12, 256e9)
+    assert est["images_per_s"] == pytest.approx(128 / (step / 0.5)) and est["binds"] == binds
+    assert est["fits"] is True and est["memory_bytes"] == train_memory(spec, 128, 227).total_bytes
+    assert est["images_per_s_per_kusd"] == pytest.approx(1e3 * est["images_per_s"] / 379)
+    huge = R.estimate(gtx, R.Request("alexnet", 4096, 227), 0.5, "given")
+    assert huge["fits"] is False and "GB >" in R.exclusion(huge, req)
+
+
+def test_rank_applies_budget_power_and_target():
+    devices = [find(x) for x in ("gtx-1070", "rx-580", "rtx-4090", "jetson-nano", "ncs2", "h100-sxm")]
+    ranked, excluded, key = R.rank(devices, [], R.Request("alexnet", 128, 227, budget_usd=1000))
+    why = {d.id: w for d, w in excluded}
+    assert key == "throughput" and "rtx-4090" in why and "budget" in why["rtx-4090"]
+    assert "price unknown" in why["h100-sxm"] and "no FP32 peak" in why["ncs2"]
+    ips = [e["images_per_s"] for e in ranked]
+    assert ips == sorted(ips, reverse=True) and [e["rank"] for e in ranked] == list(range(1, len(ranked) + 1))
+    assert all(e["reason"] for e in ranked)
+
+    ranked, excluded, key = R.rank(devices, [], R.Request("alexnet", 128, 227, max_power_w=20))
+    assert [e["device"].id for e in ranked] == ["jetson-nano"]
+    target = ranked[0]["images_per_s"] * 3
+    ranked, excluded, key = R.rank(devices, [], R.Request("alexnet", 128, 227, target_ips=target))
+    assert key == "price"  # with a target: the cheapest device that meets it first
+    prices = [e["device"].value("launch_price_usd") or math.inf for e in ranked]
+    assert prices == sorted(prices) and all(e["images_per_s"] >= target for e in ranked)
+
+
+def test_parse_workload():
+    assert R.parse_workload("cnn:alexnet") == ("cnn", "alexnet")
+    for bad in ("alexnet", "mlp:alexnet", "cnn:resnet"):
+        with pytest.raises(ValueError):
+            R.parse_workload(bad)
+
+
+@pytest.fixture(scope="module")
+def measured_db(tmp_path_factory):
+    """A real AlexNet run (torch, 112 px, batches 2 and 8) on this machine."""
+    db = tmp_path_factory.mktemp("recommend") / "r.sqlite"
+    res = run_cli("run", str(STUDY), db=db, timeout=400)
+    assert res.returncode == 0, res.stderr
+    return db
+
+
+def test_recommend_end_to_end(measured_db):
+    res = run_cli("recommend", "--workload", "cnn:alexnet", "--batch", "128", "--budget-usd", "1000",
+                  db=measured_db)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "ESTIMATES for alexnet training, batch 128, 227 px" in out
+    assert re.search(r"│ 1 │ \S+", out) and "left out:" in out and "rtx-4090 ($1,599 > budget $1,000)" in out
+    assert "efficiency from: " in out and "measured: " in out  # the CPU estimates are calibrated on this machine
+    # the memory check: both measured batches, printed with their error, within 25% of the peak RSS
+    errors = [int(m) for m in re.findall(r"MiB │\s+([+-]\d+)% │", out)]
+    assert len(errors) == 2, out
+    assert all(abs(e) <= 25 for e in errors), out
+    assert "2 within 25%" in out
+
+
+def test_recommend_shows_this_machine_against_its_measurement(measured_db):
+    res = run_cli("recommend", "--workload", "cnn:alexnet", "--batch", "8", "--image-size", "112", "--kind", "cpu",
+                  db=measured_db)
+    assert res.returncode == 0, res.stderr
+    # this machine's CPU (its catalog entry, or the entry derived here) carries its measurement at batch 8
+    # and the leave-one-out estimate's error there
+    assert re.search(r"│ \d+ │ \S+ +│ +cpu │.*img/s torch b8 112px \(est\. [+-]\d+%\)", res.stdout), res.stdout
+
+
+def test_hw_measured(measured_db):
+    res = run_cli("hw", "measured", "--all-batches", "--tdp-w", "65", db=measured_db)
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if "alexnet" in line]
+    assert len(rows) == 2 and all("65.0 (TDP)" in r for r in rows)
+    assert "TDP given by the user, not measured" in res.stdout and "real GFLOP/s" in res.stdout
+    plain = run_cli("hw", "measured", db=measured_db)
+    assert "no TDP known" in plain.stdout and len([ln for ln in plain.stdout.splitlines() if "alexnet" in ln]) == 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (["recommend", "--workload", "mlp:x"], "--workload must be FAMILY:MODEL"),
+    (["recommend", "--workload", "cnn:alexnet", "--image-size", "20"], "too small"),
+    (["recommend", "--workload", "cnn:alexnet", "--budget-usd", "-5"], "--budget-usd"),
+    (["hw", "measured"], "no cnn results stored"),
+])
+def test_bad_input_is_one_line(tmp_path, args, message):
+    res = run_cli(*args, db=tmp_path / "empty.sqlite")
+    assert res.returncode != 0 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
