@@ -123,7 +123,7 @@ def test_estimate_follows_the_catalog():
 def test_rank_applies_budget_power_and_target():
     devices = [find(x) for x in ("gtx-1070", "rx-580", "rtx-4090", "jetson-nano", "ncs2", "h100-sxm")]
     ranked, excluded, key = R.rank(devices, [], R.Request("alexnet", 128, 227, budget_usd=1000))
-    why = {d.id: w for d, w in excluded}
+    why = {e["device"].id: w for e, w in excluded}
     assert key == "throughput" and "rtx-4090" in why and "budget" in why["rtx-4090"]
     assert "price unknown" in why["h100-sxm"] and "no FP32 peak" in why["ncs2"]
     ips = [e["images_per_s"] for e in ranked]
@@ -155,11 +155,13 @@ def measured_db(tmp_path_factory):
     return db
 
 
-def test_recommend_end_to_end(measured_db):
+def test_recommend_end_to_end(measured_db, tmp_path):
     res = run_cli("recommend", "--workload", "cnn:alexnet", "--batch", "128", "--budget-usd", "1000",
-                  db=measured_db)
+                  "--plot-dir", str(tmp_path / "fig"), db=measured_db)
     assert res.returncode == 0, res.stderr
     out = res.stdout
+    png = tmp_path / "fig" / "alexnet-b128-227px-fp32.png"
+    assert f"plot: {png}" in out and png.stat().st_size > 10_000
     assert "ESTIMATES for alexnet training, batch 128, 227 px" in out
     assert re.search(r"│ 1 │ \S+", out) and "left out:" in out and "rtx-4090 ($1,599 > budget $1,000)" in out
     assert "efficiency from: " in out and "measured: " in out  # the CPU estimates are calibrated on this machine

@@ -3,6 +3,7 @@ efficiency for hardware they have. Every estimate is labelled "est." in its tabl
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -79,11 +80,14 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
               help="default: throughput, or price with --target-samples-per-s")
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True)
 @click.option("--run", "runs", multiple=True, metavar="RUN", help="calibrate on these runs only")
+@click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/recommend"),
+              show_default=True, help="where the price/images-per-second figure goes")
+@click.option("--no-plot", is_flag=True, help="no figure")
 @db_option
 def recommend(workload: str, batch: int, image_size: int | None, precision: str, target: float | None,
               budget_usd: float | None, max_power_w: float | None, kind: tuple[str, ...],
               efficiency: float | None, rank_by: str | None, top: int, runs: tuple[str, ...],
-              db: str | None) -> None:
+              plot_dir: Path, no_plot: bool, db: str | None) -> None:
     """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
     from dlperf.hardware import recommend as R
     from dlperf.hardware.catalog import catalog
@@ -104,13 +108,30 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     here, _how = detect_cpu()
     devices = [d for d in (*catalog(), *([here] if here.detected else [])) if not kind or d.kind in kind]
     ranked, excluded, key = R.rank(devices, rows, req, rank_by)
+    plot_dir = None if no_plot else plot_dir
     checks = R.validation(rows, model)
     console = _console()
     _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
     if excluded:
-        console.print("left out: " + "; ".join(f"{d.id} ({why})" for d, why in excluded),
+        console.print("left out: " + "; ".join(f"{e['device'].id} ({why})" for e, why in excluded),
                       highlight=False, markup=False, soft_wrap=True)
+    if plot_dir is not None:
+        _plot(console, ranked, [e for e, _ in excluded], req, plot_dir)
     _print_validation(console, checks, model)
+
+
+def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path) -> None:
+    """The figure; a failure to draw or write it is one line, the tables stand."""
+    from dlperf.report.recommend_plot import recommend_plot
+
+    stem = f"{req.model}-b{req.batch}-{req.image_size}px-{req.precision}"
+    title = f"ESTIMATED {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}"
+    try:
+        paths = recommend_plot(ranked, others, plot_dir, stem, title, req.budget_usd, req.target_ips)
+    except (OSError, ValueError) as exc:
+        console.print(f"plot: not written ({exc})", highlight=False, markup=False)
+        return
+    console.print(f"plot: {paths[0]}", highlight=False, markup=False)
 
 
 def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str, n: int,

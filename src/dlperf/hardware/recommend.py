@@ -97,13 +97,13 @@ def calibration(rows: list[dict[str, Any]], req: Request, kind: str) -> tuple[fl
     for (_dev, framework), rs in groups.items():
         eff = interpolated_efficiency(rs, req.batch, req.image_size)
         if eff and (best is None or eff > best[0]):
-            used = [r for r in rs if r["image_size"] == req.image_size] or rs
+            size = min({r["image_size"] for r in rs}, key=lambda s: (abs(math.log(s / req.image_size)), -s))
+            used = [r for r in rs if r["image_size"] == size]
             batches = sorted({r["batch"] for r in used})
             how = ("interpolated" if batches[0] <= req.batch <= batches[-1] else
                    f"taken from batch {batches[0] if req.batch < batches[0] else batches[-1]}")
-            sizes = "/".join(str(x) for x in sorted({r["image_size"] for r in used}))
             best = (eff, f"measured: {rs[0]['device_name']} {framework}, batches {batches[0]}-{batches[-1]} at "
-                         f"{sizes} px, {how} to batch {req.batch}")
+                         f"{size} px, {how} to batch {req.batch}")
     if best is not None:
         return best
     return DEFAULT_EFFICIENCY, "default (nothing of this kind measured; see DEFAULT_EFFICIENCY)"
@@ -163,8 +163,8 @@ RANK_KEYS = {
 
 
 def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request,
-         rank_by: str | None = None) -> tuple[list[dict[str, Any]], list[tuple[Device, str]], str]:
-    """(ranked estimates, excluded (device, why), rank key). With a target, cheapest first by default."""
+         rank_by: str | None = None) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]], str]:
+    """(ranked estimates, excluded (estimate, why), rank key). With a target, cheapest first by default."""
     key_name = rank_by or ("price" if req.target_ips is not None else "throughput")
     ranked, excluded = [], []
     for dev in devices:
@@ -172,7 +172,7 @@ def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request,
         est = estimate(dev, req, eff, source)
         why = exclusion(est, req)
         if why:
-            excluded.append((dev, why))
+            excluded.append((est, why))
         else:
             ranked.append(est)
     key, _label = RANK_KEYS[key_name]
@@ -187,10 +187,11 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
     """Why this rank: the ranked figure first, then each constraint it met."""
     dev: Device = est["device"]
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
-    first = {"throughput": f"{est['images_per_s']:,.0f} img/s",
+    kusd, per_w = est["images_per_s_per_kusd"], est["images_per_j_tdp"]
+    first = {"throughput": f"est. {est['images_per_s']:,.0f} img/s",
              "price": f"${price:,.0f}" if price else "price unknown",
-             "per-dollar": f"{est['images_per_s_per_kusd'] or 0:,.1f} img/s per $1k",
-             "per-watt": f"{est['images_per_j_tdp'] or 0:,.2f} img/s per W"}[key_name]
+             "per-dollar": f"est. {kusd:,.1f} img/s per $1k" if kusd else "price unknown",
+             "per-watt": f"est. {per_w:,.2f} img/s per W" if per_w else "TDP unknown"}[key_name]
     parts = [first]
     if est["fits"] is True:
         parts.append(f"fits {est['memory_bytes'] / 1e9:.2f}/{dev.value('memory_gb'):g} GB")
@@ -206,8 +207,11 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
 
 def interpolated_efficiency(rows: list[dict[str, Any]], batch: int, image_size: int) -> float | None:
     """The efficiency at `batch`, interpolated in log(batch) between the measured batches either side
-    (same image size where there are any); the nearest one beyond the measured range."""
-    same = [r for r in rows if r["image_size"] == image_size] or rows
+    at the measured image size nearest to `image_size`; the nearest batch beyond the measured range."""
+    if not rows:
+        return None
+    size = min({r["image_size"] for r in rows}, key=lambda s: (abs(math.log(s / image_size)), -s))
+    same = [r for r in rows if r["image_size"] == size]
     points = sorted((r["batch"], e) for r in same if (e := _efficiency_of(r)))
     if not points:
         return None
