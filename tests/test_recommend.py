@@ -181,6 +181,22 @@ def test_recommend_shows_this_machine_against_its_measurement(measured_db):
     assert re.search(r"│ \d+ │ \S+ +│ +cpu │.*img/s torch b8 112px \(est\. [+-]\d+%\)", res.stdout), res.stdout
 
 
+def test_recommend_json(measured_db):
+    import json
+
+    res = run_cli("recommend", "--workload", "cnn:alexnet", "--batch", "64", "--max-power-w", "200", "--format", "json",
+                  db=measured_db)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["estimate"] is True and out["request"]["max_power_w"] == 200
+    assert [r["rank"] for r in out["ranked"]] == list(range(1, len(out["ranked"]) + 1))
+    assert all(r["device"]["tdp_w"] <= 200 for r in out["ranked"])
+    assert any("TDP" in r["reason"] for r in out["left_out"])
+    assert len(out["checks"]) == 2 and all(abs(c["memory_error"]) <= 0.25 for c in out["checks"])
+    parts = out["ranked"][0]["estimate"]["memory_parts"]
+    assert parts["total_bytes"] == out["ranked"][0]["estimate"]["memory_bytes"]
+
+
 def test_hw_measured(measured_db):
     res = run_cli("hw", "measured", "--all-batches", "--tdp-w", "65", db=measured_db)
     assert res.returncode == 0, res.stderr

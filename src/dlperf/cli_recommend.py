@@ -44,11 +44,13 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
     shown = rows if all_batches else best_per_setup(rows)
     header = ["device", "framework", "model", "px", "batch", "img/s", "real GFLOP/s", "% of peak", "power W",
               "img/s per W", "img/s per $1k"]
-    table = [[r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
-              _num(r["images_per_s"]), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
-              _num(r["power_w"], "{:.1f}") + ("" if r["power_w"] is None or r["power_source"].startswith("measured")
-                                             else " (TDP)"),
-              _num(r["images_per_j"]), _num(r["images_per_s_per_kusd"])] for r in shown]
+    table = []
+    for r in shown:
+        tdp = "" if r["power_w"] is None or r["power_source"].startswith("measured") else " (TDP)"
+        table.append([r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
+                      _num(r["images_per_s"]), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
+                      _num(r["power_w"], "{:.1f}") + tdp, _num(r["images_per_j"]) + tdp,
+                      _num(r["images_per_s_per_kusd"])])
     console = _console()
     console.print(rich_table("measured CNN training efficiency" + ("" if all_batches else
                                                                     " (fastest batch per setup; --all-batches)"),
@@ -83,11 +85,13 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/recommend"),
               show_default=True, help="where the price/images-per-second figure goes")
 @click.option("--no-plot", is_flag=True, help="no figure")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="json: every ranked and left-out device and every check, for scripts (no figure)")
 @db_option
 def recommend(workload: str, batch: int, image_size: int | None, precision: str, target: float | None,
               budget_usd: float | None, max_power_w: float | None, kind: tuple[str, ...],
               efficiency: float | None, rank_by: str | None, top: int, runs: tuple[str, ...],
-              plot_dir: Path, no_plot: bool, db: str | None) -> None:
+              plot_dir: Path, no_plot: bool, fmt: str, db: str | None) -> None:
     """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
     from dlperf.hardware import recommend as R
     from dlperf.hardware.catalog import catalog
@@ -108,8 +112,13 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     here, _how = detect_cpu()
     devices = [d for d in (*catalog(), *([here] if here.detected else [])) if not kind or d.kind in kind]
     ranked, excluded, key = R.rank(devices, rows, req, rank_by)
-    plot_dir = None if no_plot else plot_dir
     checks = R.validation(rows, model)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(_as_json(req, key, ranked, excluded, checks), indent=1))
+        return
+    plot_dir = None if no_plot else plot_dir
     console = _console()
     _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
     if excluded:
@@ -118,6 +127,38 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     if plot_dir is not None:
         _plot(console, ranked, [e for e, _ in excluded], req, plot_dir)
     _print_validation(console, checks, model)
+
+
+def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tuple[dict[str, Any], str]],
+             checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything the tables show, machine-readable; `estimate: true` marks every figure computed here."""
+    from dataclasses import asdict
+
+    def device(e: dict[str, Any]) -> dict[str, Any]:
+        d = e["device"]
+        return {"id": d.id, "name": d.name, "kind": d.kind, "memory_gb": d.value("memory_gb"),
+                "launch_price_usd": d.value("launch_price_usd"), "tdp_w": d.value("tdp_w"),
+                "derived_here": d.detected}
+
+    def est(e: dict[str, Any]) -> dict[str, Any]:
+        return {"memory_bytes": e["memory_bytes"], "memory_parts": e["memory"].to_dict(), "fits": e["fits"],
+                "images_per_s": e["images_per_s"], "gflops": e.get("gflops"), "binds": e.get("binds"),
+                "efficiency": e["efficiency"], "efficiency_source": e["efficiency_source"],
+                "images_per_s_per_kusd": e.get("images_per_s_per_kusd"),
+                "images_per_s_per_tdp_w": e.get("images_per_j_tdp")}
+
+    return {
+        "estimate": True, "request": asdict(req), "ranked_by": key,
+        "ranked": [{"rank": e["rank"], "device": device(e), "estimate": est(e), "reason": e["reason"]}
+                   for e in ranked],
+        "left_out": [{"device": device(e), "estimate": est(e), "reason": why} for e, why in excluded],
+        "checks": [{"device": c["row"]["device"], "framework": c["row"]["framework"],
+                    "image_size": c["row"]["image_size"], "batch": c["row"]["batch"],
+                    "memory_what": c["memory_what"], "memory_measured_bytes": c["memory_measured"],
+                    "memory_estimate_bytes": c["memory_estimate"], "memory_error": c["memory_error"],
+                    "images_per_s_measured": c["row"]["images_per_s"], "images_per_s_estimate": c["ips_estimate"],
+                    "images_per_s_error": c["ips_error"]} for c in checks],
+    }
 
 
 def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path) -> None:
