@@ -216,3 +216,22 @@ def test_hw_measured(measured_db):
 def test_bad_input_is_one_line(tmp_path, args, message):
     res = run_cli(*args, db=tmp_path / "empty.sqlite")
     assert res.returncode != 0 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_power_and_price_say_where_they_come_from():
+    """Measured power wins; a TDP is used only as a labelled stand-in; with neither the figure stays empty."""
+    from dlperf.hardware.measured import MeasuredDevice, _power, _price
+
+    gtx = MeasuredDevice("gtx-1070", "NVIDIA GeForce GTX 1070", "gpu", find("gtx-1070"), {})
+    unknown = MeasuredDevice("X (not in catalog)", "X", "cpu", None, {})
+    metered = {"metrics": {"energy": {"measured": True, "mean_power_w": 97.5, "meter": "nvml"}}}
+    unmetered = {"metrics": {"energy": {"measured": False, "reason": "no RAPL zones"}}}
+    assert _power(metered, gtx, None) == (97.5, "measured (nvml)")
+    watts, how = _power(unmetered, gtx, None)
+    assert watts == 150 and how.startswith("TDP from the catalog, not measured") and "no RAPL zones" in how
+    watts, how = _power(unmetered, unknown, 65.0)
+    assert watts == 65.0 and how.startswith("TDP given by the user")
+    watts, how = _power(unmetered, unknown, None)
+    assert watts is None and "no TDP known" in how
+    assert _price(gtx, 999.0) == (379, "catalog launch price")  # the catalog's figure, not the user's
+    assert _price(unknown, 999.0)[0] == 999.0 and _price(unknown, None)[0] is None

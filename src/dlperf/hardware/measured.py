@@ -82,7 +82,7 @@ def cnn_rows(store: Any, run_ids: list[str] | None = None, *, tdp_w: float | Non
         if not bw:
             got = copy_bw[r["env_id"]].get(r["device"], {})
             bw = max(got.get("copy", 0.0), got.get("triad", 0.0)) or None
-            bw_source = "measured copy/triad (dlperf peaks)" if bw else "unknown (run `dlperf run peaks`)"
+            bw_source = "measured copy/triad (dlperf peaks)" if bw else "unknown (run `dlperf peaks`)"
         p, m = r["params"], r["metrics"] or {}
         size = p.get("image_size") or get_spec(p["model"]).image_size
         precision = p.get("precision", "fp32")
