@@ -85,7 +85,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         if threads:
             fw.set_threads(int(threads))
         fw.seed(int(settings.get("seed", 0)))
-        # The framework's own footprint, before the workload exists: memory models subtract it.
+        # The framework's own footprint before the workload exists, which memory estimates add to theirs.
         baseline_rss = peak_rss_bytes()
         workload = get_workload(case["workload"])
         params = workload.parse(case["params"])
