@@ -235,3 +235,33 @@ def test_power_and_price_say_where_they_come_from():
     assert watts is None and "no TDP known" in how
     assert _price(gtx, 999.0) == (379, "catalog launch price")  # the catalog's figure, not the user's
     assert _price(unknown, 999.0)[0] == 999.0 and _price(unknown, None)[0] is None
+
+
+def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
+    """2 vCPUs of a 56-core Xeon: TDP, price and peak are 2/56 of the package's, labelled; the whole
+    package stays a separate catalog candidate, and a bare-metal match adds no duplicate."""
+    from dlperf.hardware import fingerprint
+    from dlperf.hardware.detect import this_cpu
+    from dlperf.hardware.measured import _power, _price, device_of
+
+    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
+    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
+    mine = this_cpu()
+    assert mine is not None and mine.detected and mine.id == "this-cpu"
+    assert mine.value("tdp_w") == pytest.approx(350 * 2 / 56)
+    assert mine.value("launch_price_usd") == pytest.approx(10710 * 2 / 56)
+    assert mine.value("peak_fp32_tflops") and {"tdp_w", "launch_price_usd", "peak_fp32_tflops"} <= set(mine.derived)
+
+    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
+    epyc = this_cpu()
+    assert epyc.value("peak_fp32_tflops") == pytest.approx(find("epyc-9654").value("peak_fp32_tflops") * 2 / 96)
+    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 96)
+    assert this_cpu() is None  # the catalog entry describes this machine already
+
+    env = {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_physical_cores": 2, "cpu_peaks_theoretical": {}}
+    dev = device_of({"device": "cpu"}, env)
+    assert dev.entry is find("xeon-8480plus") and dev.share == pytest.approx(2 / 56) and "of it" in dev.key
+    watts, how = _power({"metrics": {"energy": {"measured": False, "reason": "VM"}}}, dev, None)
+    assert watts == pytest.approx(12.5) and "x 0.0357" in how
+    assert _price(dev, None)[0] == pytest.approx(10710 * 2 / 56)

@@ -95,7 +95,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
     from dlperf.hardware import recommend as R
     from dlperf.hardware.catalog import catalog
-    from dlperf.hardware.detect import detect_cpu
+    from dlperf.hardware.detect import this_cpu
     from dlperf.hardware.measured import cnn_rows
     from dlperf.models import get_spec
     from dlperf.models.spec import layers
@@ -109,8 +109,8 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
     store = _store(db)
     rows = cnn_rows(store, [store.resolve_run(r) for r in runs] or None)
-    here, _how = detect_cpu()
-    devices = [d for d in (*catalog(), *([here] if here.detected else [])) if not kind or d.kind in kind]
+    here = this_cpu()
+    devices = [d for d in (*catalog(), *([here] if here else [])) if not kind or d.kind in kind]
     ranked, excluded, key = R.rank(devices, rows, req, rank_by)
     checks = R.validation(rows, model)
     if fmt == "json":
@@ -203,9 +203,12 @@ def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, 
     """The measurement nearest to the request on this device, and the leave-one-out estimate's error there."""
     from dlperf.hardware.measured import nearest
 
-    mine = [c for c in checks if c["row"]["precision"] == req.precision and (
-        c["row"]["entry"] is dev if c["row"]["entry"] is not None else
-        (dev.detected and c["row"]["device_name"] == dev.name))]
+    def same_device(row: dict[str, Any]) -> bool:
+        if dev.detected:  # this machine's CPU as it is here
+            return row["kind"] == "cpu" and row["device_name"] == dev.name
+        return row["entry"] is dev and row["share"] == 1.0  # a whole catalog device, not a VM's slice of it
+
+    mine = [c for c in checks if c["row"]["precision"] == req.precision and same_device(c["row"])]
     if not mine:
         return "-"
     near = nearest([c["row"] for c in mine], req.batch, req.image_size)

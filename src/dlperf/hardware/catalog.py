@@ -68,6 +68,12 @@ class Device(BaseModel):
             raise ValueError(f"{self.id}: derived lists unknown fields {bad}")
         return self
 
+    def core_share(self, visible_cores: int | None) -> float:
+        """The fraction of this CPU package that `visible_cores` are (1.0 when unknown or not a CPU)."""
+        if self.kind != "cpu" or not self.cores or not visible_cores or visible_cores >= self.cores:
+            return 1.0
+        return visible_cores / self.cores
+
     def source(self, field: str) -> str:
         return self.sources.get(field, self.sources["default"])
 

@@ -47,6 +47,41 @@ def detect_cpu() -> tuple[Device, str]:
     return dev, "derived (not in the catalog)"
 
 
+def this_cpu() -> Device | None:
+    """This machine's CPU as a recommend candidate, when its catalog entry (if any) does not already
+    describe it: the cores it sees, their FP32 peak (the catalog's, scaled to those cores, or derived
+    here) and, where the catalog knows the package, its TDP and price scaled the same way. Marked
+    `detected`; every scaled or derived figure is listed in `derived`."""
+    from dlperf.hardware.fingerprint import cpu_flags, cpu_model, physical_cores
+    from dlperf.hardware.peaks import cpu_theoretical
+
+    model, cores = cpu_model(), physical_cores()
+    entry = match(model)
+    entry = entry if entry is not None and entry.kind == "cpu" else None
+    share = entry.core_share(cores) if entry is not None else 1.0
+    if entry is not None and share == 1.0 and entry.value("peak_fp32_tflops") is not None:
+        return None  # the catalog entry is this machine
+    peaks = catalog_peaks(cpu_theoretical(cores, cpu_flags()), model, kind="cpu", visible_cores=cores)
+    fp32, bw = peaks.get("fp32_flops_per_s"), peaks.get("mem_bw_bytes_per_s")
+
+    def scaled(field: str) -> float | None:
+        v = entry.value(field) if entry is not None else None
+        return v * share if v is not None else None
+
+    tdp, price = scaled("tdp_w"), scaled("launch_price_usd")
+    how = (f"{cores} of the {entry.cores} cores of catalog entry {entry.id}" if entry is not None and share < 1
+           else f"catalog entry {entry.id}, FP32 derived here" if entry is not None else "not in the catalog")
+    return Device(
+        id="this-cpu", name=model or "this machine's CPU", vendor=entry.vendor if entry else "unknown", kind="cpu",
+        architecture=f"this machine: {cores} cores ({how})", memory_type="unknown", interface="host",
+        **_unknowns(peak_fp32_tflops=fp32 / 1e12 if fp32 else None, memory_bw_gbs=bw / 1e9 if bw else None,
+                    tdp_w=tdp, launch_price_usd=price),
+        derived=[f for f, v in (("peak_fp32_tflops", fp32), ("memory_bw_gbs", bw), ("tdp_w", tdp),
+                                ("launch_price_usd", price)) if v],
+        notes=f"This machine's CPU, {how}: {peaks.get('peaks_source', '')}; {peaks.get('assumptions', '')}",
+        sources={"default": DERIVED_SOURCE.format(how=f"/proc/cpuinfo and the catalog ({how})")}, detected=True)
+
+
 def detect_gpus() -> list[tuple[Device, str]]:
     """Each NVIDIA GPU NVML sees: its catalog entry, or one derived from NVML's properties."""
     from dlperf.hardware.fingerprint import nvidia_gpus

@@ -27,6 +27,7 @@ class MeasuredDevice:
     kind: str  # "cpu" | "gpu"
     entry: Device | None
     peaks: dict[str, Any]  # the environment's theoretical peaks (catalog-read where matched)
+    share: float = 1.0  # the fraction of a catalog CPU package the environment saw (a VM's cores)
 
 
 def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
@@ -41,7 +42,13 @@ def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
     entry = match(name)
     if entry is not None and (entry.kind == "cpu") != (kind == "cpu"):
         entry = None
-    return MeasuredDevice(entry.id if entry else f"{name} (not in catalog)", name, kind, entry, peaks)
+    share = entry.core_share(env.get("cpu_physical_cores")) if entry is not None and kind == "cpu" else 1.0
+    key = (entry.id if share == 1.0 else f"{entry.id} ({share:.3g} of it)") if entry else f"{name} (not in catalog)"
+    return MeasuredDevice(key, name, kind, entry, peaks, share)
+
+
+def _share_text(dev: MeasuredDevice) -> str:
+    return "" if dev.share == 1.0 else f" x {dev.share:.3g} (the package's cores this machine sees)"
 
 
 def _power(r: dict[str, Any], dev: MeasuredDevice, tdp_w: float | None) -> tuple[float | None, str]:
@@ -51,7 +58,7 @@ def _power(r: dict[str, Any], dev: MeasuredDevice, tdp_w: float | None) -> tuple
         return float(energy["mean_power_w"]), f"measured ({energy.get('meter', 'meter')})"
     why = energy.get("reason") or "energy not recorded"
     if dev.entry is not None and dev.entry.value("tdp_w"):
-        return dev.entry.value("tdp_w"), f"TDP from the catalog, not measured ({why})"
+        return dev.entry.value("tdp_w") * dev.share, f"TDP from the catalog{_share_text(dev)}, not measured ({why})"
     if tdp_w:
         return tdp_w, f"TDP given by the user, not measured ({why})"
     return None, f"no meter ({why}) and no TDP known (pass --tdp-w)"
@@ -59,7 +66,7 @@ def _power(r: dict[str, Any], dev: MeasuredDevice, tdp_w: float | None) -> tuple
 
 def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, str]:
     if dev.entry is not None and dev.entry.value("launch_price_usd"):
-        return dev.entry.value("launch_price_usd"), "catalog launch price"
+        return dev.entry.value("launch_price_usd") * dev.share, f"catalog launch price{_share_text(dev)}"
     if price_usd:
         return price_usd, "given by the user (--price-usd)"
     return None, "unknown (not in the catalog, or unknown there; pass --price-usd)"
@@ -98,6 +105,7 @@ def cnn_rows(store: Any, run_ids: list[str] | None = None, *, tdp_w: float | Non
                              "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
         row = {
             "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
+            "share": dev.share,
             "framework": r["framework"], "model": p["model"], "image_size": size, "batch": int(p["batch"]),
             "precision": precision, "images_per_s": ips, "real_gflops": (m.get("flops_per_s") or 0) / 1e9 or None,
             "pct_of_peak": 100 * m["flops_per_s"] / peak if peak and m.get("flops_per_s") else None,
