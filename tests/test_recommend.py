@@ -265,3 +265,21 @@ def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     watts, how = _power({"metrics": {"energy": {"measured": False, "reason": "VM"}}}, dev, None)
     assert watts == pytest.approx(12.5) and "x 0.0357" in how
     assert _price(dev, None)[0] == pytest.approx(10710 * 2 / 56)
+
+
+def test_hw_show_adds_this_machines_share_of_a_catalog_cpu(monkeypatch):
+    from click.testing import CliRunner
+
+    from dlperf.cli import cli
+    from dlperf.hardware import fingerprint
+
+    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
+    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
+    monkeypatch.setattr(fingerprint, "nvidia_gpus", lambda: ([], "no NVIDIA driver"))
+    res = CliRunner().invoke(cli, ["hw", "show"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the console may fold long lines
+    assert "catalog match for 'Intel(R) Xeon(R) Platinum 8480+'" in out
+    assert "as this machine sees it" in out and "2 of the 56 cores of catalog entry xeon-8480plus" in out
+    assert "GPUs: none found" in out

@@ -109,12 +109,16 @@ def hw_show(name: str | None) -> None:
         d = _find(name)
         _detail(d, d.id, console)
         return
-    from dlperf.hardware.detect import detect_cpu, detect_gpus
+    from dlperf.hardware.detect import detect_cpu, detect_gpus, this_cpu
 
-    found = [detect_cpu(), *detect_gpus()]
+    cpu, how = detect_cpu()
+    found = [(cpu, how), *detect_gpus()]
+    share = this_cpu() if not cpu.detected else None
+    if share is not None:  # a VM's slice of a catalog CPU, or a catalog CPU without an FP32 figure
+        found.insert(1, (share, "as this machine sees it"))
     for d, how in found:
         _detail(d, f"this machine: {d.name} ({how})", console)
-    if len(found) == 1:
+    if not any(d.kind == "gpu" for d, _ in found):
         console.print("GPUs: none found (NVML sees no NVIDIA GPU)", highlight=False)
 
 
