@@ -258,6 +258,7 @@ def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     assert epyc.value("peak_fp32_tflops") == pytest.approx(find("epyc-9654").value("peak_fp32_tflops") * 2 / 96)
     monkeypatch.setattr(fingerprint, "physical_cores", lambda: 96)
     assert this_cpu() is None  # the catalog entry describes this machine already
+    assert find("epyc-9654").core_share(192) == 2.0 and find("gtx-1070").core_share(2) == 1.0  # two sockets; a GPU
 
     env = {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_physical_cores": 2, "cpu_peaks_theoretical": {}}
     dev = device_of({"device": "cpu"}, env)

@@ -69,8 +69,9 @@ class Device(BaseModel):
         return self
 
     def core_share(self, visible_cores: int | None) -> float:
-        """The fraction of this CPU package that `visible_cores` are (1.0 when unknown or not a CPU)."""
-        if self.kind != "cpu" or not self.cores or not visible_cores or visible_cores >= self.cores:
+        """How many of this CPU package `visible_cores` are worth: 2/96 for a VM's slice, 2.0 for two
+        sockets (1.0 when unknown or not a CPU)."""
+        if self.kind != "cpu" or not self.cores or not visible_cores:
             return 1.0
         return visible_cores / self.cores
 

@@ -5,63 +5,50 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.hardware.catalog import Device, match
+from dlperf.hardware.catalog import FIGURES, Device, match
 
 DERIVED_SOURCE = "derived on this machine by dlperf (not a datasheet): {how}"
 
 
 def _unknowns(**known: Any) -> dict[str, Any]:
-    fields = dict.fromkeys(("process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs", "peak_fp32_tflops",
-                            "peak_fp16_tflops", "peak_int8_tops", "tdp_w", "launch_year", "launch_price_usd"),
-                           "unknown")
+    fields: dict[str, Any] = dict.fromkeys(FIGURES, "unknown")
     fields.update({k: v for k, v in known.items() if v is not None})
     return fields
 
 
+def _cpu_entry(model: str) -> Device | None:
+    found = match(model)
+    return found if found is not None and found.kind == "cpu" else None
+
+
 def detect_cpu() -> tuple[Device, str]:
     """(entry, how it was found): the catalog's entry for this CPU, or one derived from /proc/cpuinfo."""
-    from dlperf.hardware.fingerprint import cpu_flags, cpu_model, physical_cores
-    from dlperf.hardware.peaks import cpu_theoretical
+    from dlperf.hardware.fingerprint import cpu_model
 
     model = cpu_model()
-    found = match(model)
+    found = _cpu_entry(model)
     if found is not None:
         return found, f"catalog match for {model!r}"
-    cores = physical_cores()
-    flags = cpu_flags()
-    peaks = cpu_theoretical(cores, flags)
-    isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
-    fp32 = peaks.get("fp32_flops_per_s")
-    bw = peaks.get("mem_bw_bytes_per_s")
-    vendor = "AMD" if "amd" in model.lower() else "Intel" if "intel" in model.lower() else "unknown"
-    dev = Device(
-        id="this-cpu", name=model or "this machine's CPU", vendor=vendor, kind="cpu",
-        architecture=f"{cores} physical cores, {peaks['vector_bits']}-bit vectors ({isa}), "
-                     f"{peaks['clock_ghz'] or '?'} GHz ({peaks['clock_source']})",
-        memory_type="unknown", interface="host",
-        **_unknowns(peak_fp32_tflops=fp32 / 1e12 if fp32 else None, memory_bw_gbs=bw / 1e9 if bw else None),
-        derived=["peak_fp32_tflops"] if fp32 else [],
-        notes=f"Not in the catalog; peak from {peaks['assumptions']}.",
-        sources={"default": DERIVED_SOURCE.format(how="/proc/cpuinfo, lscpu and dlperf.hardware.peaks")},
-        detected=True)
-    return dev, "derived (not in the catalog)"
+    derived = this_cpu()
+    assert derived is not None  # without a catalog entry, this machine's CPU is always derived here
+    return derived, "derived (not in the catalog)"
 
 
 def this_cpu() -> Device | None:
-    """This machine's CPU as a recommend candidate, when its catalog entry (if any) does not already
-    describe it: the cores it sees, their FP32 peak (the catalog's, scaled to those cores, or derived
-    here) and, where the catalog knows the package, its TDP and price scaled the same way. Marked
-    `detected`; every scaled or derived figure is listed in `derived`."""
+    """This machine's CPU as it is here, unless its catalog entry already describes it: the cores it
+    sees, their FP32 peak (the catalog's, scaled to those cores, or derived here) and, where the catalog
+    knows the package, its TDP and price scaled the same way. Marked `detected`; every scaled or derived
+    figure is listed in `derived`. A recommend candidate, and `hw show`'s entry for an unknown CPU."""
     from dlperf.hardware.fingerprint import cpu_flags, cpu_model, physical_cores
     from dlperf.hardware.peaks import cpu_theoretical
 
-    model, cores = cpu_model(), physical_cores()
-    entry = match(model)
-    entry = entry if entry is not None and entry.kind == "cpu" else None
+    model, cores, flags = cpu_model(), physical_cores(), cpu_flags()
+    entry = _cpu_entry(model)
     share = entry.core_share(cores) if entry is not None else 1.0
     if entry is not None and share == 1.0 and entry.value("peak_fp32_tflops") is not None:
         return None  # the catalog entry is this machine
-    peaks = catalog_peaks(cpu_theoretical(cores, cpu_flags()), model, kind="cpu", visible_cores=cores)
+    derived_peaks = cpu_theoretical(cores, flags)
+    peaks = catalog_peaks(derived_peaks, model, kind="cpu", visible_cores=cores)
     fp32, bw = peaks.get("fp32_flops_per_s"), peaks.get("mem_bw_bytes_per_s")
 
     def scaled(field: str) -> float | None:
@@ -69,11 +56,19 @@ def this_cpu() -> Device | None:
         return v * share if v is not None else None
 
     tdp, price = scaled("tdp_w"), scaled("launch_price_usd")
-    how = (f"{cores} of the {entry.cores} cores of catalog entry {entry.id}" if entry is not None and share < 1
-           else f"catalog entry {entry.id}, FP32 derived here" if entry is not None else "not in the catalog")
+    isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
+    hardware = (f"{cores} physical cores, {derived_peaks['vector_bits']}-bit vectors ({isa}), "
+                f"{derived_peaks['clock_ghz'] or '?'} GHz ({derived_peaks['clock_source']})")
+    if entry is None:
+        how = "not in the catalog"
+        vendor = "AMD" if "amd" in model.lower() else "Intel" if "intel" in model.lower() else "unknown"
+    else:
+        how = (f"{cores} of the {entry.cores} cores of catalog entry {entry.id}" if share != 1.0
+               else f"catalog entry {entry.id}, FP32 derived here")
+        vendor = entry.vendor
     return Device(
-        id="this-cpu", name=model or "this machine's CPU", vendor=entry.vendor if entry else "unknown", kind="cpu",
-        architecture=f"this machine: {cores} cores ({how})", memory_type="unknown", interface="host",
+        id="this-cpu", name=model or "this machine's CPU", vendor=vendor, kind="cpu",
+        architecture=f"this machine: {hardware}; {how}", memory_type="unknown", interface="host",
         **_unknowns(peak_fp32_tflops=fp32 / 1e12 if fp32 else None, memory_bw_gbs=bw / 1e9 if bw else None,
                     tdp_w=tdp, launch_price_usd=price),
         derived=[f for f, v in (("peak_fp32_tflops", fp32), ("memory_bw_gbs", bw), ("tdp_w", tdp),
@@ -123,10 +118,8 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
     if dev is None or (dev.kind == "cpu") != (kind == "cpu"):
         out["peaks_source"] = "derived on this machine (no catalog entry matches this device)"
         return out
-    scale, share = 1.0, ""
-    if kind == "cpu":
-        if dev.cores and visible_cores and visible_cores != dev.cores:
-            scale, share = visible_cores / dev.cores, f" x {visible_cores}/{dev.cores} cores visible"
+    scale = dev.core_share(visible_cores)
+    share = f" x {visible_cores}/{dev.cores} cores visible" if scale != 1.0 else ""
     taken = []
     fp32 = dev.value("peak_fp32_tflops")
     if fp32 is not None:

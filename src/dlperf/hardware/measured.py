@@ -32,17 +32,20 @@ class MeasuredDevice:
 
 def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
     """The device a result ran on: the CPU of its environment, or the GPU `cuda:N` names there."""
+    from dlperf.report.roofline import device_theoretical
+
     device = result["device"]
+    peaks = device_theoretical(env, device)
     if device == "cpu":
-        name, peaks, kind = env.get("cpu_model") or "unknown CPU", env.get("cpu_peaks_theoretical") or {}, "cpu"
+        name, kind = env.get("cpu_model") or "unknown CPU", "cpu"
     else:
-        index = int(device.split(":")[1]) if ":" in device else 0
-        gpu = next((g for g in env.get("gpus") or [] if int(g.get("index", -1)) == index), {})
-        name, peaks, kind = gpu.get("name") or f"unknown GPU ({device})", gpu.get("peaks_theoretical") or {}, "gpu"
+        index = int(device.partition(":")[2] or 0)
+        gpu = next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
+        name, kind = gpu.get("name") or f"unknown GPU ({device})", "gpu"
     entry = match(name)
     if entry is not None and (entry.kind == "cpu") != (kind == "cpu"):
         entry = None
-    share = entry.core_share(env.get("cpu_physical_cores")) if entry is not None and kind == "cpu" else 1.0
+    share = entry.core_share(env.get("cpu_physical_cores")) if entry is not None else 1.0
     key = (entry.id if share == 1.0 else f"{entry.id} ({share:.3g} of it)") if entry else f"{name} (not in catalog)"
     return MeasuredDevice(key, name, kind, entry, peaks, share)
 

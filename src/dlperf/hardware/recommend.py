@@ -167,9 +167,10 @@ def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request,
     """(ranked estimates, excluded (estimate, why), rank key). With a target, cheapest first by default."""
     key_name = rank_by or ("price" if req.target_ips is not None else "throughput")
     ranked, excluded = [], []
+    # Calibration depends only on whether the device is a CPU: once for each.
+    calibrated = {is_cpu: calibration(rows, req, "cpu" if is_cpu else "gpu") for is_cpu in (True, False)}
     for dev in devices:
-        eff, source = calibration(rows, req, dev.kind)
-        est = estimate(dev, req, eff, source)
+        est = estimate(dev, req, *calibrated[dev.kind == "cpu"])
         why = exclusion(est, req)
         if why:
             excluded.append((est, why))
