@@ -193,6 +193,7 @@ def test_recommend_json(measured_db):
     assert all(r["device"]["tdp_w"] <= 200 for r in out["ranked"])
     assert any("TDP" in r["reason"] for r in out["left_out"])
     assert len(out["checks"]) == 2 and all(abs(c["memory_error"]) <= 0.25 for c in out["checks"])
+    assert all(c["images_per_s_iqr_rel"] is not None for c in out["checks"])
     parts = out["ranked"][0]["estimate"]["memory_parts"]
     assert parts["total_bytes"] == out["ranked"][0]["estimate"]["memory_bytes"]
 
@@ -202,6 +203,7 @@ def test_hw_measured(measured_db):
     assert res.returncode == 0, res.stderr
     rows = [line for line in res.stdout.splitlines() if "alexnet" in line]
     assert len(rows) == 2 and all("65.0 (TDP)" in r for r in rows)
+    assert "IQR" in res.stdout and all(re.search(r"│\s+\d+\.\d% │", r) for r in rows)  # each rate with its spread
     assert "TDP given by the user, not measured" in res.stdout and "real GFLOP/s" in res.stdout
     plain = run_cli("hw", "measured", db=measured_db)
     assert "no TDP known" in plain.stdout and len([ln for ln in plain.stdout.splitlines() if "alexnet" in ln]) == 1

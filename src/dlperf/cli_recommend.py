@@ -20,6 +20,11 @@ def _pct(x: float | None) -> str:
     return "?" if x is None else f"{100 * x:+.0f}%"
 
 
+def _iqr(row: dict[str, Any]) -> str:
+    """The spread of a measured rate: the step times' IQR over their median."""
+    return "?" if row.get("iqr_rel") is None else f"{100 * row['iqr_rel']:.1f}%"
+
+
 def _mib(x: float | None) -> str:
     return "?" if x is None else f"{x / 2**20:,.0f} MiB"
 
@@ -42,13 +47,13 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
     if not rows:
         raise DlperfError("no cnn results stored: run `dlperf run cnn --quick` first")
     shown = rows if all_batches else best_per_setup(rows)
-    header = ["device", "framework", "model", "px", "batch", "img/s", "real GFLOP/s", "% of peak", "power W",
+    header = ["device", "framework", "model", "px", "batch", "img/s", "IQR", "real GFLOP/s", "% of peak", "power W",
               "img/s per W", "img/s per $1k"]
     table = []
     for r in shown:
         tdp = "" if r["power_w"] is None or r["power_source"].startswith("measured") else " (TDP)"
         table.append([r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
-                      _num(r["images_per_s"]), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
+                      _num(r["images_per_s"]), _iqr(r), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
                       _num(r["power_w"], "{:.1f}") + tdp, _num(r["images_per_j"]) + tdp,
                       _num(r["images_per_s_per_kusd"])])
     console = _console()
@@ -156,7 +161,8 @@ def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tu
                     "image_size": c["row"]["image_size"], "batch": c["row"]["batch"],
                     "memory_what": c["memory_what"], "memory_measured_bytes": c["memory_measured"],
                     "memory_estimate_bytes": c["memory_estimate"], "memory_error": c["memory_error"],
-                    "images_per_s_measured": c["row"]["images_per_s"], "images_per_s_estimate": c["ips_estimate"],
+                    "images_per_s_measured": c["row"]["images_per_s"],
+                    "images_per_s_iqr_rel": c["row"].get("iqr_rel"), "images_per_s_estimate": c["ips_estimate"],
                     "images_per_s_error": c["ips_error"]} for c in checks],
     }
 
@@ -227,10 +233,10 @@ def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) ->
                       f"(run `dlperf run cnn --quick`, then recommend again)", highlight=False)
         return
     header = ["device", "framework", "px", "batch", "measured memory", "est. memory", "error", "measured img/s",
-              "est. img/s (leave one out)", "error"]
+              "IQR", "est. img/s (leave one out)", "error"]
     table = [[c["row"]["device"], c["row"]["framework"], str(c["row"]["image_size"]), str(c["row"]["batch"]),
               _mib(c["memory_measured"]), _mib(c["memory_estimate"]), _pct(c["memory_error"]),
-              _num(c["row"]["images_per_s"]), _num(c["ips_estimate"]), _pct(c["ips_error"])]
+              _num(c["row"]["images_per_s"]), _iqr(c["row"]), _num(c["ips_estimate"]), _pct(c["ips_error"])]
              for c in sorted(checks, key=lambda c: (c["row"]["device"], c["row"]["framework"],
                                                    c["row"]["image_size"], c["row"]["batch"]))]
     console.print(rich_table(f"the estimates against this user's {model} measurements", header, table))
