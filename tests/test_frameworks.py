@@ -97,6 +97,10 @@ def test_torch_oom_classification():
     assert fw.is_oom(MemoryError())
     assert fw.is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes"))
     assert not fw.is_oom(RuntimeError("shape mismatch"))
+    # oneDNN's words for a failed primitive are a suspect, not an OOM: the worker re-checks them.
+    onednn = RuntimeError("could not create a primitive")
+    assert fw.oom_suspect(onednn) and not fw.is_oom(onednn)
+    assert not fw.oom_suspect(RuntimeError("shape mismatch"))
 
 
 @pytest.mark.gpu

@@ -21,12 +21,16 @@ def faults_results(tmp_path_factory):
     study = load_study(str(STUDIES / "faults.yaml"))
     summary = run_study(study, store, console=Console(quiet=True))
     rows = store.results(summary.run_id)
-    return {(r["params"]["mode"], r["device"]): r for r in rows}, store, summary
+    return {(_mode(r["params"]), r["device"]): r for r in rows}, store, summary
+
+
+def _mode(params):
+    return f"suspect-{params['need_mb']}" if params["mode"] == "suspect" else params["mode"]
 
 
 def test_every_case_is_recorded(faults_results):
     rows, store, summary = faults_results
-    assert len(rows) == 12  # 6 modes x {cpu, cuda}
+    assert len(rows) == 16  # 8 cases x {cpu, cuda}
     assert store.run(summary.run_id)["status"] == "complete"
 
 
@@ -72,6 +76,22 @@ def test_alloc_until_failure_is_oom(faults_results):
     assert 512 * 2**20 <= r["metrics"]["peak_rss_bytes"] <= 1.25 * 1024 * 2**20
 
 
+def test_suspect_error_that_runs_with_the_cap_raised_is_oom(faults_results):
+    # oneDNN's "could not create a primitive" can be a failed allocation or not; the worker
+    # runs the step again with the cap raised, and the 1.5 GiB need then fits.
+    r = faults_results[0][("suspect-1536", "cpu")]
+    assert r["status"] == "oom"
+    assert r["reason"].startswith("RuntimeError: could not create a primitive")
+    assert "ran with the cap raised to" in r["reason"] and "1024 MiB cap caused it" in r["reason"]
+    assert r["metrics"]["oom_recheck"] in r["reason"]
+
+
+def test_suspect_error_that_fails_again_with_the_cap_raised_is_error(faults_results):
+    r = faults_results[0][("suspect-100000000", "cpu")]
+    assert r["status"] == "error"
+    assert "failed again with the cap raised to" in r["reason"] and "not the 1024 MiB cap" in r["reason"]
+
+
 def test_absent_device_is_unsupported(faults_results):
     for mode in ("ok", "raise", "sleep"):
         r = faults_results[0][(mode, "cuda")]
@@ -84,7 +104,7 @@ def test_rerun_of_complete_study_starts_a_new_run_and_resume_skips(faults_result
     _, store, summary = faults_results
     study = load_study(str(STUDIES / "faults.yaml"))
     again = run_study(study, store, resume=summary.run_id, console=Console(quiet=True))
-    assert again.run_id == summary.run_id and again.n_skipped == 12 and again.statuses == {}
+    assert again.run_id == summary.run_id and again.n_skipped == 16 and again.statuses == {}
 
 
 def test_worker_peak_rss_is_its_own_not_its_parents():

@@ -20,6 +20,10 @@ def no_sync() -> None:
     return None
 
 
+# Messages that memory exhaustion produces, but that other failures produce too.
+OOM_SUSPECT_MARKERS = ("could not create a primitive",)
+
+
 class UnsupportedError(RuntimeError):
     """The framework or device a case asks for is absent here (status `unsupported`)."""
 
@@ -128,6 +132,16 @@ class Framework:
     def is_oom(self, exc: BaseException) -> bool:
         """Whether `exc` is this framework's out-of-memory error."""
         return isinstance(exc, MemoryError)
+
+    def oom_suspect(self, exc: BaseException) -> bool:
+        """Whether `exc` is an error that running out of memory can cause, among other things.
+
+        oneDNN (inside PyTorch and TensorFlow on CPUs) reports a failed scratchpad
+        allocation as "could not create a primitive", the same words it uses for
+        an unsupported layer. The worker settles which it was by running the step
+        again with its memory cap raised.
+        """
+        return any(marker in str(exc) for marker in OOM_SUSPECT_MARKERS)
 
     def info(self) -> dict[str, Any]:
         """Version and the libraries underneath (BLAS, oneDNN, cuDNN), for the fingerprint."""

@@ -3,7 +3,9 @@
 Each mode exercises one way a real case can end: `ok` (a trivial timed call),
 `raise` (an exception), `sleep` (outlives its time-out), `signal` (the worker
 kills itself with a signal), `alloc` (allocates until memory runs out), `exit`
-(the worker exits without reporting). `dlperf run` of a study using it shows
+(the worker exits without reporting), `suspect` (needs `need_mb` at once and, when
+that fails, raises the words oneDNN uses for any failed primitive, so that the
+worker must find out whether memory was the cause). `dlperf run` of a study using it shows
 how dlperf records each status; the test suite uses it for the same purpose.
 """
 
@@ -21,9 +23,10 @@ from dlperf.workloads.base import Cost, Workload, WorkloadParams
 
 
 class FaultsParams(WorkloadParams):
-    mode: Literal["ok", "raise", "sleep", "signal", "alloc", "exit"]
+    mode: Literal["ok", "raise", "sleep", "signal", "alloc", "exit", "suspect"]
     sleep_s: float = Field(default=3600.0, gt=0)
     chunk_mb: int = Field(default=64, gt=0)
+    need_mb: int = Field(default=1536, gt=0)
 
 
 class Faults(Workload):
@@ -48,5 +51,11 @@ class Faults(Workload):
             hoard = []
             while True:  # ends in MemoryError under the worker's memory cap
                 hoard.append(np.ones(p.chunk_mb * 2**20 // 8))
+        if p.mode == "suspect":
+            try:
+                need = np.empty(p.need_mb * 2**20, dtype=np.uint8)
+            except MemoryError:
+                raise RuntimeError("could not create a primitive (faults: an allocation failed)") from None
+            del need
         x = np.arange(16.0)
         return lambda: x.sum()
