@@ -25,12 +25,14 @@ def faults_results(tmp_path_factory):
 
 
 def _mode(params):
-    return f"suspect-{params['need_mb']}" if params["mode"] == "suspect" else params["mode"]
+    if params["mode"] != "suspect":
+        return params["mode"]
+    return f"suspect-{params['need_mb']}" + ("-signal" if params["fail_as"] == "signal" else "")
 
 
 def test_every_case_is_recorded(faults_results):
     rows, store, summary = faults_results
-    assert len(rows) == 16  # 8 cases x {cpu, cuda}
+    assert len(rows) == 18  # 9 cases x {cpu, cuda}
     assert store.run(summary.run_id)["status"] == "complete"
 
 
@@ -82,14 +84,36 @@ def test_suspect_error_that_runs_with_the_cap_raised_is_oom(faults_results):
     r = faults_results[0][("suspect-1536", "cpu")]
     assert r["status"] == "oom"
     assert r["reason"].startswith("RuntimeError: could not create a primitive")
-    assert "ran with the cap raised to" in r["reason"] and "1024 MiB cap caused it" in r["reason"]
-    assert r["metrics"]["oom_recheck"] in r["reason"]
+    check = r["metrics"]["oom_recheck"]
+    assert check["status"] == "ok" and 1536 < check["cap_mb"] <= 4096 and check["peak_rss_bytes"] > 0
+    assert f"ran in a fresh worker with the cap raised to {check['cap_mb']} MiB" in r["reason"]
+    assert "1024 MiB cap caused it" in r["reason"]
 
 
 def test_suspect_error_that_fails_again_with_the_cap_raised_is_error(faults_results):
     r = faults_results[0][("suspect-100000000", "cpu")]
     assert r["status"] == "error"
-    assert "failed again with the cap raised to" in r["reason"] and "not the 1024 MiB cap" in r["reason"]
+    assert "failed again in a fresh worker with the cap raised to" in r["reason"]
+    assert "not the 1024 MiB cap" in r["reason"] and r["metrics"]["oom_recheck"]["status"] == "error"
+
+
+def test_crash_under_a_cap_is_rechecked(faults_results):
+    # A SIGSEGV from a failed allocation: the fresh worker with the raised cap runs, so it was memory.
+    r = faults_results[0][("suspect-1536-signal", "cpu")]
+    assert r["status"] == "oom" and r["reason"].startswith("worker killed by SIGSEGV")
+    assert "1024 MiB cap caused it" in r["reason"]
+    # A SIGSEGV that happens again with more memory stays a crash.
+    r = faults_results[0][("signal", "cpu")]
+    assert r["status"] == "crashed" and r["metrics"]["oom_recheck"]["status"] == "crashed"
+    assert "crashed again in a fresh worker" in r["reason"]
+
+
+def test_raised_cap_stays_within_half_the_free_memory():
+    from dlperf.runner.recheck import raised_cap_mb
+
+    assert raised_cap_mb(1024, available_bytes=64 * 2**30) == 4096
+    assert raised_cap_mb(1024, available_bytes=2 * 2**30) == 1024 + 1024
+    assert raised_cap_mb(1024, available_bytes=2**20) is None
 
 
 def test_absent_device_is_unsupported(faults_results):
@@ -104,7 +128,7 @@ def test_rerun_of_complete_study_starts_a_new_run_and_resume_skips(faults_result
     _, store, summary = faults_results
     study = load_study(str(STUDIES / "faults.yaml"))
     again = run_study(study, store, resume=summary.run_id, console=Console(quiet=True))
-    assert again.run_id == summary.run_id and again.n_skipped == 16 and again.statuses == {}
+    assert again.run_id == summary.run_id and again.n_skipped == 18 and again.statuses == {}
 
 
 def test_worker_peak_rss_is_its_own_not_its_parents():

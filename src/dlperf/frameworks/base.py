@@ -138,8 +138,8 @@ class Framework:
 
         oneDNN (inside PyTorch and TensorFlow on CPUs) reports a failed scratchpad
         allocation as "could not create a primitive", the same words it uses for
-        an unsupported layer. The worker settles which it was by running the step
-        again with its memory cap raised.
+        an unsupported layer. Under a memory cap, the runner settles which it was
+        by running one step again in a fresh worker with the cap raised (runner.recheck).
         """
         return any(marker in str(exc) for marker in OOM_SUSPECT_MARKERS)
 

@@ -4,7 +4,7 @@ Every probe is a fresh worker (so one probe's memory never helps or hurts the
 next) and is stored as a result of its own run, out-of-memory probes included.
 Out of memory means: the framework's OOM error, a kill by the kernel's OOM
 killer, or the worker's memory cap (`mem_limit_mb`, RLIMIT_DATA), including an
-ambiguous error the worker has shown to be the cap's (see worker._failure). Any other
+ambiguous error a fresh worker has shown to be the cap's (runner.recheck). Any other
 failure stops the search and is reported as what it was.
 """
 

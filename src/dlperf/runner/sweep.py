@@ -22,6 +22,7 @@ from dlperf.errors import DlperfError, StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.fingerprint import default_threads, diff, fingerprint_hash, host_fingerprint
 from dlperf.runner.process import run_worker
+from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 from dlperf.timing import format_time
@@ -248,6 +249,8 @@ def run_case(case: Case, settings: dict[str, Any], run_id: str, env_id: int, cou
         }
         outcome = run_worker(spec, timeout_s=float(settings["timeout_s"]), threads=int(settings["threads"]))
         result, wall_s = outcome.result, outcome.wall_s
+        if is_suspect(result, settings):
+            result = settle_suspect(spec, settings, result)
         if counters and result.get("status") == "ok":
             from dlperf.runner import counters as counters_mod
 

@@ -37,34 +37,10 @@ def _limit_memory(mem_limit_mb: int | None) -> None:
 
     RLIMIT_DATA rather than RLIMIT_AS: address-space reservations (CUDA, JIT
     code caches) are not counted, real allocations are.
-    Only the soft limit is set, so that the worker can raise it again to tell a
-    memory failure from another one that reads the same (`_recheck_uncapped`).
     """
     if mem_limit_mb:
         limit = int(mem_limit_mb) * 2**20
-        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-
-
-def _raise_cap(factor: int = 4) -> int | None:
-    """Raise the soft data-segment cap to `factor` times itself, within the hard limit and
-    half the memory free now (the machine must not be put at risk); the new cap in bytes,
-    or None when there was no cap or no room to raise it.
-    """
-    import psutil
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    if soft == resource.RLIM_INFINITY:
-        return None
-    new = soft + min(soft * (factor - 1), psutil.virtual_memory().available // 2)
-    if hard != resource.RLIM_INFINITY:
-        new = min(new, hard)
-    if new <= soft:
-        return None
-    resource.setrlimit(resource.RLIMIT_DATA, (new, hard))
-    return new
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int:
@@ -149,8 +125,15 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
     except BaseException as exc:
-        built = fn = None  # let the failed attempt's buffers go before any re-check
-        return _failure(exc, fw, device, case, settings)
+        oom = isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
+        result = {
+            "status": "oom" if oom else "error",
+            "reason": _one_line(exc),
+            "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
+        }
+        if not oom and settings.get("mem_limit_mb") and _asks(fw.oom_suspect, exc):
+            result["oom_suspect"] = True  # the parent re-checks it in a fresh worker (runner.recheck)
+        return result
 
 
 def _asks(check: Any, exc: BaseException) -> bool:
@@ -161,48 +144,27 @@ def _asks(check: Any, exc: BaseException) -> bool:
         return False
 
 
-def _failure(exc: BaseException, fw: Any, device: str, case: dict[str, Any],
-             settings: dict[str, Any]) -> dict[str, Any]:
-    """The failed case's row: `oom` for a memory error, `error` otherwise.
-
-    An error that memory exhaustion causes among other things (`Framework.oom_suspect`)
-    under a memory cap is settled by running one step again with the cap raised:
-    it counts as out of memory only if it then runs, or runs out of memory plainly.
-    """
-    metrics: dict[str, Any] = {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()}
-    reason = _one_line(exc)
-    oom = isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
-    if not oom and settings.get("mem_limit_mb") and _asks(fw.oom_suspect, exc):
-        traceback.clear_frames(exc.__traceback__)
-        del exc
-        oom, note = _recheck_uncapped(fw, device, case, int(settings["mem_limit_mb"]))
-        reason = f"{reason} ({note})"
-        metrics["oom_recheck"] = note
-    return {"status": "oom" if oom else "error", "reason": reason, "metrics": metrics}
-
-
-def _recheck_uncapped(fw: Any, device: str, case: dict[str, Any], cap_mb: int) -> tuple[bool, str]:
-    """Build the case again and run one step under a raised cap: (was it memory, what was seen)."""
-    import gc
-
+def run_one_step(spec: dict[str, Any]) -> dict[str, Any]:
+    """Build the case and run one step, untimed: whether it runs at all under this cap."""
+    from dlperf.frameworks import get_framework
     from dlperf.workloads import get_workload
 
-    gc.collect()
-    raised = _raise_cap()
-    if raised is None:
-        return False, f"may be memory under the {cap_mb} MiB cap, but the cap could not be raised to check"
-    raised_mb = raised // 2**20
+    case, settings = spec["case"], spec["settings"]
+    fw = get_framework(case["framework"])
     try:
+        fw.import_module()
+        device = fw.check_device(case["device"])
+        if settings.get("threads"):
+            fw.set_threads(int(settings["threads"]))
+        fw.seed(int(settings.get("seed", 0)))
         workload = get_workload(case["workload"])
-        built = workload.build(fw, device, workload.parse(case["params"]))
-        fn, sync = fw.prepare(built.fn, device)
+        fn, sync = fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
         fn()
         sync()
-    except BaseException as again:
-        if isinstance(again, MemoryError) or _asks(fw.is_oom, again):
-            return True, f"out of memory again with the cap raised to {raised_mb} MiB: {_one_line(again)}"
-        return False, f"failed again with the cap raised to {raised_mb} MiB, so not the {cap_mb} MiB cap"
-    return True, f"the same step ran with the cap raised to {raised_mb} MiB, so the {cap_mb} MiB cap caused it"
+    except BaseException as exc:
+        oom = isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
+        return {"status": "oom" if oom else "error", "reason": _one_line(exc), "peak_rss_bytes": peak_rss_bytes()}
+    return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
 
 def _timing(settings: dict[str, Any]) -> dict[str, Any]:
@@ -319,6 +281,8 @@ def main(argv: list[str]) -> int:
         result = probe_frameworks(spec)
     elif spec["mode"] == "counters":
         result = run_counted(spec)
+    elif spec["mode"] == "one-step":
+        result = run_one_step(spec)
     else:
         result = run_case(spec)
     write_result(spec["result_path"], result)

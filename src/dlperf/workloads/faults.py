@@ -4,8 +4,9 @@ Each mode exercises one way a real case can end: `ok` (a trivial timed call),
 `raise` (an exception), `sleep` (outlives its time-out), `signal` (the worker
 kills itself with a signal), `alloc` (allocates until memory runs out), `exit`
 (the worker exits without reporting), `suspect` (needs `need_mb` at once and, when
-that fails, raises the words oneDNN uses for any failed primitive, so that the
-worker must find out whether memory was the cause). `dlperf run` of a study using it shows
+that fails, raises the words oneDNN uses for any failed primitive, or with
+`fail_as: signal` dies of SIGSEGV as unchecked native code does, so that the
+runner must find out whether memory was the cause). `dlperf run` of a study using it shows
 how dlperf records each status; the test suite uses it for the same purpose.
 """
 
@@ -27,6 +28,7 @@ class FaultsParams(WorkloadParams):
     sleep_s: float = Field(default=3600.0, gt=0)
     chunk_mb: int = Field(default=64, gt=0)
     need_mb: int = Field(default=1536, gt=0)
+    fail_as: Literal["error", "signal"] = "error"
 
 
 class Faults(Workload):
@@ -55,6 +57,8 @@ class Faults(Workload):
             try:
                 need = np.empty(p.need_mb * 2**20, dtype=np.uint8)
             except MemoryError:
+                if p.fail_as == "signal":
+                    os.kill(os.getpid(), signal.SIGSEGV)
                 raise RuntimeError("could not create a primitive (faults: an allocation failed)") from None
             del need
         x = np.arange(16.0)
