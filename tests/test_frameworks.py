@@ -78,6 +78,20 @@ def test_seed_makes_frameworks_deterministic():
     assert torch.equal(torch.rand(4), b)
 
 
+def test_seed_fixes_a_keras_models_initial_weights():
+    """Keras 3 seeds initializers from Python's `random`: seeding only TensorFlow would not fix them."""
+    fw = get_framework("tensorflow")
+    fw.import_module()
+    import keras
+
+    def weights():
+        fw.seed(3)
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)]).get_weights()[0]
+
+    first = weights()
+    assert (weights() == first).all()
+
+
 def test_cupy_adapter_where_cupy_is_absent():
     fw = get_framework("cupy")
     if fw.available():

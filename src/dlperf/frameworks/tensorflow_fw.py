@@ -51,7 +51,12 @@ class TensorflowFramework(Framework):
         return sync
 
     def seed(self, n: int) -> None:
-        self.import_module().random.set_seed(n)
+        """Seed TensorFlow and Keras. Keras 3 draws each initializer's seed from Python's `random`, so
+        `tf.random.set_seed` alone leaves a model's initial weights different on every build."""
+        self.import_module()
+        import keras
+
+        keras.utils.set_random_seed(n)  # Python's random, NumPy's and TensorFlow's generators
 
     def set_threads(self, n: int) -> None:
         tf = self.import_module()
