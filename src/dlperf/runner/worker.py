@@ -81,10 +81,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
     try:
-        threads = settings.get("threads")
-        if threads:
-            fw.set_threads(int(threads))
-        fw.seed(int(settings.get("seed", 0)))
+        _configure(fw, settings)
         # The framework's own footprint before the workload exists, which memory estimates add to theirs.
         baseline_rss = peak_rss_bytes()
         workload = get_workload(case["workload"])
@@ -125,7 +122,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
     except BaseException as exc:
-        oom = isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
+        oom = _is_oom(fw, exc)
         result = {
             "status": "oom" if oom else "error",
             "reason": _one_line(exc),
@@ -136,6 +133,17 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         return result
 
 
+def _configure(fw: Any, settings: dict[str, Any]) -> None:
+    """The case's thread count (where set) and seed, before anything is built."""
+    if settings.get("threads"):
+        fw.set_threads(int(settings["threads"]))
+    fw.seed(int(settings.get("seed", 0)))
+
+
+def _is_oom(fw: Any, exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
+
+
 def _asks(check: Any, exc: BaseException) -> bool:
     """A framework's verdict on `exc`, False where asking it fails."""
     try:
@@ -144,26 +152,30 @@ def _asks(check: Any, exc: BaseException) -> bool:
         return False
 
 
+def _prepared_step(fw: Any, device: str, case: dict[str, Any]) -> tuple[Any, Any]:
+    """(step, sync) of the case's workload, built and prepared on `device`: untimed runs (re-check, counters)."""
+    from dlperf.workloads import get_workload
+
+    workload = get_workload(case["workload"])
+    return fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
+
+
 def run_one_step(spec: dict[str, Any]) -> dict[str, Any]:
     """Build the case and run one step, untimed: whether it runs at all under this cap."""
     from dlperf.frameworks import get_framework
-    from dlperf.workloads import get_workload
 
     case, settings = spec["case"], spec["settings"]
     fw = get_framework(case["framework"])
     try:
         fw.import_module()
         device = fw.check_device(case["device"])
-        if settings.get("threads"):
-            fw.set_threads(int(settings["threads"]))
-        fw.seed(int(settings.get("seed", 0)))
-        workload = get_workload(case["workload"])
-        fn, sync = fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
+        _configure(fw, settings)
+        fn, sync = _prepared_step(fw, device, case)
         fn()
         sync()
     except BaseException as exc:
-        oom = isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
-        return {"status": "oom" if oom else "error", "reason": _one_line(exc), "peak_rss_bytes": peak_rss_bytes()}
+        return {"status": "oom" if _is_oom(fw, exc) else "error", "reason": _one_line(exc),
+                "peak_rss_bytes": peak_rss_bytes()}
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
 
@@ -227,14 +239,12 @@ def run_counted(spec: dict[str, Any]) -> dict[str, Any]:
     the NVTX range ncu is told to profile. Nothing is timed here."""
     from dlperf.frameworks import get_framework
     from dlperf.profiling.ncu import NVTX_RANGE
-    from dlperf.workloads import get_workload
 
     case = spec["case"]
     fw = get_framework(case["framework"])
     fw.import_module()
     device = fw.check_device(case["device"])
-    workload = get_workload(case["workload"])
-    fn, sync = fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
+    fn, sync = _prepared_step(fw, device, case)
     try:
         import nvtx
     except ImportError:
