@@ -29,24 +29,30 @@ def detect_cpu() -> tuple[Device, str]:
     found = _cpu_entry(model)
     if found is not None:
         return found, f"catalog match for {model!r}"
-    derived = this_cpu()
-    assert derived is not None  # without a catalog entry, this machine's CPU is always derived here
-    return derived, "derived (not in the catalog)"
+    return _as_seen_here(model, None), "derived (not in the catalog)"
 
 
 def this_cpu() -> Device | None:
-    """This machine's CPU as it is here, unless its catalog entry already describes it: the cores it
-    sees, their FP32 peak (the catalog's, scaled to those cores, or derived here) and, where the catalog
-    knows the package, its TDP and price scaled the same way. Marked `detected`; every scaled or derived
-    figure is listed in `derived`. A recommend candidate, and `hw show`'s entry for an unknown CPU."""
-    from dlperf.hardware.fingerprint import cpu_flags, cpu_model, physical_cores
+    """This machine's CPU as it is here (`_as_seen_here`), unless its catalog entry already describes it.
+    A recommend candidate; `hw show` prints it beside a catalog entry of which it is a slice."""
+    from dlperf.hardware.fingerprint import cpu_model, physical_cores
+
+    model = cpu_model()
+    entry = _cpu_entry(model)
+    if entry is not None and entry.core_share(physical_cores()) == 1.0 and entry.value("peak_fp32_tflops") is not None:
+        return None  # the catalog entry is this machine
+    return _as_seen_here(model, entry)
+
+
+def _as_seen_here(model: str, entry: Device | None) -> Device:
+    """This machine's CPU: the cores it sees, their FP32 peak (the catalog's, scaled to those cores, or
+    derived here) and, where the catalog knows the package (`entry`), its TDP and price scaled the same
+    way. Marked `detected`; every scaled or derived figure is listed in `derived`."""
+    from dlperf.hardware.fingerprint import cpu_flags, physical_cores
     from dlperf.hardware.peaks import cpu_theoretical
 
-    model, cores, flags = cpu_model(), physical_cores(), cpu_flags()
-    entry = _cpu_entry(model)
+    cores, flags = physical_cores(), cpu_flags()
     share = entry.core_share(cores) if entry is not None else 1.0
-    if entry is not None and share == 1.0 and entry.value("peak_fp32_tflops") is not None:
-        return None  # the catalog entry is this machine
     derived_peaks = cpu_theoretical(cores, flags)
     peaks = catalog_peaks(derived_peaks, model, kind="cpu", visible_cores=cores)
     fp32, bw = peaks.get("fp32_flops_per_s"), peaks.get("mem_bw_bytes_per_s")
