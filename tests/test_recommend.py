@@ -286,3 +286,16 @@ def test_hw_show_adds_this_machines_share_of_a_catalog_cpu(monkeypatch):
     assert "catalog match for 'Intel(R) Xeon(R) Platinum 8480+'" in out
     assert "as this machine sees it" in out and "2 of the 56 cores of catalog entry xeon-8480plus" in out
     assert "GPUs: none found" in out
+
+
+def test_a_measured_gpu_is_found_by_its_cuda_index():
+    """`hw measured` names a GPU result's device from the stored environment's GPU of that index."""
+    from dlperf.hardware.measured import device_of
+
+    env = {"gpus": [{"index": 0, "name": "NVIDIA L4", "peaks_theoretical": {"fp32_flops_per_s": 3.0e13}},
+                    {"index": 1, "name": "NVIDIA H100 80GB HBM3", "peaks_theoretical": {"fp32_flops_per_s": 6.7e13}}]}
+    first, second = device_of({"device": "cuda"}, env), device_of({"device": "cuda:1"}, env)
+    assert (first.key, first.kind, first.peaks["fp32_flops_per_s"]) == ("l4", "gpu", 3.0e13)
+    assert (second.key, second.peaks["fp32_flops_per_s"]) == ("h100-sxm", 6.7e13)
+    missing = device_of({"device": "cuda:3"}, env)
+    assert missing.entry is None and missing.peaks == {} and missing.name == "unknown GPU (cuda:3)"

@@ -32,16 +32,14 @@ class MeasuredDevice:
 
 def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
     """The device a result ran on: the CPU of its environment, or the GPU `cuda:N` names there."""
-    from dlperf.report.roofline import device_theoretical
+    from dlperf.report.roofline import device_theoretical, env_gpu
 
     device = result["device"]
     peaks = device_theoretical(env, device)
     if device == "cpu":
         name, kind = env.get("cpu_model") or "unknown CPU", "cpu"
     else:
-        index = int(device.partition(":")[2] or 0)
-        gpu = next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
-        name, kind = gpu.get("name") or f"unknown GPU ({device})", "gpu"
+        name, kind = env_gpu(env, device).get("name") or f"unknown GPU ({device})", "gpu"
     entry = match(name)
     if entry is not None and (entry.kind == "cpu") != (kind == "cpu"):
         entry = None

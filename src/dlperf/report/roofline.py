@@ -62,13 +62,15 @@ def measured_peaks(store: Any, env: dict[str, Any]) -> tuple[dict[str, dict[str,
     return best, ", ".join(used) or None
 
 
+def env_gpu(env: dict[str, Any], device: str) -> dict[str, Any]:
+    """The stored environment's record of the GPU `cuda:N` names ({} where it has none)."""
+    index = int(device.partition(":")[2] or 0)
+    return next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
+
+
 def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
     if device.startswith("cuda"):
-        index = int(device.partition(":")[2] or 0)
-        for g in env.get("gpus") or []:
-            if g.get("index") == index:
-                return g.get("peaks_theoretical") or {}
-        return {}
+        return env_gpu(env, device).get("peaks_theoretical") or {}
     return env.get("cpu_peaks_theoretical") or {}
 
 
