@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
+from dlperf.core.result import CaseResult
 from dlperf.report.compare import compare_measurements, compare_runs
 from dlperf.timing import Measurement
 
@@ -30,7 +32,10 @@ def test_too_few_samples():
 
 
 def _row(key, status, m=None):
-    return {"case_key": key, "repetition": 0, "status": status, "measurement": m.to_dict() if m else None}
+    now = datetime.now(UTC)
+    return CaseResult(run_id="r", case_key=key, repetition=0, workload="ops", framework="numpy", device="cpu",
+                      params={}, status=status, measurement=m.to_dict() if m else None, env_id=1, started_at=now,
+                      finished_at=now)
 
 
 def test_compare_runs_matches_cases_and_reports_gaps():

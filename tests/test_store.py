@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
+from dlperf.core.result import CaseResult
 from dlperf.errors import StoreError, UnknownRunError
 from dlperf.store import Store
 from dlperf.store.export import to_csv, to_json
@@ -106,6 +107,7 @@ def test_export_csv_and_json(db_path):
     store.add_result(result_row(run_id))
     store.add_result(result_row(run_id, key="ops/numpy/cpu/n=2", status="oom"))
     results = store.results(run_id)
+    results = [CaseResult.from_row(r) for r in results]
     rows = list(csv.DictReader(io.StringIO(to_csv(results))))
     assert [r["status"] for r in rows] == ["ok", "oom"]
     assert float(rows[0]["median_s"]) == pytest.approx(1.05e-3) and rows[1]["median_s"] == ""

@@ -123,6 +123,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
         counters: bool, profile: bool | None, steps: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
+    from dlperf.report.registry import study_sections
+    from dlperf.report.sections import render_terminal as render_sections
     from dlperf.report.tables import render_terminal
     from dlperf.runner.sweep import run_study
     from dlperf.studies import load_study
@@ -148,12 +150,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
                    "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
         counters=counters, console=console,
     )
-    run_row = store.run(summary.run_id)
-    env, results = store.environment(run_row["env_id"]), store.results(summary.run_id)
-    render_terminal(run_row, env, results, console)
-    if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
-        _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
-    _study_terminal(results, console, Path("reports") / run_row["id"])
+    data = report_data(store, summary.run_id, None)
+    render_terminal(data.run, data.env, data.results, console)
+    render_sections(study_sections(data), console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
@@ -189,7 +188,7 @@ def show(run_ref: str, db: str | None) -> None:
 
     store = _store(db)
     run_row = store.run(run_ref)
-    render_terminal(run_row, store.environment(run_row["env_id"]), store.results(run_row["id"]), _console())
+    render_terminal(run_row, store.environment(run_row["env_id"]), typed_results(store, run_row["id"]), _console())
 
 
 @cli.command()
@@ -214,7 +213,7 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
             console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
-    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]))
+    rows = compare_runs(typed_results(store, ra["id"]), typed_results(store, rb["id"]))
     table = Table(title=f"compare A={ra['id']}  B={rb['id']}", title_justify="left")
     for col in ("case", "A median", "B median", "B/A", "p (MWU)", "verdict"):
         table.add_column(col, overflow="fold")
@@ -240,7 +239,7 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 
     store = _store(db)
     run_row = store.run(run_ref)
-    results = store.results(run_row["id"])
+    results = typed_results(store, run_row["id"])
     text = to_csv(results) if fmt == "csv" else to_json(run_row, store.environment(run_row["env_id"]), results)
     _write(text, output)
 
@@ -254,67 +253,39 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 @db_option
 def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
     """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot."""
+    from dlperf.report.registry import study_sections
+    from dlperf.report.sections import render_markdown as sections_markdown
+    from dlperf.report.sections import render_terminal as sections_terminal
     from dlperf.report.tables import render_markdown, render_terminal
 
-    store = _store(db)
-    run_row = store.run(run_ref)
-    env, results = store.environment(run_row["env_id"]), store.results(run_row["id"])
-    plot_dir = plot_dir or Path("reports") / run_row["id"]
-    is_ops = any(r["workload"] == "ops" for r in results)
+    data = report_data(_store(db), run_ref, plot_dir)
+    sections = study_sections(data)
     if fmt == "markdown":
-        text = render_markdown(run_row, env, results)
-        if is_ops:
-            from dlperf.report.ops_render import render_markdown as ops_markdown
-
-            sections = _build_ops_sections(store, run_row, env, results, plot_dir)
-            text += ops_markdown(sections, plot_dir, output.parent if output else Path.cwd())
-        text += _study_markdown(results, plot_dir, output.parent if output else Path.cwd())
-        _write(text, output)
+        md_dir = output.parent if output else Path.cwd()
+        _write(render_markdown(data.run, data.env, data.results) + sections_markdown(sections, md_dir), output)
     else:
         console = _console()
-        render_terminal(run_row, env, results, console)
-        if is_ops:
-            _ops_sections(store, run_row, env, results, plot_dir, console)
-        _study_terminal(results, console, plot_dir)
+        render_terminal(data.run, data.env, data.results, console)
+        sections_terminal(sections, console)
 
 
-#: Workload -> module with render_terminal(results, console, plot_dir) and render_markdown(results, plot_dir,
-#: rel_to): its study's sections (plots go to plot_dir).
-STUDY_REPORTS = {"mlp": "dlperf.report.mlp_report", "backends": "dlperf.report.backends_report",
-                 "cnn": "dlperf.report.cnn_report"}
+def typed_results(store: Any, run_id: str) -> list[Any]:
+    """A run's results, typed, their statistics recomputed from the stored raw samples."""
+    from dlperf.core.result import CaseResult
+
+    return [CaseResult.from_row(r) for r in store.results(run_id)]
 
 
-def _study_reports(results: list[dict[str, Any]]) -> list[Any]:
-    import importlib
+def report_data(store: Any, run_ref: str, plot_dir: Path | None) -> Any:
+    """Everything a study report needs, read from the store here (reports never query it): the run, its
+    environment, its typed results, and the measured peaks of the same host for the roofline."""
+    from dlperf.report.roofline import measured_peaks
+    from dlperf.report.study import ReportData
 
-    present = {r["workload"] for r in results}
-    return [importlib.import_module(mod) for w, mod in STUDY_REPORTS.items() if w in present]
-
-
-def _study_terminal(results: list[dict[str, Any]], console: Any, plot_dir: Path | None = None) -> None:
-    for mod in _study_reports(results):
-        mod.render_terminal(results, console, plot_dir=plot_dir)
-
-
-def _study_markdown(results: list[dict[str, Any]], plot_dir: Path | None = None, rel_to: Path | None = None) -> str:
-    return "".join(mod.render_markdown(results, plot_dir=plot_dir, rel_to=rel_to) for mod in _study_reports(results))
-
-
-def _build_ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
-                        plot_dir: Path) -> dict[str, Any]:
-    from dlperf.report.ops_render import build_sections
-
-    try:
-        return build_sections(store, run_row, env, results, plot_dir)
-    except OSError as exc:
-        raise DlperfError(f"{plot_dir}: cannot write plots ({exc.strerror})") from None
-
-
-def _ops_sections(store: Any, run_row: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
-                  plot_dir: Path, console: Any) -> None:
-    from dlperf.report.ops_render import render_terminal as ops_terminal
-
-    ops_terminal(_build_ops_sections(store, run_row, env, results, plot_dir), console)
+    run_row = store.run(run_ref)
+    env = store.environment(run_row["env_id"])
+    return ReportData(run_row, env, typed_results(store, run_row["id"]), plot_dir or Path("reports") / run_row["id"],
+                      measured_peaks(store, env))
 
 
 @cli.command()
@@ -342,7 +313,7 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
     from rich.markup import escape
 
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
     from dlperf.runner.maxbatch import memory_plot, search, short
 
     store = _store(db)

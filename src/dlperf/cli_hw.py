@@ -54,7 +54,7 @@ def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
     """Every catalog device (datasheet figures; ? = unknown; sorted, unknowns last)."""
     from dlperf.cli_common import _console
     from dlperf.hardware.catalog import catalog
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     devices = [d for d in catalog() if kind is None or d.kind == kind]
     known = sorted((d for d in devices if _sort_value(d, sort_key) is not None),
@@ -73,7 +73,7 @@ def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
 def _detail(d: Any, title: str, console: Any) -> None:
     """A device's figures (with [n] marking each one's source) and the numbered sources under the table."""
     from dlperf.hardware.catalog import FIGURES, TEXT
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     sources: list[str] = []
 
@@ -128,7 +128,7 @@ def hw_compare(names: tuple[str, ...]) -> None:
     """NAMES side by side (at least two), with FLOP/s per watt and per dollar."""
     from dlperf.cli_common import _console
     from dlperf.hardware.catalog import FIGURES
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     if len(names) < 2:
         raise click.UsageError("compare needs at least two devices")
@@ -146,7 +146,7 @@ def hw_diff_study(show_all: bool) -> None:
     """Study 004's device figures against the vendors': where they disagree (more than 5%)."""
     from dlperf.cli_common import _console
     from dlperf.hardware.catalog import diff_study
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     rows = diff_study()
     shown = [r for r in rows if show_all or r["verdict"] != "agree"]

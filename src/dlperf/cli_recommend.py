@@ -39,7 +39,7 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
                 db: str | None) -> None:
     """Measured CNN training efficiency per device: images/s, real GFLOP/s, % of peak, per W, per $."""
     from dlperf.hardware.measured import best_per_setup, cnn_rows
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     store = _store(db)
     run_ids = [store.resolve_run(r) for r in runs] or None
@@ -169,7 +169,7 @@ def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tu
 
 def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path) -> None:
     """The figure; a failure to draw or write it is one line, the tables stand."""
-    from dlperf.report.recommend_plot import recommend_plot
+    from dlperf.report.plots import recommend_plot
 
     stem = f"{req.model}-b{req.batch}-{req.image_size}px-{req.precision}"
     title = f"ESTIMATED {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}"
@@ -184,7 +184,7 @@ def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any
 def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str, n: int,
                   rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
     from dlperf.hardware import recommend as R
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     header = ["#", "device", "kind", "est. GB / has", "est. img/s", "eff.", "price $", "TDP W",
               "est. img/s/$1k", "est. img/s/W", "measured here", "why this rank"]
@@ -226,7 +226,7 @@ def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, 
 
 
 def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) -> None:
-    from dlperf.report.tables import rich_table
+    from dlperf.report.sections import rich_table
 
     if not checks:
         console.print(f"no stored {model} results to check the estimates against "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from dlperf.core.result import CaseResult
 from dlperf.timing import Measurement
 
 ALPHA = 0.05
@@ -36,10 +36,10 @@ def compare_measurements(a: Measurement, b: Measurement) -> tuple[float, float |
     return ratio, p, "faster" if ratio < 1 else "slower"
 
 
-def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]]) -> list[CaseComparison]:
+def compare_runs(results_a: list[CaseResult], results_b: list[CaseResult]) -> list[CaseComparison]:
     """Match results by (case key, repetition); cases present in only one run are listed as such."""
-    index_a = {(r["case_key"], r["repetition"]): r for r in results_a}
-    index_b = {(r["case_key"], r["repetition"]): r for r in results_b}
+    index_a = {(r.case_key, r.repetition): r for r in results_a}
+    index_b = {(r.case_key, r.repetition): r for r in results_b}
     out = []
     for key in sorted(set(index_a) | set(index_b)):
         ra, rb = index_a.get(key), index_b.get(key)
@@ -47,11 +47,11 @@ def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]
             out.append(CaseComparison(key[0], key[1], None, None, None, None,
                                       f"only in run {'A' if rb is None else 'B'}"))
             continue
-        if ra["status"] != "ok" or rb["status"] != "ok":
+        if not ra.ok or not rb.ok or ra.measurement is None or rb.measurement is None:
             out.append(CaseComparison(key[0], key[1], None, None, None, None,
-                                      f"not comparable ({ra['status']} vs {rb['status']})"))
+                                      f"not comparable ({ra.status} vs {rb.status})"))
             continue
-        ma, mb = Measurement.from_dict(ra["measurement"]), Measurement.from_dict(rb["measurement"])
+        ma, mb = Measurement.from_dict(ra.measurement), Measurement.from_dict(rb.measurement)
         ratio, p, verdict = compare_measurements(ma, mb)
         out.append(CaseComparison(key[0], key[1], ma.median_s, mb.median_s, ratio, p, verdict))
     return out

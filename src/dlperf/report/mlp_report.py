@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
-from dlperf.report.tables import markdown_table, rich_table
+from dlperf.core.result import CaseResult
+from dlperf.report.sections import Heading, Note, Section, Table
+from dlperf.report.study import ReportData
 from dlperf.timing import format_energy, format_time
 
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2, "custom": 3}
@@ -24,23 +22,23 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+def mlp_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
     """(header, rows) per framework/variant/size/device, and (header, rows) of the GPU/CPU speedup."""
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[CaseResult]] = defaultdict(list)
     for r in results:
-        if r["status"] == "ok" and r["workload"] == "mlp":
-            p = r["params"]
-            groups[(r["framework"], p["variant"], p["size"], r["device"])].append(r)
+        if r.ok and r.workload == "mlp":
+            p = r.params
+            groups[(r.framework, p["variant"], p["size"], r.device)].append(r)
     header = ["framework", "variant", "size", "device", "reps", "time/iter", "IQR", "time/run (derived)", "GFLOP/s",
               "energy/run", "EDP/run (J s)", "mean power"]
     rows, per_iter = [], {}
     for key in sorted(groups, key=lambda k: (k[0], k[1], SIZE_ORDER.get(k[2], 9), k[3])):
         rs = groups[key]
-        iters = rs[0]["params"]["iterations"]
-        t_iter = _median([r["metrics"]["median_s"] for r in rs])
+        iters = rs[0].params["iterations"]
+        t_iter = _median([r.m.median_s for r in rs])
         per_iter[key] = t_iter
-        gflops = _median([r["metrics"]["flops_per_s"] for r in rs])
-        energies = [r["metrics"]["energy"] for r in rs if (r["metrics"].get("energy") or {}).get("measured")]
+        gflops = _median([r.m.flops_per_s for r in rs])
+        energies = [r.m.energy for r in rs if (r.m.energy or {}).get("measured")]
         if energies:
             e_run = _median([e["energy_per_call_j"] for e in energies]) * iters
             t_run = t_iter * iters
@@ -48,7 +46,7 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
             energy_cells = [format_energy(e_run), f"{e_run * t_run:.4g}", f"{power:.1f} W"]
         else:
             energy_cells = ["not measured", "-", "-"]
-        iqr = _median([r["metrics"]["iqr_rel"] for r in rs])  # spread of per-iteration times (median over reps)
+        iqr = _median([r.m.iqr_rel for r in rs])  # spread of per-iteration times (median over reps)
         rows.append([key[0], key[1], key[2], key[3], str(len(rs)), format_time(t_iter), f"{iqr:.1%}",
                      format_time(t_iter * iters), f"{gflops / 1e9:.3g}", *energy_cells])
     sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
@@ -63,22 +61,18 @@ def mlp_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]],
     return header, rows, sp_header, sp_rows
 
 
-def render_terminal(results: list[dict[str, Any]], console: Console, **_: Any) -> None:
-    header, rows, sp_header, sp_rows = mlp_rows(results)
+def sections(data: ReportData) -> list[Section]:
+    """Study 000's layout: time, energy and EDP per run; the GPU speedup where CUDA cases ran."""
+    header, rows, sp_header, sp_rows = mlp_rows(data.results)
     if not rows:
-        return
-    console.print(rich_table("study 000 layout: time, energy and EDP per run", header, rows))
+        return []
+    out: list[Section] = [Table("study 000 layout: time, energy and EDP per run", header, rows,
+                                heading="## Study 000 layout",
+                                intro="Time per run = median time per iteration x iterations (derived).")]
     if sp_rows:
-        console.print(rich_table("GPU speedup over the CPU (time per iteration)", sp_header, sp_rows))
+        out.append(Table("GPU speedup over the CPU (time per iteration)", sp_header, sp_rows,
+                         heading="## GPU speedup"))
     else:
-        console.print(escape("GPU speedup: no CUDA cases in this run (it needs a GPU)"), highlight=False)
-
-
-def render_markdown(results: list[dict[str, Any]], **_: Any) -> str:
-    header, rows, sp_header, sp_rows = mlp_rows(results)
-    if not rows:
-        return ""
-    out = ["", "## Study 000 layout", "", "Time per run = median time per iteration x iterations (derived).", "",
-           markdown_table(header, rows)]
-    out += ["## GPU speedup", "", markdown_table(sp_header, sp_rows) if sp_rows else "No CUDA cases in this run.\n"]
-    return "\n".join(out)
+        out += [Heading("## GPU speedup"),
+                Note("GPU speedup: no CUDA cases in this run (it needs a GPU)", markdown="No CUDA cases in this run.")]
+    return out

@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.roofline import Ceilings, ceilings, measured_peaks, roofline_point
+from dlperf.core.result import Metrics
+from dlperf.report.plots import roofline_plot
+from dlperf.report.roofline import Ceilings, ceilings, roofline_point
+from dlperf.report.sections import Figure, Heading, Note, Section, Table
+from dlperf.report.study import ReportData
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
 REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
@@ -28,23 +32,23 @@ class OpsPoint:
     op: str
     size_mb: float
     dtype: str
-    metrics: dict[str, Any]
+    metrics: Metrics
     roof: dict[str, Any]
     ceilings: Ceilings
 
 
-def ops_points(store: Any, env: dict[str, Any], results: list[dict[str, Any]]) -> tuple[list[OpsPoint], str | None]:
+def ops_points(data: ReportData) -> list[OpsPoint]:
     """Roofline figures of every ok case (rates from the median; see report.roofline)."""
-    measured, peaks_run = measured_peaks(store, env)
+    measured, peaks_run = data.measured_peaks
     points = []
-    for r in results:
-        if r["status"] != "ok" or r["workload"] != "ops":
+    for r in data.of("ops"):
+        if not r.ok:
             continue
-        p = r["params"]
-        c = ceilings(env, r["device"], p["dtype"], measured, peaks_run)
-        points.append(OpsPoint(r["framework"], r["device"], p["op"], float(p["size_mb"]), p["dtype"], r["metrics"],
-                               roofline_point(r["metrics"], c), c))
-    return points, peaks_run
+        p = r.params
+        c = ceilings(data.env, r.device, p["dtype"], measured, peaks_run)
+        points.append(OpsPoint(r.framework, r.device, p["op"], float(p["size_mb"]), p["dtype"], r.m,
+                               roofline_point(r.m.as_dict(), c), c))
+    return points
 
 
 def _fmt_mflops(x: float | None) -> str:
@@ -71,7 +75,7 @@ def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str
             if pt is None:
                 row += ["-", "-"]
             else:
-                row += [_fmt_mflops(pt.metrics.get("flops_per_s")), _fmt_pct(pt.roof["pct_flop_peak"])]
+                row += [_fmt_mflops(pt.metrics.flops_per_s), _fmt_pct(pt.roof["pct_flop_peak"])]
         rows.append(row)
     return header, rows
 
@@ -85,12 +89,12 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
         m, r = p.metrics, p.roof
         rows.append([
             f"{p.framework}/{p.device}", p.op, f"{p.size_mb:g}",
-            "-" if m.get("arithmetic_intensity") is None else f"{m['arithmetic_intensity']:.3g}",
-            "-" if m.get("flops_per_s") is None else f"{m['flops_per_s'] / 1e9:.3g}",
-            "-" if m.get("bytes_per_s") is None else f"{m['bytes_per_s'] / 1e9:.3g}",
+            "-" if m.arithmetic_intensity is None else f"{m.arithmetic_intensity:.3g}",
+            "-" if m.flops_per_s is None else f"{m.flops_per_s / 1e9:.3g}",
+            "-" if m.bytes_per_s is None else f"{m.bytes_per_s / 1e9:.3g}",
             _fmt_pct(r["pct_flop_peak"]), _fmt_pct(r["pct_bw_peak"]),
             "-" if r["attainable_flops_per_s"] is None else f"{r['attainable_flops_per_s'] / 1e9:.3g}",
-            _fmt_pct(r["pct_attainable"]), r["binds"] or "-", f"{m['iqr_rel']:.1%}",
+            _fmt_pct(r["pct_attainable"]), r["binds"] or "-", f"{m.iqr_rel:.1%}",
         ])
     return header, rows
 
@@ -131,4 +135,42 @@ def ceiling_lines(points: list[OpsPoint]) -> list[str]:
         bw = "unknown" if c.bw_peak is None else f"{c.bw_peak / 1e9:.1f} GB/s"
         gemm = "" if c.gemm_measured is None else f"; measured GEMM {c.gemm_measured / 1e9:.1f} GFLOP/s"
         out.append(f"{device} {dtype}: compute {fp} ({c.flop_source}); memory {bw} ({c.bw_source}){gemm}")
+    return out
+
+
+ABOVE_ROOF = ("{n} case(s) run above the roofline (>100% of attainable): their working set fits in cache, whose "
+              "bandwidth exceeds the measured DRAM copy ceiling")
+
+
+def sections(data: ReportData) -> list[Section]:
+    """Study 002's layout with its published figures beside it, then the roofline (table, ceilings, plot)."""
+    if not data.of("ops"):
+        return []
+    points = ops_points(data)
+    if not points:
+        return [Note("no ok ops case to place on a roofline",
+                     markdown="## Roofline\n\nNo ok ops case to place on a roofline.")]
+    present = {p.op for p in points}
+    out: list[Section] = [Heading("## Study 002 layout",
+                                  "MFlop/s and Efic. (% of the theoretical FLOP peak) per size and framework/device, "
+                                  "as in the study's Tables 2 and 3, each followed by the study's own figures (from "
+                                  f"{REFERENCE_CITATION}).")]
+    for name, ops in OP_GROUPS:
+        if not present & set(ops):
+            continue
+        out.append(Table(f"{name} layout, this machine: MFlop/s and Efic. (% of the theoretical FLOP peak)",
+                         *study_layout(points, ops), heading=f"### {name}: this machine"))
+        if name != "beyond the study":
+            out.append(Table(f"{name} as published: study 002, Theano on three GPUs (nvprof)",
+                             *reference_layout(ops), heading=f"### {name}: as published"))
+    out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
+    above = [p for p in points if (p.roof["pct_attainable"] or 0) > 100]
+    paths = [] if data.plot_dir is None else roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
+                                                           f"roofline of run {data.run['id']} ({len(points)} cases)")
+    roof = Table("roofline: each case against the ceiling that binds it", *roofline_rows(points))
+    ceiling_notes = ["ceilings:", *[f"  {line}" for line in ceiling_lines(points)]]
+    out += [roof,
+            *([Note(ABOVE_ROOF.format(n=len(above)), markdown=ABOVE_ROOF.format(n=len(above)) + ".")] if above else []),
+            Figure(paths, "roofline", label="roofline plot", heading="## Roofline", notes=ceiling_notes,
+                   markdown_notes=["Ceilings:", "", *[f"- {line}" for line in ceiling_lines(points)], ""])]
     return out

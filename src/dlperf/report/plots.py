@@ -1,19 +1,33 @@
-"""Plots people would rather look at than read: the roofline of an ops run (PNG and SVG)."""
+"""Every plot dlperf draws, in one place: the ops roofline, study 001's Figure 1, the maxbatch memory
+curve and recommend's price/throughput figure (PNG and SVG, matplotlib's Agg backend, no screen).
+
+Each function takes plain data (the report builds it) and the folder to write to, and returns the
+files it wrote.
+"""
 
 from __future__ import annotations
 
+import statistics
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
-
-from dlperf.report.ops_report import STUDY_OP_ORDER, OpsPoint
 
 _MARKERS = "osD^v<>Pp*Xh"
 
 
-def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
-    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths."""
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (imported on first use: `dlperf --help` stays fast)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
+    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths."""
+    plt = _pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
     for p in paths:
@@ -22,26 +36,24 @@ def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
-def roofline_plot(points: list[OpsPoint], out_dir: Path, title: str) -> list[Path]:
+def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, title: str) -> list[Path]:
     """Log-log FLOP/s against arithmetic intensity: both ceilings per device, each case placed.
 
-    Colour is the op, marker the framework; each op's largest size carries a label.
+    `points` are the ops report's `OpsPoint`s (op, framework, device, size_mb, metrics, ceilings);
+    colour is the op (in `op_order`), marker the framework; each op's largest size carries a label.
     Returns the written files (roofline.png, roofline.svg).
     """
-    import matplotlib
+    plt = _pyplot()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    placed = [p for p in points if p.metrics.get("flops_per_s") and p.metrics.get("arithmetic_intensity")]
+    placed = [p for p in points if p.metrics.flops_per_s and p.metrics.arithmetic_intensity]
     if not placed:
         raise ValueError("no case has both FLOP/s and an arithmetic intensity to place")
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(10, 6.5))
-    ops = [o for o in STUDY_OP_ORDER if any(p.op == o for p in placed)]
+    ops = [o for o in op_order if any(p.op == o for p in placed)]
     frameworks = sorted({p.framework for p in placed})
     cmap = plt.get_cmap("tab10")
-    ai_all = [p.metrics["arithmetic_intensity"] for p in placed]
+    ai_all = [p.metrics.arithmetic_intensity for p in placed]
     x_lo, x_hi = min(ai_all) / 4, max(ai_all) * 4
 
     devices = {}
@@ -61,14 +73,14 @@ def roofline_plot(points: list[OpsPoint], out_dir: Path, title: str) -> list[Pat
                        label=f"{device} measured GEMM {c.gemm_measured / 1e9:.0f} GFLOP/s")
 
     for p in placed:
-        ax.scatter(p.metrics["arithmetic_intensity"], p.metrics["flops_per_s"],
+        ax.scatter(p.metrics.arithmetic_intensity, p.metrics.flops_per_s,
                    color=cmap(ops.index(p.op) % 10), marker=_MARKERS[frameworks.index(p.framework) % len(_MARKERS)],
                    s=36, alpha=0.85, edgecolors="none")
     for op in ops:  # one label per op, at its largest-size point
         mine = [p for p in placed if p.op == op]
         top = max(mine, key=lambda q: q.size_mb)
         k = ops.index(op)
-        ax.annotate(op, (top.metrics["arithmetic_intensity"], top.metrics["flops_per_s"]),
+        ax.annotate(op, (top.metrics.arithmetic_intensity, top.metrics.flops_per_s),
                     xytext=(6, 4 - 11 * (k % 3)),
                     textcoords="offset points", fontsize=9, color=cmap(ops.index(op) % 10))
     for op in ops:
@@ -89,3 +101,99 @@ def roofline_plot(points: list[OpsPoint], out_dir: Path, title: str) -> list[Pat
     fig.savefig(paths[1])
     plt.close(fig)
     return paths
+
+
+def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]], out_dir: Path) -> list[Path]:
+    """Figure 1 of study 001: seconds per image against batch size, log-log, a line per series.
+
+    `series`: (label, [(batch, seconds per image)], solid) per line; solid for a CPU, dashed for a GPU;
+    repetitions at one batch are drawn at their median.
+    """
+    if not series:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for label, points, solid in series:
+        merged: dict[int, list[float]] = defaultdict(list)
+        for b, t in points:
+            merged[b].append(t)
+        xs = sorted(merged)
+        ax.plot(xs, [statistics.median(merged[b]) for b in xs], "-" if solid else "--", marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (images per step)")
+    ax.set_ylabel("seconds per image (training step / batch)")
+    ax.set_title("CNN training: time per image against batch size (study 001, Figure 1)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, "cnn-time-per-image")
+
+
+def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], title: str,
+                out_dir: Path) -> list[Path]:
+    """`dlperf maxbatch`'s figure: peak memory (MiB) against batch, out-of-memory probes marked."""
+    if not fits and not failed:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    if fits:
+        ax.plot(*zip(*sorted(fits), strict=True), "o-", label="fits")
+    if failed:
+        ax.plot(*zip(*sorted(failed), strict=True), "x", color="red", markersize=10,
+                label="out of memory (peak before failing)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, out_dir, "maxbatch-memory")
+
+
+def recommend_plot(ranked: list[dict[str, Any]], others: list[dict[str, Any]], out_dir: Path, stem: str,
+                   title: str, budget_usd: float | None = None, target_ips: float | None = None) -> list[Path]:
+    """Log-log estimated images/s against launch price: qualifying devices filled and named, the rest
+    hollow; devices without a price are left off (said in the caption). Returns the written files."""
+    plt = _pyplot()
+
+    def priced(ests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in ests if e["device"].value("launch_price_usd") and e.get("images_per_s")]
+
+    shown, grey = priced(ranked), priced(others)
+    if not shown and not grey:
+        raise ValueError("no device has both a launch price and an estimate to place")
+    fig, ax = plt.subplots(figsize=(9, 6))
+    colours = {"gpu": "tab:green", "cpu": "tab:blue", "soc": "tab:orange", "accelerator": "tab:purple"}
+    for e in grey:
+        d = e["device"]
+        ax.scatter(d.value("launch_price_usd"), e["images_per_s"], s=40, facecolors="none",
+                   edgecolors=colours.get(d.kind, "0.4"), alpha=0.7)
+        ax.annotate(d.id, (d.value("launch_price_usd"), e["images_per_s"]), xytext=(4, -9),
+                    textcoords="offset points", fontsize=7, color="0.55")
+    for e in shown:
+        d = e["device"]
+        ax.scatter(d.value("launch_price_usd"), e["images_per_s"], s=55, color=colours.get(d.kind, "0.2"))
+        ax.annotate(f"#{e['rank']} {d.id}", (d.value("launch_price_usd"), e["images_per_s"]), xytext=(5, 3),
+                    textcoords="offset points", fontsize=8)
+    for kind, colour in colours.items():
+        if any(e["device"].kind == kind for e in shown + grey):
+            ax.scatter([], [], color=colour, label=kind)
+    ax.scatter([], [], facecolors="none", edgecolors="0.4", label="left out (reason in the table)")
+    if budget_usd:
+        ax.axvline(budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${budget_usd:,.0f}")
+    if target_ips:
+        ax.axhline(target_ips, color="tab:red", ls=":", lw=1, label=f"target {target_ips:,.0f} img/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("launch price, USD (catalog)")
+    ax.set_ylabel("ESTIMATED images/s")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="lower right")
+    n_off = len(ranked) + len(others) - len(shown) - len(grey)
+    fig.text(0.01, 0.01, f"estimates (roofline x efficiency); {n_off} devices without a price or an estimate "
+             "are not placed", fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return save_figure(fig, out_dir, stem)

@@ -1,4 +1,7 @@
-"""One table of a run's results, rendered for the terminal (rich) or as Markdown."""
+"""The run table: one row per case of a run, for the terminal (rich) or as Markdown, with the environment.
+
+Study reports add their own sections after it (`report.registry`); this table is what `show` prints.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +11,30 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dlperf.core.result import CaseResult, Metrics
 from dlperf.timing import format_time
 
 COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
 
 
-def energy_text(m: dict[str, Any]) -> str:
+def energy_text(m: Metrics) -> str:
     """Measured joules per call; an estimate only when one was asked for, and marked as such."""
-    e = m.get("energy") or {}
+    e = m.energy or {}
     if e.get("measured"):
         return f"{e['energy_per_call_j']:.3g} J"
-    est = m.get("energy_estimate") or {}
+    est = m.energy_estimate or {}
     if "energy_per_call_j" in est:
         return f"~{est['energy_per_call_j']:.3g} J est."
     return "-"
 
 
-def energy_reasons(results: list[dict[str, Any]]) -> list[str]:
+def energy_reasons(results: list[CaseResult]) -> list[str]:
     """The distinct reasons energy was not measured, for one line under a table."""
     seen: list[str] = []
     for r in results:
-        e = (r.get("metrics") or {}).get("energy") or {}
-        if r["status"] == "ok" and not e.get("measured") and e.get("reason") and e["reason"] not in seen:
+        e = r.m.energy or {}
+        if r.ok and not e.get("measured") and e.get("reason") and e["reason"] not in seen:
             seen.append(e["reason"])
     return seen
 
@@ -50,28 +54,28 @@ def params_text(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
-def result_rows(results: list[dict[str, Any]]) -> list[dict[str, str]]:
+def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
     """Display strings for each result; every time shown carries its IQR and sample count."""
     rows = []
     for r in results:
-        m = r.get("metrics") or {}
-        rep = f" #{r['repetition']}" if r["repetition"] else ""
-        ok = r["status"] == "ok"
-        note = r.get("reason") or ""
-        if ok and m.get("noisy"):
+        m = r.m
+        rep = f" #{r.repetition}" if r.repetition else ""
+        ok = r.ok
+        note = r.reason or ""
+        if ok and m.noisy:
             note = "noisy"  # IQR/median > 10%: the IQR column has the figure
         rows.append({
-            "framework": r["framework"],
-            "device": r["device"],
-            "params": params_text(r["params"]) + rep,
-            "status": r["status"],
-            "median": format_time(m.get("median_s")) if ok else "-",
-            "IQR": f"{m['iqr_rel']:.1%}" if ok else "-",
-            "n": f"{m['n_samples']}x{m['block_size']}" if ok else "-",
-            "samples/s": _rate(m.get("samples_per_s")) if ok else "-",
-            "GFLOP/s": _rate(m.get("flops_per_s"), 1e9) if ok else "-",
-            "GB/s": _rate(m.get("bytes_per_s"), 1e9) if ok else "-",
-            "first call": format_time(m.get("first_call_s")) if ok else "-",
+            "framework": r.framework,
+            "device": r.device,
+            "params": params_text(r.params) + rep,
+            "status": r.status,
+            "median": format_time(m.median_s) if ok else "-",
+            "IQR": f"{m.iqr_rel:.1%}" if ok else "-",
+            "n": f"{m.n_samples}x{m.block_size}" if ok else "-",
+            "samples/s": _rate(m.samples_per_s) if ok else "-",
+            "GFLOP/s": _rate(m.flops_per_s, 1e9) if ok else "-",
+            "GB/s": _rate(m.bytes_per_s, 1e9) if ok else "-",
+            "first call": format_time(m.first_call_s) if ok else "-",
             "energy/call": energy_text(m) if ok else "-",
             "note": note,
         })
@@ -100,7 +104,7 @@ def environment_lines(env: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
+def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
                     console: Console) -> None:
     table = Table(title=f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}",
                   title_justify="left")
@@ -117,14 +121,14 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[dict
                   f"samples x calls per sample)", highlight=False)
     for reason in energy_reasons(results):
         console.print(escape(f"energy: {reason}"), highlight=False)
-    if any("energy_estimate" in (r.get("metrics") or {}) for r in results):
+    if any(r.m.energy_estimate is not None for r in results):
         console.print("energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement",
                       highlight=False)
     for line in environment_lines(env):
         console.print(escape(f"  {line}"), highlight=False)
 
 
-def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]]) -> str:
+def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
     out = [f"# dlperf run `{run['id']}`", "",
            f"Study **{run['study']}** ({run['variant']}), status {run['status']}, "
            f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
@@ -139,22 +143,3 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[dict
     for row in result_rows(results):
         out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
     return "\n".join(out) + "\n"
-
-
-def rich_table(title: str, header: list[str], rows: list[list[str]], text_cols: tuple[int, ...] = ()) -> Table:
-    """A plain table from a header and string rows (numbers right-aligned; `text_cols` left-aligned
-    and wrapped when the terminal is narrow, so the figures keep their width)."""
-    table = Table(title=title, title_justify="left")
-    for i, col in enumerate(header):
-        text = i in text_cols or i - len(header) in text_cols
-        table.add_column(escape(col), justify="left" if i < 2 or text else "right", no_wrap=not text,
-                         min_width=16 if text else None)
-    for row in rows:
-        table.add_row(*(escape(c) for c in row))
-    return table
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"

@@ -7,20 +7,25 @@ import io
 import json
 from typing import Any
 
+from dlperf.core.result import CaseResult
+
 #: Metric columns of the CSV, in order (all per call; rates from the median).
 CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "max_s", "ci95_low_s", "ci95_high_s",
                "n_samples", "block_size", "noisy", "first_call_s", "samples_per_s", "flops_per_s", "bytes_per_s",
                "peak_rss_bytes", "peak_device_mem_bytes")
 
 
-def to_json(run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]]) -> str:
-    return json.dumps({"run": run, "environment": env, "results": results}, indent=2, default=str) + "\n"
+def to_json(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
+    """Everything: the run, its environment, and each result with its raw samples and recomputed statistics."""
+    rows = [r.as_row() for r in results]
+    return json.dumps({"run": run, "environment": env, "results": rows}, indent=2, default=str) + "\n"
 
 
-def to_csv(results: list[dict[str, Any]]) -> str:
+def to_csv(results: list[CaseResult]) -> str:
+    """One flat row per case: its parameters, status and the CSV_METRICS (recomputed from the samples)."""
     param_keys: list[str] = []
     for r in results:
-        for k in r["params"]:
+        for k in r.params:
             if k not in param_keys:
                 param_keys.append(k)
     buf = io.StringIO()
@@ -28,8 +33,8 @@ def to_csv(results: list[dict[str, Any]]) -> str:
     writer.writerow(["run_id", "case_key", "repetition", "workload", "framework", "device", *param_keys,
                      "status", "reason", *CSV_METRICS, "env_id"])
     for r in results:
-        m = r.get("metrics") or {}
-        writer.writerow([r["run_id"], r["case_key"], r["repetition"], r["workload"], r["framework"], r["device"],
-                         *(r["params"].get(k, "") for k in param_keys), r["status"], r.get("reason") or "",
-                         *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS), r["env_id"]])
+        m = r.m
+        writer.writerow([r.run_id, r.case_key, r.repetition, r.workload, r.framework, r.device,
+                         *(r.params.get(k, "") for k in param_keys), r.status, r.reason or "",
+                         *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS), r.env_id])
     return buf.getvalue()
