@@ -313,8 +313,9 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
     from rich.markup import escape
 
+    from dlperf.report.plots import memory_plot
     from dlperf.report.sections import rich_table
-    from dlperf.runner.maxbatch import memory_plot, search, short
+    from dlperf.runner.maxbatch import search, short
 
     store = _store(db)
     console = _console()
@@ -340,7 +341,9 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
                       f"largest batch that ran{cap}: {result.largest}", highlight=False)
     if result.stopped:
         console.print(f"[red]search stopped[/]: {escape(result.stopped)}")
-    for p in memory_plot(result, f"{model} {framework} {device}: peak memory against batch{cap}",
+    fits = [(p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status == "ok" and p.peak_bytes]
+    failed = [(p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status != "ok" and p.peak_bytes]
+    for p in memory_plot(fits, failed, f"{model} {framework} {device}: peak memory against batch{cap}",
                          plot_dir or Path("reports") / result.run_id):
         console.print(f"plot: {p}", highlight=False)
     console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)

@@ -135,31 +135,3 @@ def short(reason: str | None, width: int = 90) -> str:
     """A failure reason cut to one readable line (allocator messages are long)."""
     text = (reason or "").replace("[enforce fail at alloc_cpu.cpp:127] err == 0. ", "")
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def memory_plot(result: MaxBatch, title: str, out_dir: Any) -> list[Any]:
-    """Peak memory against batch size for every probe (out-of-memory probes marked)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dlperf.report.plots import save_figure
-
-    ok = sorted((p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status == "ok" and p.peak_bytes)
-    bad = sorted((p.batch, p.peak_bytes / 2**20) for p in result.probes if p.status != "ok" and p.peak_bytes)
-    if not ok and not bad:
-        return []
-    fig, ax = plt.subplots(figsize=(8, 5))
-    if ok:
-        ax.plot(*zip(*ok, strict=True), "o-", label="fits")
-    if bad:
-        ax.plot(*zip(*bad, strict=True), "x", color="red", markersize=10, label="out of memory (peak before failing)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("peak memory (MiB)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    return save_figure(fig, out_dir, "maxbatch-memory")
