@@ -359,7 +359,8 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
 @db_option
 def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool, db: str | None) -> None:
     """Theoretical peaks of this machine, and the GEMM FLOP/s and copy/triad bandwidth it achieves (stored)."""
-    from dlperf.report.peaks_table import render_peaks
+    from dlperf.report import peaks_table
+    from dlperf.report.sections import render_terminal
     from dlperf.runner.sweep import run_study
     from dlperf.studies import load_study
 
@@ -368,7 +369,7 @@ def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], ne
     console = _console()
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new, console=console)
-    render_peaks(store, summary.run_id, console)
+    render_terminal(peaks_table.sections(report_data(store, summary.run_id, None)), console)
 
 
 def _register_subgroups() -> None:
