@@ -13,7 +13,7 @@ import pytest
 from dlperf.frameworks import get_framework
 from dlperf.models import MODELS, build, get_spec, spec
 from dlperf.models.caffe_prototxt import net_prototxt
-from dlperf.models.tf_models import copy_from_torch
+from dlperf.models.tensorflow_models import copy_from_torch
 from dlperf.profiling.kernels import by_family, family
 from dlperf.profiling.tf_kernels import _self_times
 from dlperf.workloads import get_workload

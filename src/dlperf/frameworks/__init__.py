@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlperf.frameworks.base import Framework, UnsupportedError
+from dlperf.frameworks.base import Framework, UnsupportedError, registry
 from dlperf.frameworks.caffe_fw import CaffeFramework
 from dlperf.frameworks.cupy_fw import CupyFramework
 from dlperf.frameworks.jax_fw import JaxFramework
@@ -12,13 +12,12 @@ from dlperf.frameworks.pytensor_fw import PytensorFramework, TheanoFramework
 from dlperf.frameworks.tensorflow_fw import TensorflowEagerFramework, TensorflowFramework
 from dlperf.frameworks.torch_fw import TorchFramework
 
-#: Name -> adapter class.
-REGISTRY: dict[str, type[Framework]] = {
-    cls.name: cls
-    for cls in (NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
-                PytensorFramework, TheanoFramework, CupyFramework, NnSequentialFramework, NnFramework,
-                NnCudaFramework, NnCudaCublasFramework, CaffeFramework)
-}
+#: Name -> adapter class (each with its `family`, which finds its workload builders).
+REGISTRY: dict[str, type[Framework]] = registry(
+    NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
+    PytensorFramework, TheanoFramework, CupyFramework, NnSequentialFramework, NnFramework,
+    NnCudaFramework, NnCudaCublasFramework, CaffeFramework,
+)
 
 
 def get_framework(name: str) -> Framework:

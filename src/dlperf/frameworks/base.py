@@ -33,6 +33,8 @@ class Framework:
 
     #: Registry name (`--framework NAME`).
     name: ClassVar[str] = ""
+    #: Which builders serve it: a workload's `<family>_<workload>` module (tensorflow-eager is in "tensorflow").
+    family: ClassVar[str] = ""
     #: Module imported to use the framework.
     module: ClassVar[str] = ""
     #: pip distribution names tried, in order, for the version (read without importing).
@@ -146,3 +148,16 @@ class Framework:
     def info(self) -> dict[str, Any]:
         """Version and the libraries underneath (BLAS, oneDNN, cuDNN), for the fingerprint."""
         return {"version": self.version}
+
+
+def registry(*classes: type[Framework]) -> dict[str, type[Framework]]:
+    """Name -> adapter class; raises TypeError for an adapter without a name or family, or a name used twice,
+    so that a new adapter cannot be registered half-declared (its builders are found by its family)."""
+    out: dict[str, type[Framework]] = {}
+    for cls in classes:
+        if not cls.name or not cls.family:
+            raise TypeError(f"{cls.__name__} must set both `name` and `family` to be registered")
+        if cls.name in out:
+            raise TypeError(f"framework {cls.name!r} is registered twice: {out[cls.name].__name__}, {cls.__name__}")
+        out[cls.name] = cls
+    return out

@@ -10,6 +10,7 @@ from dlperf.frameworks.base import Framework, no_sync
 
 class CaffeFramework(Framework):
     name = "caffe"
+    family = "caffe"
     module = "caffe"
     distributions = ("caffe",)
 

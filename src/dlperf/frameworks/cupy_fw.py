@@ -32,6 +32,7 @@ def _index(device: str) -> int:
 
 class CupyFramework(Framework):
     name = "cupy"
+    family = "cupy"
     module = "cupy"
     distributions = ("cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x", "cupy")
     extra = "gpu"

@@ -17,6 +17,7 @@ from dlperf.frameworks.base import Framework
 
 class JaxFramework(Framework):
     name = "jax"
+    family = "jax"
     module = "jax"
     distributions = ("jax",)
     extra = "jax"

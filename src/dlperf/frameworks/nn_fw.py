@@ -10,6 +10,7 @@ from dlperf.frameworks.base import Framework, UnsupportedError, no_sync
 
 class NnFramework(Framework):
     name = "nn-vectorized"
+    family = "nn"
     module = "dlperf.nn"
     backend = "vectorized"
     extra = ""
@@ -59,6 +60,7 @@ class NnFramework(Framework):
 
 class NnSequentialFramework(NnFramework):
     name = "nn-sequential"
+    family = "nn"
     backend = "sequential"
 
 
@@ -66,6 +68,7 @@ class NnCudaFramework(NnFramework):
     """The cuda backend with its own tiled matmul kernel."""
 
     name = "nn-cuda"
+    family = "nn"
     backend = "cuda"
     matmul = "tiled"
 
@@ -96,4 +99,5 @@ class NnCudaCublasFramework(NnCudaFramework):
     """The cuda backend with cuBLAS for the matrix product, reported separately from the tiled kernel."""
 
     name = "nn-cuda-cublas"
+    family = "nn"
     matmul = "cublas"

@@ -9,6 +9,7 @@ from dlperf.frameworks.base import Framework, no_sync
 
 class NumpyFramework(Framework):
     name = "numpy"
+    family = "numpy"
     module = "numpy"
     distributions = ("numpy",)
     extra = "numpy"

@@ -15,6 +15,7 @@ from dlperf.frameworks.base import Framework, no_sync
 
 class PytensorFramework(Framework):
     name = "pytensor"
+    family = "pytensor"
     module = "pytensor"
     distributions = ("pytensor",)
     extra = "pytensor"
@@ -62,6 +63,7 @@ class PytensorFramework(Framework):
 
 class TheanoFramework(PytensorFramework):
     name = "theano"
+    family = "pytensor"
     module = "theano"
     distributions = ("Theano", "theano")
     extra = "theano"

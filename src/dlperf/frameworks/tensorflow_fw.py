@@ -21,6 +21,7 @@ def tf_device(device: str) -> str:
 
 class TensorflowFramework(Framework):
     name = "tensorflow"
+    family = "tensorflow"
     module = "tensorflow"
     distributions = ("tensorflow-cpu", "tensorflow", "tensorflow-gpu")
     extra = "tensorflow"
@@ -104,4 +105,5 @@ class TensorflowFramework(Framework):
 
 class TensorflowEagerFramework(TensorflowFramework):
     name = "tensorflow-eager"
+    family = "tensorflow"
     graph = False

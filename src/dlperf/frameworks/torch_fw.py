@@ -30,6 +30,7 @@ class CudaEventTimer:
 
 class TorchFramework(Framework):
     name = "torch"
+    family = "torch"
     module = "torch"
     distributions = ("torch",)
     extra = "torch"

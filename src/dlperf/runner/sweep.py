@@ -174,7 +174,7 @@ def _memory_series(workload: str, framework: str, device: str, params: dict[str,
     """(series, axis, value) when the workload has a memory axis (e.g. cnn's batch), else None."""
     from dlperf.workloads import REGISTRY
 
-    axis = getattr(REGISTRY.get(workload), "memory_axis", None)
+    axis = REGISTRY[workload].memory_axis if workload in REGISTRY else None
     if axis is None or not isinstance(params.get(axis), int):
         return None
     rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k != axis))

@@ -103,9 +103,9 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
                 pass  # this framework has no kernel profiler here; the Python profile stands alone
             except Exception as exc:  # a profiler failure is recorded, the timing stands
                 metrics["kernels_error"] = _one_line(exc)
-        steps = getattr(workload, "steps_per_epoch", None)
+        steps = workload.steps_per_epoch(params)
         if steps is not None:
-            metrics["steps_per_epoch"] = steps(params)
+            metrics["steps_per_epoch"] = steps
             metrics["time_per_epoch_s_derived"] = m.median_s * metrics["steps_per_epoch"]
         if settings.get("energy_estimate_tdp_w"):
             metrics["energy_estimate"] = _tdp_estimate(float(settings["energy_estimate_tdp_w"]), device, fn, sync,

@@ -1,19 +1,24 @@
-"""The workload interface: a parameter schema, a cost model, and one builder per framework.
+"""The workload interface: a parameter schema, a cost model, and one builder module per framework family.
 
-A builder `build_<framework>(fw, device, params)` creates its inputs on the
-device (outside timing) and returns the zero-argument step that the timer calls.
-The step keeps its output alive so no compiler can drop the work.
+The builder of workload `w` for a framework is found by one rule: the module
+`dlperf.workloads.<w>.<family>_<w>` (family: the adapter's `Framework.family`),
+whose `build(fw, device, params) -> Step` creates its inputs on the device
+(outside timing) and returns the zero-argument step that the timer calls. The
+step keeps its output alive so no compiler can drop the work. Adding a builder
+module is all it takes for every framework of that family to run the workload.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from dlperf.frameworks import Framework
+from dlperf.frameworks import REGISTRY, Framework, UnsupportedError
 
 
 class WorkloadParams(BaseModel):
@@ -45,35 +50,55 @@ class Step:
     profile: Callable[[], Any] | None = None
 
 
-class Workload:
-    """Base workload. Subclasses set `name`, `Params`, and define `cost` and builders."""
+P = TypeVar("P", bound=WorkloadParams)
+
+
+class Workload(Generic[P]):
+    """Base workload. Subclasses set `name`, `Params`, define `cost`, and put builder modules in their package."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
+    #: A parameter along which memory grows: after an OOM the larger values of a series are not run (None: none).
+    memory_axis: ClassVar[str | None] = None
+    #: Frameworks of a family with a builder module that this workload nevertheless does not run (data, not code).
+    excluded_frameworks: ClassVar[frozenset[str]] = frozenset()
 
-    def builders(self) -> dict[str, Callable[..., Any]]:
-        """Framework name -> builder(fw, device, params). Default: the `build_<name>` methods."""
-        return {a[len("build_"):]: getattr(self, a) for a in dir(self) if a.startswith("build_")}
+    @classmethod
+    def builder_module(cls, family: str) -> str:
+        """The module holding this workload's builder for a framework family (it may not exist)."""
+        return f"dlperf.workloads.{cls.name}.{family}_{cls.name}"
+
+    @classmethod
+    def families(cls) -> set[str]:
+        """Families that have a builder module here, found by listing the package (no framework is imported)."""
+        package = importlib.import_module(f"dlperf.workloads.{cls.name}")
+        suffix = f"_{cls.name}"
+        return {m.name.removesuffix(suffix) for m in pkgutil.iter_modules(package.__path__)
+                if m.name.endswith(suffix) and not m.ispkg}
 
     def frameworks(self) -> list[str]:
-        """Frameworks this workload has a builder for."""
-        return sorted(self.builders())
+        """Registered frameworks whose family has a builder module, less `excluded_frameworks`."""
+        families = self.families()
+        return sorted(name for name, cls in REGISTRY.items()
+                      if cls.family in families and name not in self.excluded_frameworks)
 
-    def parse(self, raw: dict[str, Any]) -> WorkloadParams:
-        return self.Params.model_validate(raw)
+    def parse(self, raw: dict[str, Any]) -> P:
+        return cast(P, self.Params.model_validate(raw))
 
-    def cost(self, params: WorkloadParams) -> Cost:
+    def cost(self, params: P) -> Cost:
         raise NotImplementedError(f"{type(self).__name__} does not define a cost model")
 
-    def build(self, fw: Framework, device: str, params: WorkloadParams) -> Step:
-        builder = self.builders().get(fw.name)
-        if builder is None:
-            from dlperf.frameworks import UnsupportedError
+    def steps_per_epoch(self, params: P) -> int | None:
+        """Training steps in one epoch, for a time per epoch derived from the step's median; None: no epochs."""
+        return None
 
+    def build(self, fw: Framework, device: str, params: P) -> Step:
+        """Build the step with the builder module of `fw`'s family (UnsupportedError when there is none)."""
+        if fw.name not in self.frameworks():
             raise UnsupportedError(
                 f"workload {self.name!r} has no {fw.name} implementation "
                 f"(it has: {', '.join(self.frameworks())})"
             )
-        built = builder(fw, device, params)
-        return built if isinstance(built, Step) else Step(built)
+        builder = importlib.import_module(self.builder_module(fw.family))
+        return cast(Step, builder.build(fw, device, params))

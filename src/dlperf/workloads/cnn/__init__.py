@@ -2,18 +2,17 @@
 
 Study 001's workload: AlexNet and GoogLeNet (plus CaffeNet and LeNet-5) on
 synthetic data of the model's input shape, created on the device before timing.
+The builders are the `<family>_cnn` modules beside this one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
-from dlperf.frameworks import Framework
 from dlperf.models import MODELS, get_spec, spec
-from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.base import Cost, Workload, WorkloadParams
 
 
 class CnnParams(WorkloadParams):
@@ -41,35 +40,16 @@ class CnnParams(WorkloadParams):
         return self.image_size or self.spec().image_size
 
 
-class Cnn(Workload):
+class Cnn(Workload[CnnParams]):
     name = "cnn"
     description = "study 001 - CNN training step (AlexNet, CaffeNet, GoogLeNet, LeNet-5), SGD with momentum"
     Params = CnnParams
-    #: A parameter along which memory grows: after an OOM the larger values of a series are not run.
-    memory_axis: ClassVar[str | None] = "batch"
+    #: After an out-of-memory batch, the larger batches of the same series are not run.
+    memory_axis = "batch"
 
-    def cost(self, params: CnnParams) -> Cost:  # type: ignore[override]
+    def cost(self, params: CnnParams) -> Cost:
         return Cost(flops=float(spec.train_flops(params.spec(), params.batch, params.image_size)),
                     samples=params.batch)
-
-    def builders(self) -> dict[str, Callable[..., Any]]:
-        def torch_builder(fw: Framework, device: str, p: CnnParams) -> Step:
-            from dlperf.workloads.cnn import torch_cnn
-
-            return torch_cnn.build(fw, device, p)
-
-        def tf_builder(fw: Framework, device: str, p: CnnParams) -> Step:
-            from dlperf.workloads.cnn import tensorflow_cnn
-
-            return tensorflow_cnn.build(fw, device, p)
-
-        def caffe_builder(fw: Framework, device: str, p: CnnParams) -> Step:
-            from dlperf.workloads.cnn import caffe_cnn
-
-            return caffe_cnn.build(fw, device, p)
-
-        return {"torch": torch_builder, "tensorflow": tf_builder, "tensorflow-eager": tf_builder,
-                "caffe": caffe_builder}
 
 
 __all__ = ["MODELS", "Cnn", "CnnParams"]

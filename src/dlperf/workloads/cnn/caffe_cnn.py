@@ -11,9 +11,10 @@ import numpy as np
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.models.caffe_prototxt import net_prototxt, solver_prototxt
 from dlperf.workloads.base import Step
+from dlperf.workloads.cnn import CnnParams
 
 
-def build(fw: Framework, device: str, p: Any) -> Step:
+def build(fw: Framework, device: str, p: CnnParams) -> Step:
     caffe = fw.import_module()
     if p.precision != "fp32":
         raise UnsupportedError("Caffe runs fp32 only here")

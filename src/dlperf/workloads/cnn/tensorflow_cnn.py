@@ -12,11 +12,12 @@ import numpy as np
 
 from dlperf.frameworks import Framework
 from dlperf.frameworks.tensorflow_fw import tf_device
-from dlperf.models import tf_models
+from dlperf.models import tensorflow_models
 from dlperf.workloads.base import Step
+from dlperf.workloads.cnn import CnnParams
 
 
-def build(fw: Framework, device: str, p: Any) -> Step:
+def build(fw: Framework, device: str, p: CnnParams) -> Step:
     tf = fw.import_module()
     import keras
 
@@ -29,7 +30,7 @@ def build(fw: Framework, device: str, p: Any) -> Step:
         keras.mixed_precision.set_global_policy("mixed_float16" if on_gpu else "mixed_bfloat16")
     with tf.device(dev):
         try:
-            model = tf_models.build(model_spec, p.image_size)
+            model = tensorflow_models.build(model_spec, p.image_size)
         finally:
             keras.mixed_precision.set_global_policy(previous)
         opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)

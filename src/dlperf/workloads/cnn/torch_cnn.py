@@ -9,9 +9,10 @@ import numpy as np
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.models import torch_models
 from dlperf.workloads.base import Step
+from dlperf.workloads.cnn import CnnParams
 
 
-def build(fw: Framework, device: str, p: Any) -> Step:
+def build(fw: Framework, device: str, p: CnnParams) -> Step:
     torch = fw.import_module()
     model = p.spec()
     size = p.size()

@@ -1,14 +1,16 @@
-"""`mlp`: the two-layer nets of study 000, one training iteration per timed call."""
+"""`mlp`: the two-layer nets of study 000, one training iteration per timed call.
+
+The builders are the `<family>_mlp` modules beside this one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
-from dlperf.frameworks import Framework
-from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.base import Cost, Workload, WorkloadParams
 from dlperf.workloads.mlp import spec
 
 
@@ -37,26 +39,15 @@ class MlpParams(WorkloadParams):
             return spec.Dims(self.n, self.d_in, self.h, self.d_out)  # type: ignore[arg-type]
         return spec.Dims(*spec.SIZES[self.size])
 
+    def initial_state(self) -> dict[str, np.ndarray]:
+        """The seeded data and weights every framework's builder starts from."""
+        return spec.initial_state(self.dims())
 
-class Mlp(Workload):
+
+class Mlp(Workload[MlpParams]):
     name = "mlp"
     description = "study 000's two-layer net: forward, squared error, backward, SGD; one iteration per call"
     Params = MlpParams
 
-    def cost(self, params: MlpParams) -> Cost:  # type: ignore[override]
+    def cost(self, params: MlpParams) -> Cost:
         return spec.cost(params.dims(), 8 if params.dtype == "float64" else 4)
-
-    def builders(self) -> dict[str, Callable[..., Any]]:
-        from dlperf.workloads.mlp import jax_mlp, nn_mlp, numpy_mlp, pytensor_mlp, tensorflow_mlp, torch_mlp
-
-        modules = {"numpy": numpy_mlp, "torch": torch_mlp, "jax": jax_mlp, "tensorflow": tensorflow_mlp,
-                   "tensorflow-eager": tensorflow_mlp, "pytensor": pytensor_mlp, "theano": pytensor_mlp,
-                   "nn-sequential": nn_mlp, "nn-vectorized": nn_mlp, "nn-cuda": nn_mlp, "nn-cuda-cublas": nn_mlp}
-        return {name: self._builder(mod) for name, mod in modules.items()}
-
-    @staticmethod
-    def _builder(module: Any) -> Callable[[Framework, str, MlpParams], Step]:
-        def build(fw: Framework, device: str, p: MlpParams) -> Step:
-            return module.build(fw, device, p.variant, p.dtype, spec.initial_state(p.dims()), p.lr)
-
-        return build

@@ -6,9 +6,11 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
+from dlperf.workloads.mlp import MlpParams
 
 
-def build(fw: Framework, device: str, variant: str, dtype: str, state: dict[str, np.ndarray], lr: float) -> Step:
+def build(fw: Framework, device: str, p: MlpParams) -> Step:
+    variant, state, lr = p.variant, p.initial_state(), p.lr
     if variant != "tensors":
         raise UnsupportedError(f"dlperf.nn trains with hand-written gradients only: no {variant!r} variant")
     fw.import_module()  # selects the backend

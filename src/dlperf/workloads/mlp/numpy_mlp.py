@@ -6,9 +6,11 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
+from dlperf.workloads.mlp import MlpParams
 
 
-def build(fw: Framework, device: str, variant: str, dtype: str, state: dict[str, np.ndarray], lr: float) -> Step:
+def build(fw: Framework, device: str, p: MlpParams) -> Step:
+    variant, dtype, state, lr = p.variant, p.dtype, p.initial_state(), p.lr
     if variant != "tensors":
         raise UnsupportedError(f"NumPy has no automatic differentiation: variant {variant!r} needs a framework")
     x, y, w1, w2 = (state[k].astype(dtype) for k in ("x", "y", "w1", "w2"))

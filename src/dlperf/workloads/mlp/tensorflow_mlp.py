@@ -10,9 +10,11 @@ import numpy as np
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.workloads.base import Step
+from dlperf.workloads.mlp import MlpParams
 
 
-def build(fw: Framework, device: str, variant: str, dtype: str, state: dict[str, np.ndarray], lr: float) -> Step:
+def build(fw: Framework, device: str, p: MlpParams) -> Step:
+    variant, dtype, state, lr = p.variant, p.dtype, p.initial_state(), p.lr
     if variant not in ("tensors", "autograd"):
         raise UnsupportedError(f"TensorFlow has no {variant!r} variant (custom autograd Functions are PyTorch's)")
     tf = fw.import_module()

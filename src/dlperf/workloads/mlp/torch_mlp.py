@@ -9,6 +9,7 @@ import numpy as np
 
 from dlperf.frameworks import Framework
 from dlperf.workloads.base import Step
+from dlperf.workloads.mlp import MlpParams
 
 
 def _relu_function(torch: Any) -> Any:
@@ -30,7 +31,8 @@ def _relu_function(torch: Any) -> Any:
     return MyReLU
 
 
-def build(fw: Framework, device: str, variant: str, dtype: str, state: dict[str, np.ndarray], lr: float) -> Step:
+def build(fw: Framework, device: str, p: MlpParams) -> Step:
+    variant, dtype, state, lr = p.variant, p.dtype, p.initial_state(), p.lr
     torch = fw.import_module()
     dt = getattr(torch, dtype)
     t = {k: torch.from_numpy(v).to(device=device, dtype=dt) for k, v in state.items()}

@@ -2,18 +2,18 @@
 
 Inputs are made once from a seeded generator, identical for every framework,
 and put on the device before timing; each step keeps its output. The shape and
-cost conventions are in `dlperf.workloads.ops.spec`.
+cost conventions are in `dlperf.workloads.ops.spec`; the builders are the
+`<family>_ops` modules beside this one (CuPy's reuses NumPy's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
-from dlperf.frameworks import Framework
-from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.base import Cost, Workload, WorkloadParams
 from dlperf.workloads.ops import spec
 
 Op = Literal["add", "mul", "scalar", "sigmoid", "tanh", "dot", "relu", "softmax", "conv2d"]
@@ -29,31 +29,22 @@ class OpsParams(WorkloadParams):
     def _matmul_is_dot(cls, v: Any) -> Any:
         return "dot" if v == "matmul" else v  # study 002 calls the matrix product "dot"
 
+    def shape(self) -> dict[str, int]:
+        """The array dimensions that give `size_mb` MiB of working set."""
+        return spec.shape_for(self.op, self.size_mb, self.dtype)
 
-class Ops(Workload):
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The seeded float32 NumPy inputs, the same for every framework (each builder casts to its dtype)."""
+        return spec.make_inputs(self.op, self.shape())
+
+
+class Ops(Workload[OpsParams]):
     name = "ops"
     description = "single ops (add, mul, scalar, sigmoid, tanh, dot, relu, softmax, conv2d) at a working-set size"
     Params = OpsParams
 
-    def cost(self, params: OpsParams) -> Cost:  # type: ignore[override]
-        return spec.cost(params.op, spec.shape_for(params.op, params.size_mb, params.dtype), params.dtype)
-
-    def builders(self) -> dict[str, Callable[..., Any]]:
-        from dlperf.workloads.ops import jax_ops, nn_ops, numpy_ops, pytensor_ops, tensorflow_ops, torch_ops
-
-        modules = {"numpy": numpy_ops, "cupy": numpy_ops, "torch": torch_ops, "tensorflow": tensorflow_ops,
-                   "tensorflow-eager": tensorflow_ops, "jax": jax_ops, "pytensor": pytensor_ops,
-                   "theano": pytensor_ops, "nn-sequential": nn_ops, "nn-vectorized": nn_ops, "nn-cuda": nn_ops,
-                   "nn-cuda-cublas": nn_ops}
-        return {name: self._builder(mod) for name, mod in modules.items()}
-
-    @staticmethod
-    def _builder(module: Any) -> Callable[[Framework, str, OpsParams], Step]:
-        def build(fw: Framework, device: str, p: OpsParams) -> Step:
-            shape = spec.shape_for(p.op, p.size_mb, p.dtype)
-            return module.build(fw, device, p.op, p.dtype, spec.make_inputs(p.op, shape))
-
-        return build
+    def cost(self, params: OpsParams) -> Cost:
+        return spec.cost(params.op, params.shape(), params.dtype)
 
     def shape(self, params: OpsParams) -> dict[str, int]:
-        return spec.shape_for(params.op, params.size_mb, params.dtype)
+        return params.shape()

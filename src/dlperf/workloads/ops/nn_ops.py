@@ -10,10 +10,12 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
+from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import SCALAR
 
 
-def build(fw: Framework, device: str, op: str, dtype: str, inputs: dict[str, np.ndarray]) -> Step:
+def build(fw: Framework, device: str, p: OpsParams) -> Step:
+    op, dtype, inputs = p.op, p.dtype, p.inputs()
     fw.import_module()  # selects the backend
     from dlperf.nn import operators as ops
 

@@ -8,10 +8,12 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
+from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import SCALAR, conv2d_nchw
 
 
-def build(fw: Framework, device: str, op: str, dtype: str, inputs: dict[str, np.ndarray]) -> Step:
+def build(fw: Framework, device: str, p: OpsParams) -> Step:
+    op, dtype, inputs = p.op, p.dtype, p.inputs()
     xp = fw.import_module()  # numpy, or cupy
     if dtype == "bfloat16":
         raise UnsupportedError(f"{fw.name} has no bfloat16")

@@ -12,10 +12,12 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
+from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import SCALAR
 
 
-def build(fw: Framework, device: str, op: str, dtype: str, inputs: dict[str, np.ndarray]) -> Step:
+def build(fw: Framework, device: str, p: OpsParams) -> Step:
+    op, dtype, inputs = p.op, p.dtype, p.inputs()
     if dtype == "bfloat16":
         raise UnsupportedError(f"{fw.name} has no bfloat16")
     mod = fw.import_module()

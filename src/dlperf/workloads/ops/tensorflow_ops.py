@@ -14,10 +14,12 @@ import numpy as np
 from dlperf.frameworks import Framework
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.workloads.base import Step
+from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import SCALAR
 
 
-def build(fw: Framework, device: str, op: str, dtype: str, inputs: dict[str, np.ndarray]) -> Step:
+def build(fw: Framework, device: str, p: OpsParams) -> Step:
+    op, dtype, inputs = p.op, p.dtype, p.inputs()
     tf = fw.import_module()
     dt = getattr(tf, dtype)
     dev = tf_device(device)

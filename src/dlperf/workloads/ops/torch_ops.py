@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from dlperf.frameworks import Framework
 from dlperf.workloads.base import Step
+from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import SCALAR
 
 
-def build(fw: Framework, device: str, op: str, dtype: str, inputs: dict[str, np.ndarray]) -> Step:
+def build(fw: Framework, device: str, p: OpsParams) -> Step:
+    op, dtype, inputs = p.op, p.dtype, p.inputs()
     torch = fw.import_module()
     dt = getattr(torch, dtype)
     x = {k: torch.from_numpy(v).to(device=device, dtype=dt) for k, v in inputs.items()}

@@ -8,18 +8,15 @@ that fails, raises the words oneDNN uses for any failed primitive, or with
 `fail_as: signal` dies of SIGSEGV as unchecked native code does, so that the
 runner must find out whether memory was the cause). `dlperf run` of a study using it shows
 how dlperf records each status; the test suite uses it for the same purpose.
+The builder is `numpy_faults` beside this module (NumPy only).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from typing import Literal
 
 from pydantic import Field
 
-from dlperf.frameworks import Framework
 from dlperf.workloads.base import Cost, Workload, WorkloadParams
 
 
@@ -31,35 +28,10 @@ class FaultsParams(WorkloadParams):
     fail_as: Literal["error", "signal"] = "error"
 
 
-class Faults(Workload):
+class Faults(Workload[FaultsParams]):
     name = "faults"
     description = "diagnostic: a case that succeeds, raises, hangs, is killed, or runs out of memory"
     Params = FaultsParams
 
-    def cost(self, params: FaultsParams) -> Cost:  # type: ignore[override]
+    def cost(self, params: FaultsParams) -> Cost:
         return Cost(flops=None, bytes_moved=None, samples=1)
-
-    def build_numpy(self, fw: Framework, device: str, p: FaultsParams):
-        np = fw.import_module()
-        if p.mode == "raise":
-            raise ValueError("deliberate failure from the faults workload")
-        if p.mode == "sleep":
-            time.sleep(p.sleep_s)
-        if p.mode == "signal":
-            os.kill(os.getpid(), signal.SIGSEGV)
-        if p.mode == "exit":
-            os._exit(3)
-        if p.mode == "alloc":
-            hoard = []
-            while True:  # ends in MemoryError under the worker's memory cap
-                hoard.append(np.ones(p.chunk_mb * 2**20 // 8))
-        if p.mode == "suspect":
-            try:
-                need = np.empty(p.need_mb * 2**20, dtype=np.uint8)
-            except MemoryError:
-                if p.fail_as == "signal":
-                    os.kill(os.getpid(), signal.SIGSEGV)
-                raise RuntimeError("could not create a primitive (faults: an allocation failed)") from None
-            del need
-        x = np.arange(16.0)
-        return lambda: x.sum()

@@ -1,0 +1,1 @@
+"""Tests that run over every registered framework adapter and the workload x framework matrix."""
