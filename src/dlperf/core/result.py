@@ -1,0 +1,176 @@
+"""A stored case result and its metrics, typed; statistics recomputed from the raw samples on load.
+
+`Metrics` declares every metric name dlperf itself writes, units in the names; a workload or a
+tool may add others (profiles, counters, re-check notes), kept as extra fields. The statistics
+(`STAT_METRICS`) and the rates derived from them (`RATE_METRICS`) are never trusted from disk:
+`CaseResult.from_row` recomputes them from the stored measurement (raw samples and the iterations
+behind each) and the per-call costs stored beside them, so `show`, `report` and `export` print
+what the samples say.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dlperf.timing.measurement import Measurement
+
+#: Statistics of the per-call times, computed from the raw samples (`Measurement.summary`).
+STAT_METRICS = ("n_samples", "total_iters", "median_s", "mean_s", "stdev_s", "min_s", "max_s", "q1_s", "q3_s",
+                "iqr_s", "iqr_rel", "ci95_low_s", "ci95_high_s", "ci95_rel_width", "noisy", "first_call_s",
+                "block_size", "timer_overhead_s", "stop_reason")
+#: What the cost model says one call does (stored; not statistics).
+COST_METRICS = ("samples_per_call", "flops_per_call", "bytes_per_call")
+#: Rates from the median time per call and the per-call costs.
+RATE_METRICS = ("time_per_sample_s", "samples_per_s", "flops_per_s", "bytes_per_s", "arithmetic_intensity")
+
+
+def derive_rates(stats: dict[str, Any], samples: int | None, flops: float | None,
+                 nbytes: float | None) -> dict[str, Any]:
+    """Statistics plus, from the median, throughput, FLOP/s and bytes/s, in the order they are stored.
+
+    A quantity the cost model does not define stays None; the spread of every rate is the
+    measurement's IQR/median (`iqr_rel`).
+    """
+    out = dict(stats)
+    median = out["median_s"]
+    out["samples_per_call"] = samples
+    out["time_per_sample_s"] = median / samples if samples else None
+    out["samples_per_s"] = samples / median if samples is not None and median > 0 else None
+    out["flops_per_call"] = flops
+    out["flops_per_s"] = flops / median if flops is not None and median > 0 else None
+    out["bytes_per_call"] = nbytes
+    out["bytes_per_s"] = nbytes / median if nbytes is not None and median > 0 else None
+    out["arithmetic_intensity"] = flops / nbytes if flops is not None and nbytes else None
+    return out
+
+
+class Metrics(BaseModel):
+    """A case's metrics: the statistics, the rates, memory and energy; extra keys for workload-specific data."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # statistics of per-call times (seconds), from the raw samples
+    n_samples: int | None = None
+    total_iters: int | None = None
+    median_s: float | None = None
+    mean_s: float | None = None
+    stdev_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    q1_s: float | None = None
+    q3_s: float | None = None
+    iqr_s: float | None = None
+    iqr_rel: float | None = None
+    ci95_low_s: float | None = None
+    ci95_high_s: float | None = None
+    ci95_rel_width: float | None = None
+    noisy: bool | None = None
+    first_call_s: float | None = None
+    block_size: int | None = None
+    timer_overhead_s: float | None = None
+    stop_reason: str | None = None
+    # cost model per call and the rates from the median
+    samples_per_call: int | None = None
+    time_per_sample_s: float | None = None
+    samples_per_s: float | None = None
+    flops_per_call: float | None = None
+    flops_per_s: float | None = None
+    bytes_per_call: float | None = None
+    bytes_per_s: float | None = None
+    arithmetic_intensity: float | None = None
+    # memory, threads, device as the worker saw them
+    peak_rss_bytes: int | None = None
+    baseline_rss_bytes: int | None = None
+    peak_device_mem_bytes: int | None = None
+    peak_device_mem_source: str | None = None
+    threads: int | None = None
+    device: str | None = None
+    # energy: a meter's reading or its reason; an estimate only when asked for
+    energy: dict[str, Any] | None = None
+    energy_estimate: dict[str, Any] | None = None
+    # workload hooks and tools
+    steps_per_epoch: int | None = None
+    time_per_epoch_s_derived: float | None = None
+    profile: dict[str, Any] | None = None
+    kernels: list[dict[str, Any]] | None = None
+    kernels_error: str | None = None
+    counters: dict[str, Any] | None = None
+    # failures
+    traceback: str | None = None
+    skipped: bool | None = None
+    oom_at: dict[str, Any] | None = None
+    oom_recheck: dict[str, Any] | None = None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A metric by name, declared or extra, or `default` where the case has none."""
+        value = getattr(self, name, None)
+        if value is None and self.model_extra:
+            value = self.model_extra.get(name)
+        return default if value is None else value
+
+    def as_dict(self) -> dict[str, Any]:
+        """The metrics that are set, as stored (for export)."""
+        return self.model_dump(exclude_unset=True)
+
+
+class CaseResult(BaseModel):
+    """One stored case: what ran, how it ended, the raw measurement and the metrics."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int | None = None
+    run_id: str
+    case_key: str
+    repetition: int
+    workload: str
+    framework: str
+    device: str
+    params: dict[str, Any]
+    status: str
+    reason: str | None = None
+    measurement: dict[str, Any] | None = None
+    metrics: Metrics | None = None
+    env_id: int
+    wall_s: float | None = None
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def m(self) -> Metrics:
+        """The metrics, empty where the case stored none."""
+        return self.metrics or Metrics()
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        """(bytes, what): the allocator's peak on a GPU, the worker's peak RSS on a CPU."""
+        m = self.m
+        if self.device != "cpu" and m.peak_device_mem_bytes:
+            return int(m.peak_device_mem_bytes), "device allocator peak"
+        return (int(m.peak_rss_bytes), "worker peak RSS") if m.peak_rss_bytes else (None, "not measured")
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CaseResult:
+        """A result from a store row, its statistics and rates recomputed from the raw samples."""
+        data = dict(row)
+        metrics = dict(data.get("metrics") or {})
+        if data.get("measurement") and "median_s" in metrics:
+            stats = Measurement.from_dict(data["measurement"]).summary()
+            fresh = derive_rates(stats, metrics.get("samples_per_call"), metrics.get("flops_per_call"),
+                                 metrics.get("bytes_per_call"))
+            if metrics.get("steps_per_epoch") is not None:
+                fresh["time_per_epoch_s_derived"] = stats["median_s"] * metrics["steps_per_epoch"]
+            metrics.update({k: v for k, v in fresh.items() if k in metrics})
+        data["metrics"] = Metrics.model_validate(metrics) if data.get("metrics") is not None else None
+        return cls.model_validate(data)
+
+    def as_row(self) -> dict[str, Any]:
+        """Back to the store's row shape (export writes it)."""
+        row = self.model_dump(exclude={"metrics"})
+        row["metrics"] = self.metrics.as_dict() if self.metrics is not None else None
+        return row
