@@ -243,3 +243,25 @@ def test_interrupted_maxbatch_is_marked_interrupted_not_failed(tmp_path, monkeyp
         _maxbatch(store)
     (run,) = store.list_runs(5)
     assert run["status"] == "interrupted" and run["n_done"] == 2
+
+
+def test_a_sweep_stores_case_results_as_rows(tmp_path):
+    """sweep.result_row builds a CaseResult; the store writes it as the row it always wrote."""
+    from dlperf.core.result import CaseResult
+    from dlperf.runner.sweep import result_row
+    from dlperf.studies import Case
+
+    store = Store(tmp_path / "r.sqlite")
+    env_id = store.environment_id({"cpu_model": "x"}, "hash-x")
+    run_id = store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters={}, settings={},
+                              env_id=env_id, n_cases=1, dlperf_version="0")
+    case = Case("cnn", "torch", "cpu", {"model": "lenet5", "batch": 4096})
+    metrics = {"traceback": "...", "peak_rss_bytes": 123, "oom_recheck": {"cap_mb": 4096, "status": "ok"}}
+    row = result_row(case, {"status": "oom", "reason": "MemoryError", "metrics": metrics}, run_id, env_id,
+                     wall_s=1.5, started=datetime.now(UTC))
+    assert isinstance(row, CaseResult) and row.peak_memory() == (123, "worker peak RSS")
+    assert store.add_result(row) and not store.add_result(row)  # stored once, never duplicated
+    (stored,) = store.results(run_id)
+    assert stored["metrics"] == metrics and stored["measurement"] is None and stored["id"] >= 1
+    assert (stored["case_key"], stored["status"], stored["reason"], stored["wall_s"]) == (case.key, "oom",
+                                                                                          "MemoryError", 1.5)

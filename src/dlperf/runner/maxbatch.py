@@ -22,7 +22,6 @@ from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
-from dlperf.runner.derive import peak_memory
 from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
@@ -105,8 +104,8 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base:
         case = Case("cnn", framework, device, base | {"batch": batch})
         row = run_case(case, settings, run_id, env_id)
         store.add_result(row)
-        peak, _ = peak_memory(row)
-        p = Probe(batch, row["status"], row["reason"], peak, (row["metrics"] or {}).get("time_per_sample_s"))
+        peak, _ = row.peak_memory()
+        p = Probe(batch, row.status, row.reason, peak, row.m.time_per_sample_s)
         out.probes.append(p)
         mem = f"peak {peak / 2**20:,.0f} MiB" if peak else "peak not measured"
         detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf.core.jobs import CaseJob, CaseSpec
+from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.settings import RunSettings
 from dlperf.core.status import FAILED_STATUSES
 from dlperf.errors import StudyError
@@ -162,7 +163,7 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, 
             row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id, counters)
             _note_oom(row, oom_at)
             store.add_result(row)
-            summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
+            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             advance(_case_line(i, len(cases), case, row))
     return summary
 
@@ -182,18 +183,18 @@ def _oom_boundaries(rows: list[dict[str, Any]]) -> dict[Any, int]:
     """Smallest out-of-memory value of the memory axis per series, from stored results (for resume)."""
     out: dict[Any, int] = {}
     for row in rows:
-        _note_oom(row, out)
+        _note_oom(CaseResult.model_validate(row), out)
     return out
 
 
-def _note_oom(row: dict[str, Any], oom_at: dict[Any, int]) -> None:
-    found = _memory_series(row["workload"], row["framework"], row["device"], row["params"] or {})
-    if row["status"] == "oom" and found is not None:
+def _note_oom(row: CaseResult, oom_at: dict[Any, int]) -> None:
+    found = _memory_series(row.workload, row.framework, row.device, row.params or {})
+    if row.status == "oom" and found is not None:
         series, _, value = found
         oom_at[series] = min(value, oom_at.get(series, value))
 
 
-def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> dict[str, Any] | None:
+def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> CaseResult | None:
     """An `oom` row, without running, for a case larger than one of its series that ran out of memory."""
     found = _memory_series(case.workload, case.framework, case.device, case.params)
     if found is None:
@@ -209,28 +210,29 @@ def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int
 
 
 def result_row(case: Case, result: dict[str, Any], run_id: str, env_id: int, *, wall_s: float,
-               started: datetime) -> dict[str, Any]:
-    """The store row of one case from a worker's result (or a result made without running one)."""
-    return {
-        "run_id": run_id,
-        "case_key": case.key,
-        "repetition": case.repetition,
-        "workload": case.workload,
-        "framework": case.framework,
-        "device": case.device,
-        "params": case.params,
-        "status": result.get("status", "error"),
-        "reason": result.get("reason"),
-        "measurement": result.get("measurement"),
-        "metrics": result.get("metrics"),
-        "env_id": env_id,
-        "wall_s": wall_s,
-        "started_at": started,
-        "finished_at": datetime.now(UTC),
-    }
+               started: datetime) -> CaseResult:
+    """The stored result of one case from a worker's result (or a result made without running one)."""
+    metrics = result.get("metrics")
+    return CaseResult(
+        run_id=run_id,
+        case_key=case.key,
+        repetition=case.repetition,
+        workload=case.workload,
+        framework=case.framework,
+        device=case.device,
+        params=case.params,
+        status=result.get("status", "error"),
+        reason=result.get("reason"),
+        measurement=result.get("measurement"),
+        metrics=None if metrics is None else Metrics.model_validate(metrics),
+        env_id=env_id,
+        wall_s=wall_s,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+    )
 
 
-def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:
+def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counters: bool = False) -> CaseResult:
     """Run one case in a fresh worker (or record why it cannot run) and return its store row."""
     started = datetime.now(UTC)
     fw = get_framework(case.framework)
@@ -254,15 +256,15 @@ def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counte
 _STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
 
 
-def _case_line(i: int, n: int, case: Case, row: dict[str, Any]) -> str:
-    status = row["status"]
+def _case_line(i: int, n: int, case: Case, row: CaseResult) -> str:
+    status = row.status
     style = _STATUS_STYLE.get(status, "red")
     rep = f" #{case.repetition}" if case.repetition else ""
     if status == "ok":
-        m = row["metrics"]
-        detail = f"median {format_time(m['median_s'])} (IQR {m['iqr_rel']:.1%}, n={m['n_samples']})"
+        m = row.m
+        detail = f"median {format_time(m.median_s)} (IQR {m.iqr_rel:.1%}, n={m.n_samples})"
     else:
-        detail = row["reason"] or ""
+        detail = row.reason or ""
     return f"{escape(f'[{i}/{n}] {case.key}{rep}:')} [{style}]{status}[/] {escape(detail)}"
 
 

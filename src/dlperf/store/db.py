@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, case, create_engine, event, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
+from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus, check_run_status
 from dlperf.errors import StoreError, UnknownRunError
 from dlperf.store import schema
@@ -199,8 +200,12 @@ class Store:
             ).all()
         return {(r.case_key, int(r.repetition)) for r in rows}
 
-    def add_result(self, row: dict[str, Any]) -> bool:
+    def add_result(self, row: CaseResult | dict[str, Any]) -> bool:
         """Insert one case's result; False if that case was already stored (never duplicated)."""
+        if isinstance(row, CaseResult):
+            row = row.as_row()
+            if row["id"] is None:
+                del row["id"]  # the store numbers it
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(results).values(**row))
