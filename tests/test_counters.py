@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dlperf.core.jobs import CaseSpec
+from dlperf.core.settings import RunSettings
 from dlperf.profiling import ncu
 from dlperf.runner import counters
 from tests.conftest import run_cli
@@ -61,7 +63,8 @@ def test_command_limits_profiling_to_the_nvtx_range(tmp_path):
 
 
 def test_cpu_cases_get_no_counters():
-    assert counters.collect({"device": "cpu"}, {}) == {"error": "hardware counters are collected for CUDA cases only"}
+    case = CaseSpec(workload="ops", framework="numpy", device="cpu", params={"op": "add"})
+    assert counters.collect(case, RunSettings()) == {"error": "hardware counters are collected for CUDA cases only"}
 
 
 def test_counters_without_ncu_fail_in_one_line(tmp_path):

@@ -279,4 +279,4 @@ def test_backends_quick_study_matrix():
     combos = {(c.framework, c.device) for c in s.cases}
     assert combos == {("nn-sequential", "cpu"), ("nn-vectorized", "cpu"), ("torch", "cpu"), ("nn-cuda", "cuda"),
                       ("nn-cuda-cublas", "cuda")}
-    assert s.settings["profile"] is True
+    assert s.settings.profile is True

@@ -46,7 +46,7 @@ def test_expansion_counts_and_keys(tmp_path):
     assert len({(c.key, c.repetition) for c in s.cases}) == 12
     assert s.cases[0].params == {"op": "dot", "size_mb": 1.0, "dtype": "float32"}  # matmul -> dot; defaults in
     q = load_study(str(write(tmp_path, GOOD)), quick=True)
-    assert len(q.cases) == 2 and q.settings["repetitions"] == 1
+    assert len(q.cases) == 2 and q.settings.repetitions == 1
 
 
 @pytest.mark.parametrize(

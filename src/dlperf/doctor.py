@@ -19,9 +19,10 @@ class Check:
 
 def framework_checks() -> list[Check]:
     """Import each framework in a worker process: its logging stays out of this terminal."""
+    from dlperf.core.jobs import ProbeJob
     from dlperf.runner.process import run_worker
 
-    outcome = run_worker({"mode": "probe"}, timeout_s=300)
+    outcome = run_worker(ProbeJob(), timeout_s=300)
     if outcome.result.get("status") != "ok":
         return [Check("frameworks", "probe", False, f"framework probe failed: {outcome.result.get('reason')}")]
     out = []

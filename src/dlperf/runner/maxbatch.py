@@ -18,14 +18,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from dlperf import __version__
+from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
-from dlperf.runner.derive import peak_memory
+from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
 from dlperf.studies import Case
+
+#: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
+STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
 
 
 @dataclass
@@ -68,19 +71,31 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
         raise StudyError(f"maxbatch: {msg}") from None
     if start < 1 or max_batch < start:
         raise StudyError("maxbatch: need 1 <= --start <= --max-batch")
-    threads = threads or default_threads()
-    settings: dict[str, Any] = {"steps": steps, "warmup": 1, "timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb,
-                                "threads": threads, "energy": False, "seed": 0}
-    fp = collect_fingerprint([framework], threads)
+    settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
+                           mem_limit_mb=mem_limit_mb, threads=threads or default_threads(), energy=False, seed=0)
+    fp = collect_fingerprint([framework], settings.threads)
     env_id = store.environment_id(fp, fingerprint_hash(fp))
-    identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": settings}
-    run_id = store.create_run(
+    stored = settings.stored()
+    stored = {key: stored[key] for key in STORED_SETTINGS}
+    identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": stored}
+    new_run = NewRun(
         study="maxbatch", variant=model,
         study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
         study_path="(dlperf maxbatch)", filters={"framework": framework, "device": device, "start": start,
                                                   "max_batch": max_batch},
-        settings=settings, env_id=env_id, n_cases=0, dlperf_version=__version__)
-    store.set_run_status(run_id, "running")
+        settings=stored, env_id=env_id, n_cases=0)
+    with open_run(store, new_run) as run:
+        out = _search(store, run.run_id, env_id, settings, base, model=model, start=start, max_batch=max_batch,
+                      exact=exact, console=console)
+        if out.stopped is not None:
+            run.status = "failed"
+    return out
+
+
+def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base: dict[str, Any], *, model: str,
+            start: int, max_batch: int, exact: bool, console: Console) -> MaxBatch:
+    """The doubling and the bisection, each probe stored in run `run_id` as it ends."""
+    framework, device, mem_limit_mb = settings.frameworks[0], settings.devices[0], settings.mem_limit_mb
     out = MaxBatch(run_id, None, None)
     limit = f", memory cap {mem_limit_mb} MiB per worker" if mem_limit_mb else ""
     console.print(f"run [bold]{run_id}[/]: largest batch of {model} on {framework} {device}{escape(limit)}")
@@ -89,8 +104,8 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
         case = Case("cnn", framework, device, base | {"batch": batch})
         row = run_case(case, settings, run_id, env_id)
         store.add_result(row)
-        peak, _ = peak_memory(row)
-        p = Probe(batch, row["status"], row["reason"], peak, (row["metrics"] or {}).get("time_per_sample_s"))
+        peak, _ = row.peak_memory()
+        p = Probe(batch, row.status, row.reason, peak, row.m.time_per_sample_s)
         out.probes.append(p)
         mem = f"peak {peak / 2**20:,.0f} MiB" if peak else "peak not measured"
         detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"
@@ -100,34 +115,30 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
 
     lo, hi = None, None
     batch = start
-    try:
-        while batch <= max_batch:  # doubling
-            p = probe(batch)
-            if p.status == "ok":
-                lo, batch = batch, batch * 2
-                continue
-            if p.status == "oom":
-                hi = batch
-            else:
-                out.stopped = f"batch {batch} ended {p.status}: {p.reason}"
-            break
-        def close_enough(lo: int, hi: int) -> bool:
-            return hi - lo <= (1 if exact else max(1, lo // 32))
+    while batch <= max_batch:  # doubling
+        p = probe(batch)
+        if p.status == "ok":
+            lo, batch = batch, batch * 2
+            continue
+        if p.status == "oom":
+            hi = batch
+        else:
+            out.stopped = f"batch {batch} ended {p.status}: {p.reason}"
+        break
 
-        while out.stopped is None and lo is not None and hi is not None and not close_enough(lo, hi):  # bisection
-            mid = (lo + hi) // 2
-            p = probe(mid)
-            if p.status == "ok":
-                lo = mid
-            elif p.status == "oom":
-                hi = mid
-            else:
-                out.stopped = f"batch {mid} ended {p.status}: {p.reason}"
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "interrupted")
-        raise
+    def close_enough(lo: int, hi: int) -> bool:
+        return hi - lo <= (1 if exact else max(1, lo // 32))
+
+    while out.stopped is None and lo is not None and hi is not None and not close_enough(lo, hi):  # bisection
+        mid = (lo + hi) // 2
+        p = probe(mid)
+        if p.status == "ok":
+            lo = mid
+        elif p.status == "oom":
+            hi = mid
+        else:
+            out.stopped = f"batch {mid} ended {p.status}: {p.reason}"
     out.largest, out.first_oom = lo, hi
-    store.set_run_status(run_id, "complete" if out.stopped is None else "failed")
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.core.jobs import Job, as_job
 from dlperf.hardware.fingerprint import env_threads_vars
 
 CGROUP_MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
@@ -62,9 +63,11 @@ def classify_exit(returncode: int, *, oom_kills_before: int | None, oom_kills_af
     return {"status": "error", "reason": f"worker exited with code {returncode} without a result{tail}"}
 
 
-def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = None,
+def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | None = None,
                wrap: Callable[[list[str], Path], list[str]] | None = None) -> WorkerOutcome:
-    """Run `spec` in a fresh `python -m dlperf.runner.worker` and return its outcome.
+    """Run `job` in a fresh `python -m dlperf.runner.worker` and return its outcome.
+
+    A plain dict is read as the Job it describes (its `mode` picks the type).
 
     The worker gets its own session, so a Ctrl-C in the terminal reaches only the
     sweep, which then kills the worker itself. On a time-out the whole process
@@ -73,9 +76,10 @@ def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = 
     the result then carries those files' text under `_tmpdir_files`.
     """
     with tempfile.TemporaryDirectory(prefix="dlperf-worker-") as tmp:
-        spec = dict(spec, result_path=str(Path(tmp) / "result.json"), parent_pid=os.getpid())
+        result_path = Path(tmp) / "result.json"
+        job = as_job(job).model_copy(update={"result_path": str(result_path), "parent_pid": os.getpid()})
         spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(spec, default=str))
+        spec_path.write_text(job.model_dump_json())
         stderr_path = Path(tmp) / "stderr.txt"
         env = dict(os.environ)
         if threads:
@@ -107,7 +111,6 @@ def run_worker(spec: dict[str, Any], *, timeout_s: float, threads: int | None = 
                 _kill_group(proc)
                 raise
         wall_s = time.perf_counter() - start
-        result_path = Path(spec["result_path"])
         if result_path.exists():
             try:
                 result = json.loads(result_path.read_text())

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlperf.core.jobs import CaseJob, OneStepJob
+from dlperf.core.settings import RunSettings
 from dlperf.runner.process import run_worker
 
 RAISE_FACTOR = 4  # the re-check's cap: this many times the case's, within half the memory free now
@@ -24,9 +26,9 @@ RAISE_FACTOR = 4  # the re-check's cap: this many times the case's, within half 
 CRASH_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS")
 
 
-def is_suspect(result: dict[str, Any], settings: dict[str, Any]) -> bool:
+def is_suspect(result: dict[str, Any], settings: RunSettings) -> bool:
     """Whether `result` is a failure under a memory cap that memory may, or may not, have caused."""
-    if not settings.get("mem_limit_mb"):
+    if not settings.mem_limit_mb:
         return False
     if result.get("oom_suspect"):
         return True
@@ -45,19 +47,21 @@ def raised_cap_mb(cap_mb: int, available_bytes: int | None = None) -> int | None
     return cap_mb + extra_mb if extra_mb > 0 else None
 
 
-def settle_suspect(spec: dict[str, Any], settings: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """`result` (an `is_suspect` failure) with its status settled and the evidence kept."""
+def settle_suspect(job: CaseJob, result: dict[str, Any]) -> dict[str, Any]:
+    """`result` (an `is_suspect` failure of `job`) with its status settled and the evidence kept."""
+    settings = job.settings
     out = {k: v for k, v in result.items() if k != "oom_suspect"}
     out["metrics"] = dict(result.get("metrics") or {})
-    cap_mb = int(settings["mem_limit_mb"])
+    assert settings.mem_limit_mb is not None  # is_suspect holds
+    cap_mb = settings.mem_limit_mb
     raised = raised_cap_mb(cap_mb)
     if raised is None:
         note = f"may be memory under the {cap_mb} MiB cap; too little free memory to re-check with a raised cap"
         out["metrics"]["oom_recheck"] = {"cap_mb": None, "status": None, "note": note}
         out["reason"] = f"{result['reason']} ({note})"
         return out
-    check = run_worker({"mode": "one-step", "case": spec["case"], "settings": dict(settings, mem_limit_mb=raised)},
-                       timeout_s=float(settings["timeout_s"]), threads=settings.get("threads"))
+    check = run_worker(OneStepJob(case=job.case, settings=settings.with_overrides(mem_limit_mb=raised)),
+                       timeout_s=settings.timeout_s, threads=settings.threads)
     seen = check.result
     if seen.get("status") == "ok":
         out["status"] = "oom"

@@ -17,25 +17,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from dlperf import __version__
-from dlperf.errors import DlperfError, StudyError
+from dlperf.core.jobs import CaseJob, CaseSpec
+from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.settings import RunSettings
+from dlperf.core.status import FAILED_STATUSES
+from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.fingerprint import default_threads, diff, fingerprint_hash, host_fingerprint
+from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 from dlperf.timing import format_time
 
-#: Statuses a retry (`--retry-failed`) runs again.
-FAILED_STATUSES = ("error", "timeout", "oom", "crashed")
+__all__ = ["FAILED_STATUSES", "SweepInterrupted", "SweepSummary", "filter_cases", "run_case", "run_study"]
+
 FINGERPRINT_TIMEOUT_S = 300.0
-
-
-class SweepInterrupted(DlperfError):
-    """The sweep was stopped (Ctrl-C / SIGTERM); finished cases are stored."""
-
-    exit_code = 130
 
 
 @dataclass
@@ -62,7 +60,7 @@ def filter_cases(study: Study, frameworks: list[str], devices: list[str]) -> lis
         raise StudyError(
             f"{study.name}: no case matches --framework {','.join(frameworks) or '*'} "
             f"--device {','.join(devices) or '*'} (the study has frameworks "
-            f"{', '.join(study.settings['frameworks'])} and devices {', '.join(study.settings['devices'])})"
+            f"{', '.join(study.settings.frameworks)} and devices {', '.join(study.settings.devices)})"
         )
     return cases
 
@@ -99,10 +97,8 @@ def run_study(
     """Run every case of `study` not yet stored for its run; return what happened."""
     console = console or Console()
     frameworks, devices = list(frameworks or []), list(devices or [])
-    settings = dict(study.settings)
-    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    threads = int(settings.get("threads") or default_threads())
-    settings["threads"] = threads
+    settings = study.settings.with_overrides(**(overrides or {})).with_threads(default_threads())
+    threads = settings.threads
     cases = filter_cases(study, frameworks, devices)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
@@ -134,13 +130,25 @@ def run_study(
             study=study.name, variant=study.variant, study_hash=study.study_hash, filters=filters, env_id=env_id
         )
         resumed = found is not None
-        run_id = found or store.create_run(
-            study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
-            filters=filters, settings=settings, env_id=env_id, n_cases=len(cases), dlperf_version=__version__,
-        )
-    if retry_failed:
-        store.delete_results(run_id, FAILED_STATUSES)
-    store.set_run_status(run_id, "running")
+        run_id = found
+    new_run = NewRun(study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
+                     filters=filters, settings=settings.stored(), env_id=env_id, n_cases=len(cases))
+
+    def interrupted(run_id: str) -> str:
+        stored = len(store.done_cases(run_id))
+        return (f"interrupted: {stored} of {len(cases)} cases of run {run_id} are stored; "
+                f"rerun the same command to resume")
+
+    with open_run(store, new_run, resume_id=run_id, interrupted=interrupted) as run:
+        if retry_failed:
+            store.delete_results(run.run_id, FAILED_STATUSES)
+        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, console)
+    return summary
+
+
+def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, env_id: int, resumed: bool,
+           counters: bool, study: Study, console: Console) -> SweepSummary:
+    """Run and store every case of `cases` the run lacks, one line (and progress) per case."""
     done = store.done_cases(run_id)
     todo = [c for c in cases if (c.key, c.repetition) not in done]
     summary = SweepSummary(run_id, resumed, len(cases), len(cases) - len(todo))
@@ -150,23 +158,13 @@ def run_study(
         console.print(f"run [bold]{run_id}[/]: {len(cases)} cases of study {study.name} ({study.variant})")
 
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
-    try:
-        with _progress(console, len(cases), summary.n_skipped) as advance:
-            for i, case in enumerate(todo, start=summary.n_skipped + 1):
-                row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id,
-                                                                                  counters)
-                _note_oom(row, oom_at)
-                store.add_result(row)
-                summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
-                advance(_case_line(i, len(cases), case, row))
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "interrupted")
-        stored = len(store.done_cases(run_id))
-        raise SweepInterrupted(
-            f"interrupted: {stored} of {len(cases)} cases of run {run_id} are stored; "
-            f"rerun the same command to resume"
-        ) from None
-    store.set_run_status(run_id, "complete")
+    with _progress(console, len(cases), summary.n_skipped) as advance:
+        for i, case in enumerate(todo, start=summary.n_skipped + 1):
+            row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id, counters)
+            _note_oom(row, oom_at)
+            store.add_result(row)
+            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
+            advance(_case_line(i, len(cases), case, row))
     return summary
 
 
@@ -185,18 +183,18 @@ def _oom_boundaries(rows: list[dict[str, Any]]) -> dict[Any, int]:
     """Smallest out-of-memory value of the memory axis per series, from stored results (for resume)."""
     out: dict[Any, int] = {}
     for row in rows:
-        _note_oom(row, out)
+        _note_oom(CaseResult.model_validate(row), out)
     return out
 
 
-def _note_oom(row: dict[str, Any], oom_at: dict[Any, int]) -> None:
-    found = _memory_series(row["workload"], row["framework"], row["device"], row["params"] or {})
-    if row["status"] == "oom" and found is not None:
+def _note_oom(row: CaseResult, oom_at: dict[Any, int]) -> None:
+    found = _memory_series(row.workload, row.framework, row.device, row.params or {})
+    if row.status == "oom" and found is not None:
         series, _, value = found
         oom_at[series] = min(value, oom_at.get(series, value))
 
 
-def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> dict[str, Any] | None:
+def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> CaseResult | None:
     """An `oom` row, without running, for a case larger than one of its series that ran out of memory."""
     found = _memory_series(case.workload, case.framework, case.device, case.params)
     if found is None:
@@ -212,28 +210,29 @@ def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int
 
 
 def result_row(case: Case, result: dict[str, Any], run_id: str, env_id: int, *, wall_s: float,
-               started: datetime) -> dict[str, Any]:
-    """The store row of one case from a worker's result (or a result made without running one)."""
-    return {
-        "run_id": run_id,
-        "case_key": case.key,
-        "repetition": case.repetition,
-        "workload": case.workload,
-        "framework": case.framework,
-        "device": case.device,
-        "params": case.params,
-        "status": result.get("status", "error"),
-        "reason": result.get("reason"),
-        "measurement": result.get("measurement"),
-        "metrics": result.get("metrics"),
-        "env_id": env_id,
-        "wall_s": wall_s,
-        "started_at": started,
-        "finished_at": datetime.now(UTC),
-    }
+               started: datetime) -> CaseResult:
+    """The stored result of one case from a worker's result (or a result made without running one)."""
+    metrics = result.get("metrics")
+    return CaseResult(
+        run_id=run_id,
+        case_key=case.key,
+        repetition=case.repetition,
+        workload=case.workload,
+        framework=case.framework,
+        device=case.device,
+        params=case.params,
+        status=result.get("status", "error"),
+        reason=result.get("reason"),
+        measurement=result.get("measurement"),
+        metrics=None if metrics is None else Metrics.model_validate(metrics),
+        env_id=env_id,
+        wall_s=wall_s,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+    )
 
 
-def run_case(case: Case, settings: dict[str, Any], run_id: str, env_id: int, counters: bool = False) -> dict[str, Any]:
+def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counters: bool = False) -> CaseResult:
     """Run one case in a fresh worker (or record why it cannot run) and return its store row."""
     started = datetime.now(UTC)
     fw = get_framework(case.framework)
@@ -241,35 +240,31 @@ def run_case(case: Case, settings: dict[str, Any], run_id: str, env_id: int, cou
         result: dict[str, Any] = {"status": "unsupported", "reason": f"{fw.name} is not installed ({fw.install_hint})"}
         wall_s = 0.0
     else:
-        spec = {
-            "mode": "case",
-            "case": {"workload": case.workload, "framework": case.framework, "device": case.device,
-                     "params": case.params},
-            "settings": settings,
-        }
-        outcome = run_worker(spec, timeout_s=float(settings["timeout_s"]), threads=int(settings["threads"]))
+        job = CaseJob(case=CaseSpec(workload=case.workload, framework=case.framework, device=case.device,
+                                    params=case.params), settings=settings)
+        outcome = run_worker(job, timeout_s=settings.timeout_s, threads=settings.threads)
         result, wall_s = outcome.result, outcome.wall_s
         if is_suspect(result, settings):
-            result = settle_suspect(spec, settings, result)
+            result = settle_suspect(job, result)
         if counters and result.get("status") == "ok":
             from dlperf.runner import counters as counters_mod
 
-            result["metrics"]["counters"] = counters_mod.collect(spec["case"], settings)
+            result["metrics"]["counters"] = counters_mod.collect(job.case, settings)
     return result_row(case, result, run_id, env_id, wall_s=wall_s, started=started)
 
 
 _STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
 
 
-def _case_line(i: int, n: int, case: Case, row: dict[str, Any]) -> str:
-    status = row["status"]
+def _case_line(i: int, n: int, case: Case, row: CaseResult) -> str:
+    status = row.status
     style = _STATUS_STYLE.get(status, "red")
     rep = f" #{case.repetition}" if case.repetition else ""
     if status == "ok":
-        m = row["metrics"]
-        detail = f"median {format_time(m['median_s'])} (IQR {m['iqr_rel']:.1%}, n={m['n_samples']})"
+        m = row.m
+        detail = f"median {format_time(m.median_s)} (IQR {m.iqr_rel:.1%}, n={m.n_samples})"
     else:
-        detail = row["reason"] or ""
+        detail = row.reason or ""
     return f"{escape(f'[{i}/{n}] {case.key}{rep}:')} [{style}]{status}[/] {escape(detail)}"
 
 

@@ -1,7 +1,8 @@
 """The worker: runs one case (or collects the fingerprint) in a fresh process.
 
-Invoked as `python -m dlperf.runner.worker SPEC.json`. It reads the spec, does
-the work, and writes its result JSON atomically to the path the spec names.
+Invoked as `python -m dlperf.runner.worker JOB.json`. It reads the job (a
+`dlperf.core.jobs.Job`), does the work, and writes its result JSON atomically to
+the path the job names.
 Anything that kills it before that (a signal, the OOM killer, a time-out) is
 classified by the parent from the exit status; nothing here needs to survive it.
 """
@@ -15,8 +16,12 @@ import resource
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from dlperf.core.jobs import CaseJob, CaseSpec, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
+from dlperf.core.settings import RunSettings
 
 PR_SET_PDEATHSIG = 1
 
@@ -65,27 +70,26 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def run_case(spec: dict[str, Any]) -> dict[str, Any]:
+def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
     from dlperf.frameworks import UnsupportedError, get_framework
     from dlperf.runner.derive import derive_metrics
     from dlperf.timing import measure
     from dlperf.workloads import get_workload
 
-    case = spec["case"]
-    settings = spec["settings"]
-    fw = get_framework(case["framework"])
+    case, settings = job.case, job.settings
+    fw = get_framework(case.framework)
     try:
         fw.import_module()
-        device = fw.check_device(case["device"])
+        device = fw.check_device(case.device)
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
     try:
         _configure(fw, settings)
         # The framework's own footprint before the workload exists, which memory estimates add to theirs.
         baseline_rss = peak_rss_bytes()
-        workload = get_workload(case["workload"])
-        params = workload.parse(case["params"])
+        workload = get_workload(case.workload)
+        params = workload.parse(case.params)
         built = workload.build(fw, device, params)
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
@@ -93,7 +97,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.cost(params))
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
-        if settings.get("profile"):
+        if settings.profile:
             from dlperf.profiling.cprof import profile
 
             metrics["profile"] = profile(built.profile or fn)
@@ -107,9 +111,8 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         if steps is not None:
             metrics["steps_per_epoch"] = steps
             metrics["time_per_epoch_s_derived"] = m.median_s * metrics["steps_per_epoch"]
-        if settings.get("energy_estimate_tdp_w"):
-            metrics["energy_estimate"] = _tdp_estimate(float(settings["energy_estimate_tdp_w"]), device, fn, sync,
-                                                       m.median_s)
+        if settings.energy_estimate_tdp_w:
+            metrics["energy_estimate"] = _tdp_estimate(settings.energy_estimate_tdp_w, device, fn, sync, m.median_s)
         metrics.update(
             peak_rss_bytes=peak_rss_bytes(),
             baseline_rss_bytes=baseline_rss,
@@ -128,16 +131,16 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
             "reason": _one_line(exc),
             "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
         }
-        if not oom and settings.get("mem_limit_mb") and _asks(fw.oom_suspect, exc):
+        if not oom and settings.mem_limit_mb and _asks(fw.oom_suspect, exc):
             result["oom_suspect"] = True  # the parent re-checks it in a fresh worker (runner.recheck)
         return result
 
 
-def _configure(fw: Any, settings: dict[str, Any]) -> None:
+def _configure(fw: Any, settings: RunSettings) -> None:
     """The case's thread count (where set) and seed, before anything is built."""
-    if settings.get("threads"):
-        fw.set_threads(int(settings["threads"]))
-    fw.seed(int(settings.get("seed", 0)))
+    if settings.threads:
+        fw.set_threads(settings.threads)
+    fw.seed(settings.seed)
 
 
 def _is_oom(fw: Any, exc: BaseException) -> bool:
@@ -152,24 +155,24 @@ def _asks(check: Any, exc: BaseException) -> bool:
         return False
 
 
-def _prepared_step(fw: Any, device: str, case: dict[str, Any]) -> tuple[Any, Any]:
+def _prepared_step(fw: Any, device: str, case: CaseSpec) -> tuple[Any, Any]:
     """(step, sync) of the case's workload, built and prepared on `device`: untimed runs (re-check, counters)."""
     from dlperf.workloads import get_workload
 
-    workload = get_workload(case["workload"])
-    return fw.prepare(workload.build(fw, device, workload.parse(case["params"])).fn, device)
+    workload = get_workload(case.workload)
+    return fw.prepare(workload.build(fw, device, workload.parse(case.params)).fn, device)
 
 
-def run_one_step(spec: dict[str, Any]) -> dict[str, Any]:
+def run_one_step(job: OneStepJob) -> dict[str, Any]:
     """Build the case and run one step, untimed: whether it runs at all under this cap."""
     from dlperf.frameworks import get_framework
 
-    case, settings = spec["case"], spec["settings"]
-    fw = get_framework(case["framework"])
+    case = job.case
+    fw = get_framework(case.framework)
     try:
         fw.import_module()
-        device = fw.check_device(case["device"])
-        _configure(fw, settings)
+        device = fw.check_device(case.device)
+        _configure(fw, job.settings)
         fn, sync = _prepared_step(fw, device, case)
         fn()
         sync()
@@ -179,23 +182,22 @@ def run_one_step(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
 
-def _timing(settings: dict[str, Any]) -> dict[str, Any]:
+def _timing(settings: RunSettings) -> dict[str, Any]:
     """measure() arguments: the adaptive stop, or with `steps` exactly that many single-call samples."""
-    common = {"warmup": int(settings.get("warmup") if settings.get("warmup") is not None else 2)}
-    steps = settings.get("steps")
-    if steps:
-        return common | {"block_size": 1, "min_samples": int(steps), "max_samples": int(steps),
+    common = {"warmup": settings.warmup}
+    if settings.steps:
+        return common | {"block_size": 1, "min_samples": settings.steps, "max_samples": settings.steps,
                          "min_run_time_s": 0.0, "max_time_s": float("inf")}
     return common | {
-        "min_run_time_s": float(settings.get("min_run_time_s", 0.2)),
-        "max_time_s": float(settings.get("budget_s", 5.0)),
-        "target_rel_ci": float(settings.get("target_rel_ci", 0.02)),
+        "min_run_time_s": settings.min_run_time_s,
+        "max_time_s": settings.budget_s,
+        "target_rel_ci": settings.target_rel_ci,
     }
 
 
-def _energy(settings: dict[str, Any], device: str, fn: Any, sync: Any, per_call_s: float) -> dict[str, Any]:
+def _energy(settings: RunSettings, device: str, fn: Any, sync: Any, per_call_s: float) -> dict[str, Any]:
     """Energy per call from the device's meter, or "not measured" with the reason (never a guess)."""
-    if not settings.get("energy", True):
+    if not settings.energy:
         return {"measured": False, "reason": "energy measurement switched off for this study (energy: false)"}
     from dlperf.meters import make_meter
     from dlperf.meters.window import measure_energy
@@ -228,22 +230,22 @@ def _tdp_estimate(tdp_w: float, device: str, fn: Any, sync: Any, per_call_s: flo
     return est | {"calls": calls, "energy_per_call_j": est["energy_j"] / calls}
 
 
-def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:
+def collect_fingerprint(job: FingerprintJob) -> dict[str, Any]:
     from dlperf.hardware.fingerprint import fingerprint
 
-    return {"status": "ok", "fingerprint": fingerprint(spec["frameworks"], spec.get("threads"))}
+    return {"status": "ok", "fingerprint": fingerprint(job.frameworks, job.threads)}
 
 
-def run_counted(spec: dict[str, Any]) -> dict[str, Any]:
+def run_counted(job: CountersJob) -> dict[str, Any]:
     """Run the case's step under Nsight Compute: one warm call, then `calls` calls inside
     the NVTX range ncu is told to profile. Nothing is timed here."""
     from dlperf.frameworks import get_framework
     from dlperf.profiling.ncu import NVTX_RANGE
 
-    case = spec["case"]
-    fw = get_framework(case["framework"])
+    case = job.case
+    fw = get_framework(case.framework)
     fw.import_module()
-    device = fw.check_device(case["device"])
+    device = fw.check_device(case.device)
     fn, sync = _prepared_step(fw, device, case)
     try:
         import nvtx
@@ -252,13 +254,13 @@ def run_counted(spec: dict[str, Any]) -> dict[str, Any]:
     fn()
     sync()
     with nvtx.annotate(NVTX_RANGE):
-        for _ in range(int(spec["calls"])):
+        for _ in range(job.calls):
             fn()
         sync()
     return {"status": "ok"}
 
 
-def probe_frameworks(spec: dict[str, Any]) -> dict[str, Any]:
+def probe_frameworks(job: ProbeJob) -> dict[str, Any]:
     """Version and devices of every registered framework (for `dlperf doctor`)."""
     from dlperf.frameworks import REGISTRY
 
@@ -281,21 +283,24 @@ def write_result(path: str, result: dict[str, Any]) -> None:
     os.replace(tmp, path)  # atomic: the parent sees a whole result or none
 
 
+#: The handler of each job type: the worker's whole dispatch.
+HANDLERS: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
+    CaseJob: run_case,
+    OneStepJob: run_one_step,
+    CountersJob: run_counted,
+    FingerprintJob: collect_fingerprint,
+    ProbeJob: probe_frameworks,
+}
+
+
 def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[1]).read_text())
-    _die_with_parent(int(spec["parent_pid"]))
-    _limit_memory(spec.get("settings", {}).get("mem_limit_mb"))
-    if spec["mode"] == "fingerprint":
-        result = collect_fingerprint(spec)
-    elif spec["mode"] == "probe":
-        result = probe_frameworks(spec)
-    elif spec["mode"] == "counters":
-        result = run_counted(spec)
-    elif spec["mode"] == "one-step":
-        result = run_one_step(spec)
-    else:
-        result = run_case(spec)
-    write_result(spec["result_path"], result)
+    job = read_job(Path(argv[1]).read_bytes())
+    if job.parent_pid is None or job.result_path is None:
+        raise SystemExit("a worker job needs parent_pid and result_path (runner.process.run_worker sets them)")
+    _die_with_parent(job.parent_pid)
+    _limit_memory(job.mem_limit_mb)
+    result = HANDLERS[type(job)](job)
+    write_result(job.result_path, result)
     return 0
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import Engine, case, create_engine, event, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
+from dlperf.core.result import CaseResult
+from dlperf.core.status import RunStatus, check_run_status
 from dlperf.errors import StoreError, UnknownRunError
 from dlperf.store import schema
 from dlperf.store.schema import MIGRATIONS, environments, meta, results, runs
@@ -140,8 +142,9 @@ class Store:
                 return str(row.id)
         return None
 
-    def set_run_status(self, run_id: str, status: str) -> None:
-        values: dict[str, Any] = {"status": status}
+    def set_run_status(self, run_id: str, status: RunStatus) -> None:
+        """Mark the run `status` (a RunStatus; anything else is a ValueError); finished unless running."""
+        values: dict[str, Any] = {"status": check_run_status(status)}
         values["finished_at"] = now() if status != "running" else None
         with self.engine.begin() as conn:
             conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
@@ -197,8 +200,12 @@ class Store:
             ).all()
         return {(r.case_key, int(r.repetition)) for r in rows}
 
-    def add_result(self, row: dict[str, Any]) -> bool:
+    def add_result(self, row: CaseResult | dict[str, Any]) -> bool:
         """Insert one case's result; False if that case was already stored (never duplicated)."""
+        if isinstance(row, CaseResult):
+            row = row.as_row()
+            if row["id"] is None:
+                del row["id"]  # the store numbers it
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(results).values(**row))

@@ -55,7 +55,7 @@ runs = Table(
     Column("filters", JSON, nullable=False),
     Column("settings", JSON, nullable=False),
     Column("env_id", Integer, ForeignKey("environments.id"), nullable=False),
-    Column("status", String(16), nullable=False),  # running | complete | interrupted
+    Column("status", String(16), nullable=False),  # running | complete | interrupted | failed (core.status)
     Column("n_cases", Integer, nullable=False),
     Column("dlperf_version", String(32), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
@@ -73,7 +73,7 @@ results = Table(
     Column("framework", String(64), nullable=False),
     Column("device", String(32), nullable=False),
     Column("params", JSON, nullable=False),
-    Column("status", String(16), nullable=False),  # ok | error | timeout | oom | crashed | unsupported
+    Column("status", String(16), nullable=False),  # ok | error | timeout | oom | crashed | unsupported (core.status)
     Column("reason", Text),
     Column("measurement", JSON),  # raw samples + iterations behind each (see Measurement.to_dict)
     Column("metrics", JSON),  # derived: statistics, throughput, FLOP/s, memory

@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
-from dlperf.studies.schema import DEFAULTS, Settings, StudyFile
+from dlperf.studies.schema import Settings, StudyFile
 from dlperf.workloads import get_workload
 
 SHIPPED_DIR = Path(__file__).parent
@@ -50,14 +51,14 @@ class Study:
     workload: str
     variant: str
     path: str
-    settings: dict[str, Any]
+    settings: RunSettings
     cases: list[Case] = field(default_factory=list)
 
     @property
     def study_hash(self) -> str:
         """Changes whenever anything that defines the cases or their settings changes."""
         blob = json.dumps(
-            {"workload": self.workload, "variant": self.variant, "settings": self.settings},
+            {"workload": self.workload, "variant": self.variant, "settings": self.settings.stored()},
             sort_keys=True,
             default=str,
         )
@@ -123,15 +124,8 @@ def load_study(name_or_path: str, *, quick: bool = False) -> Study:
     sf = read_study_file(path)
     if quick and sf.quick is None:
         raise StudyError(f"{path}: this study has no 'quick' variant")
-    settings: dict[str, Any] = dict(DEFAULTS)
-    for layer in (sf, sf.quick if quick else None):
-        if layer is None:
-            continue
-        for key in Settings.model_fields:
-            value = getattr(layer, key)
-            if value is not None:
-                settings[key] = value
-    if not settings.get("frameworks"):
+    settings = resolve_settings(sf, sf.quick if quick else None)
+    if not settings.frameworks:
         raise StudyError(f"{path}: frameworks: missing (list the frameworks to run)")
     cases = _expand(path, sf.workload, settings, "quick." if quick and sf.quick and sf.quick.params else "")
     return Study(
@@ -145,15 +139,24 @@ def load_study(name_or_path: str, *, quick: bool = False) -> Study:
     )
 
 
+def resolve_settings(*layers: Settings | None) -> RunSettings:
+    """The defaults, overridden by each layer's keys that are set, in order (the file, then its variant)."""
+    settings = RunSettings()
+    for layer in layers:
+        if layer is not None:
+            settings = settings.with_overrides(**{key: getattr(layer, key) for key in Settings.model_fields})
+    return settings
+
+
 def _grid_points(grid: dict[str, Any]) -> list[dict[str, Any]]:
     keys = list(grid)
     values = [v if isinstance(v, list) else [v] for v in grid.values()]
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def _expand(path: Path, workload_name: str, settings: dict[str, Any], prefix: str) -> list[Case]:
+def _expand(path: Path, workload_name: str, settings: RunSettings, prefix: str) -> list[Case]:
     workload = get_workload(workload_name)
-    grids = settings["params"] if isinstance(settings["params"], list) else [settings["params"]]
+    grids = settings.params if isinstance(settings.params, list) else [settings.params]
     points: list[dict[str, Any]] = []
     for gi, grid in enumerate(grids):
         for point in _grid_points(grid):
@@ -166,10 +169,10 @@ def _expand(path: Path, workload_name: str, settings: dict[str, Any], prefix: st
             if canonical not in points:
                 points.append(canonical)
     cases = []
-    for fw, dev, point in itertools.product(settings["frameworks"], settings["devices"], points):
-        if any(_matches(rule, fw, dev, point) for rule in settings["exclude"]):
+    for fw, dev, point in itertools.product(settings.frameworks, settings.devices, points):
+        if any(_matches(rule, fw, dev, point) for rule in settings.exclude):
             continue
-        for rep in range(settings["repetitions"]):
+        for rep in range(settings.repetitions):
             cases.append(Case(workload_name, fw, dev, point, rep))
     return cases
 

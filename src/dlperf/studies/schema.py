@@ -35,7 +35,8 @@ class _Strict(BaseModel):
 
 
 class Settings(_Strict):
-    """Keys a study sets and its `quick` variant may override (None = inherit)."""
+    """Keys a study sets and its `quick` variant may override (None = inherit; the defaults are
+    `dlperf.core.settings.RunSettings`'s)."""
 
     frameworks: list[FrameworkName] | None = Field(default=None, min_length=1)
     devices: list[DeviceName] | None = Field(default=None, min_length=1)
@@ -72,22 +73,3 @@ class StudyFile(Settings):
             raise ValueError(f"unknown workload {v!r} (known: {', '.join(sorted(WORKLOADS))})")
         return v
 
-
-#: Values used where neither the study nor its variant says.
-DEFAULTS: dict[str, Any] = {
-    "devices": ["cpu"],
-    "params": {},
-    "repetitions": 1,
-    "budget_s": 5.0,
-    "min_run_time_s": 0.2,
-    "timeout_s": 600.0,
-    "mem_limit_mb": None,
-    "threads": None,
-    "warmup": 2,
-    "steps": None,
-    "target_rel_ci": 0.02,
-    "seed": 0,
-    "exclude": [],
-    "energy": True,
-    "profile": False,
-}

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from dlperf.core import defaults
 from dlperf.timing.measurement import Measurement
 from dlperf.timing.stats import median_ci, quantile
 
@@ -56,12 +57,12 @@ def measure(
     *,
     sync: Callable[[], None] | None = None,
     device_timer: DeviceTimer | None = None,
-    warmup: int = 2,
-    min_run_time_s: float = 0.2,
-    max_time_s: float = 10.0,
+    warmup: int = defaults.WARMUP,
+    min_run_time_s: float = defaults.MIN_RUN_TIME_S,
+    max_time_s: float = defaults.BUDGET_S,
     min_samples: int = 6,
     max_samples: int = 1000,
-    target_rel_ci: float = 0.02,
+    target_rel_ci: float = defaults.TARGET_REL_CI,
     min_sample_time_s: float = 1e-3,
     block_size: int | None = None,
     clock: Clock = time.perf_counter,
@@ -78,6 +79,9 @@ def measure(
     4. Sampling stops, once there are `min_samples` samples and `min_run_time_s`
        has passed, when the 95% CI of the median is narrower than
        `target_rel_ci` x median, or when `max_time_s` or `max_samples` is reached.
+
+    The defaults of `warmup`, `min_run_time_s`, `max_time_s` and `target_rel_ci` are a case's
+    (`dlperf.core.defaults`), so a bare `measure(fn)` times as a study's case does.
 
     Python's garbage collector is paused while timing (as `timeit` and
     torch.utils.benchmark do) unless `disable_gc=False`, and restored after.

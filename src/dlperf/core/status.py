@@ -1,0 +1,23 @@
+"""The statuses a case result and a run may be stored with, and the groups the runner acts on."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: How a case ended (results.status). README's "What a case can end as" says what each means.
+CaseStatus = Literal["ok", "error", "timeout", "oom", "crashed", "unsupported"]
+#: Where a run stands (runs.status): `failed` is a `dlperf maxbatch` search stopped by a failure other
+#: than running out of memory (its boundary is not known).
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+CASE_STATUSES: tuple[CaseStatus, ...] = get_args(CaseStatus)
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+#: Case statuses a retry (`--retry-failed`) runs again: every failure that running it again may change.
+FAILED_STATUSES: tuple[CaseStatus, ...] = tuple(s for s in CASE_STATUSES if s not in ("ok", "unsupported"))
+
+
+def check_run_status(status: str) -> RunStatus:
+    """`status` if it is a RunStatus; ValueError otherwise (a programming error, never user input)."""
+    if status not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {status!r} (known: {', '.join(RUN_STATUSES)})")
+    return status  # type: ignore[return-value]
