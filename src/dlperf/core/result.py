@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dlperf.core.status import CaseStatus
 from dlperf.timing.measurement import Measurement
 
 #: Statistics of the per-call times, computed from the raw samples (`Measurement.summary`).
@@ -129,7 +130,7 @@ class CaseResult(BaseModel):
     framework: str
     device: str
     params: dict[str, Any]
-    status: str
+    status: CaseStatus
     reason: str | None = None
     measurement: dict[str, Any] | None = None
     metrics: Metrics | None = None

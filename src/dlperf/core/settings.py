@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlperf.core import defaults
+from dlperf.timing import defaults
 
 #: A parameter grid: each key maps to the list of values it takes (a scalar means one value).
 ParamGrid = dict[str, Any]

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from dlperf.core import defaults
+from dlperf.timing import defaults
 from dlperf.timing.measurement import Measurement
 from dlperf.timing.stats import median_ci, quantile
 
@@ -81,7 +81,7 @@ def measure(
        `target_rel_ci` x median, or when `max_time_s` or `max_samples` is reached.
 
     The defaults of `warmup`, `min_run_time_s`, `max_time_s` and `target_rel_ci` are a case's
-    (`dlperf.core.defaults`), so a bare `measure(fn)` times as a study's case does.
+    (`dlperf.timing.defaults`), so a bare `measure(fn)` times as a study's case does.
 
     Python's garbage collector is paused while timing (as `timeit` and
     torch.utils.benchmark do) unless `disable_gc=False`, and restored after.

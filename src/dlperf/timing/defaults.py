@@ -1,7 +1,7 @@
 """The one set of timing defaults: a case's settings (`RunSettings`) and `measure()` both read them here.
 
-Plain constants, importing nothing, so that `dlperf.timing` (the lowest layer) can use them without
-pulling in pydantic or anything above it.
+Plain constants importing nothing, in the lowest layer, so that `core.settings` above it and the timer
+share them without an import circle.
 """
 
 from __future__ import annotations
