@@ -99,7 +99,7 @@ def test_hw_commands(tmp_path):
 def test_ops_peaks_read_from_the_catalog():
     """A GPU the catalog knows takes the vendor's figures (the derived ones kept beside them); a CPU takes
     its package figure scaled to the cores it sees; a device not in the catalog keeps the derived peak."""
-    from dlperf.hardware.detect import catalog_peaks
+    from dlperf.hardware.peaks import catalog_peaks
 
     derived = {"fp32_flops_per_s": 60e12, "fp16_flops_per_s": 900e12, "bf16_flops_per_s": 900e12,
                "mem_bw_bytes_per_s": 3.0e12, "assumptions": "SMs x clock"}

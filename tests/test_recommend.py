@@ -242,23 +242,23 @@ def test_power_and_price_say_where_they_come_from():
 def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     """2 vCPUs of a 56-core Xeon: TDP, price and peak are 2/56 of the package's, labelled; the whole
     package stays a separate catalog candidate, and a bare-metal match adds no duplicate."""
-    from dlperf.hardware import fingerprint
+    from dlperf.hardware import probe
     from dlperf.hardware.detect import this_cpu
     from dlperf.hardware.measured import _power, _price, device_of
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
-    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
+    monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(probe, "physical_cores", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: ["avx512f", "fma"])
     mine = this_cpu()
     assert mine is not None and mine.detected and mine.id == "this-cpu"
     assert mine.value("tdp_w") == pytest.approx(350 * 2 / 56)
     assert mine.value("launch_price_usd") == pytest.approx(10710 * 2 / 56)
     assert mine.value("peak_fp32_tflops") and {"tdp_w", "launch_price_usd", "peak_fp32_tflops"} <= set(mine.derived)
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
+    monkeypatch.setattr(probe, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
     epyc = this_cpu()
     assert epyc.value("peak_fp32_tflops") == pytest.approx(find("epyc-9654").value("peak_fp32_tflops") * 2 / 96)
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 96)
+    monkeypatch.setattr(probe, "physical_cores", lambda: 96)
     assert this_cpu() is None  # the catalog entry describes this machine already
     assert find("epyc-9654").core_share(192) == 2.0 and find("gtx-1070").core_share(2) == 1.0  # two sockets; a GPU
 
@@ -274,12 +274,12 @@ def test_hw_show_adds_this_machines_share_of_a_catalog_cpu(monkeypatch):
     from click.testing import CliRunner
 
     from dlperf.cli import cli
-    from dlperf.hardware import fingerprint
+    from dlperf.hardware import probe
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
-    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
-    monkeypatch.setattr(fingerprint, "nvidia_gpus", lambda: ([], "no NVIDIA driver"))
+    monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(probe, "physical_cores", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: ["avx512f", "fma"])
+    monkeypatch.setattr(probe, "nvidia_gpus", lambda: ([], "no NVIDIA driver"))
     res = CliRunner().invoke(cli, ["hw", "show"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())  # the console may fold long lines

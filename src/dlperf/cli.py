@@ -149,7 +149,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         counters=counters, console=console,
     )
     run_row = store.run(summary.run_id)
-    env, results = store.environment(run_row["env_id"]), store.results(summary.run_id)
+    env, results = store.run_environment(run_row["id"]), store.results(summary.run_id)
     render_terminal(run_row, env, results, console)
     if loaded.workload == "ops":  # the study's own layout, both efficiencies, the roofline plot
         _ops_sections(store, run_row, env, results, Path("reports") / run_row["id"], console)
@@ -189,7 +189,7 @@ def show(run_ref: str, db: str | None) -> None:
 
     store = _store(db)
     run_row = store.run(run_ref)
-    render_terminal(run_row, store.environment(run_row["env_id"]), store.results(run_row["id"]), _console())
+    render_terminal(run_row, store.run_environment(run_row["id"]), store.results(run_row["id"]), _console())
 
 
 @cli.command()
@@ -201,15 +201,15 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.hardware.fingerprint import diff
+    from dlperf.hardware.identity import diff
     from dlperf.report.compare import ALPHA, compare_runs
     from dlperf.timing import format_time
 
     store = _store(db)
     ra, rb = store.run(run_a), store.run(run_b)
     console = _console()
-    if ra["env_id"] != rb["env_id"]:
-        diffs = diff(store.environment(ra["env_id"]), store.environment(rb["env_id"]))
+    diffs = diff(store.run_environment(ra["id"]), store.run_environment(rb["id"]))  # the peaks each ran under too
+    if diffs:
         console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
@@ -241,7 +241,7 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
     store = _store(db)
     run_row = store.run(run_ref)
     results = store.results(run_row["id"])
-    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.environment(run_row["env_id"]), results)
+    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row["id"]), results)
     _write(text, output)
 
 
@@ -258,7 +258,7 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
 
     store = _store(db)
     run_row = store.run(run_ref)
-    env, results = store.environment(run_row["env_id"]), store.results(run_row["id"])
+    env, results = store.run_environment(run_row["id"]), store.results(run_row["id"])
     plot_dir = plot_dir or Path("reports") / run_row["id"]
     is_ops = any(r["workload"] == "ops" for r in results)
     if fmt == "markdown":

@@ -18,12 +18,13 @@ from dlperf.report.ops_report import (
     study_layout,
 )
 from dlperf.report.plots import roofline_plot
+from dlperf.report.readers import peaks_runs
 from dlperf.report.tables import markdown_table, rich_table
 
 
 def build_sections(store: Any, run: dict[str, Any], env: dict[str, Any], results: list[dict[str, Any]],
                    plot_dir: Path) -> dict[str, Any]:
-    points, peaks_run = ops_points(store, env, results)
+    points, peaks_run = ops_points(peaks_runs(store, [env]), env, results)
     sections: dict[str, Any] = {"points": points, "peaks_run": peaks_run, "plots": []}
     if not points:
         return sections

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.roofline import Ceilings, ceilings, measured_peaks, roofline_point
+from dlperf.hardware.roofline import Ceilings, PeaksRuns, ceilings, measured_peaks, roofline_point
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
 REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
@@ -33,9 +33,11 @@ class OpsPoint:
     ceilings: Ceilings
 
 
-def ops_points(store: Any, env: dict[str, Any], results: list[dict[str, Any]]) -> tuple[list[OpsPoint], str | None]:
-    """Roofline figures of every ok case (rates from the median; see report.roofline)."""
-    measured, peaks_run = measured_peaks(store, env)
+def ops_points(peaks_runs: PeaksRuns, env: dict[str, Any],
+               results: list[dict[str, Any]]) -> tuple[list[OpsPoint], str | None]:
+    """Roofline figures of every ok case (rates from the median; see hardware.roofline); `env`: the run's
+    environment (`Store.run_environment`); `peaks_runs`: the `peaks` runs of its host, newest first."""
+    measured, peaks_run = measured_peaks(peaks_runs, env)
     points = []
     for r in results:
         if r["status"] != "ok" or r["workload"] != "ops":

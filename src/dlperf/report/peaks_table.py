@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlperf.report.roofline import device_theoretical
+from dlperf.hardware.roofline import device_theoretical
 
 
 def _g(x: float | None, scale: float = 1e9) -> str:
@@ -16,8 +16,7 @@ def _g(x: float | None, scale: float = 1e9) -> str:
 
 
 def render_peaks(store: Any, run_id: str, console: Console) -> None:
-    run = store.run(run_id)
-    env = store.environment(run["env_id"])
+    env = store.run_environment(run_id)  # with the peaks this run was measured under
     measured: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in store.results(run_id):
         measured.setdefault((r["device"], r["framework"]), {})[r["params"]["kind"]] = r

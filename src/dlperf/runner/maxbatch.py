@@ -21,7 +21,8 @@ from rich.markup import escape
 from dlperf import __version__
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
+from dlperf.hardware.identity import derived, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.runner.derive import peak_memory
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
@@ -72,14 +73,14 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
     settings: dict[str, Any] = {"steps": steps, "warmup": 1, "timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb,
                                 "threads": threads, "energy": False, "seed": 0}
     fp = collect_fingerprint([framework], threads)
-    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    env_id = store.environment_id(fp, identity_hash(fp))
     identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": settings}
     run_id = store.create_run(
         study="maxbatch", variant=model,
         study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
         study_path="(dlperf maxbatch)", filters={"framework": framework, "device": device, "start": start,
                                                   "max_batch": max_batch},
-        settings=settings, env_id=env_id, n_cases=0, dlperf_version=__version__)
+        settings=settings, env_id=env_id, n_cases=0, dlperf_version=__version__, derived=derived(fp))
     store.set_run_status(run_id, "running")
     out = MaxBatch(run_id, None, None)
     limit = f", memory cap {mem_limit_mb} MiB per worker" if mem_limit_mb else ""

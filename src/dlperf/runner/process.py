@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.hardware.fingerprint import env_threads_vars
+from dlperf.hardware.probe import env_threads_vars
 
 CGROUP_MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
 

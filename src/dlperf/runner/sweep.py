@@ -20,7 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dlperf import __version__
 from dlperf.errors import DlperfError, StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, diff, fingerprint_hash, host_fingerprint
+from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.store import Store
@@ -106,7 +107,7 @@ def run_study(
     cases = filter_cases(study, frameworks, devices)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
-    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
     filters: dict[str, Any] = {"frameworks": sorted(frameworks), "devices": sorted(devices),
                                "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
     if counters:
@@ -123,7 +124,7 @@ def run_study(
                 f"another version of its file; it cannot be resumed with {study.name} ({study.variant})"
             )
         if existing["env_id"] != env_id:
-            changed = [key for key, _, _ in diff(store.environment(existing["env_id"]), fp)]
+            changed = [key for key, _, _ in diff(identity(store.environment(existing["env_id"])), identity(fp))]
             raise StudyError(
                 f"--resume {resume}: run {run_id} was measured in another environment ({', '.join(changed[:4])} "
                 f"differ); results are never merged across environments: start a new run with --new"
@@ -137,6 +138,7 @@ def run_study(
         run_id = found or store.create_run(
             study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
             filters=filters, settings=settings, env_id=env_id, n_cases=len(cases), dlperf_version=__version__,
+            derived=derived(fp),
         )
     if retry_failed:
         store.delete_results(run_id, FAILED_STATUSES)

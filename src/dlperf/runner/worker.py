@@ -229,7 +229,7 @@ def _tdp_estimate(tdp_w: float, device: str, fn: Any, sync: Any, per_call_s: flo
 
 
 def collect_fingerprint(spec: dict[str, Any]) -> dict[str, Any]:
-    from dlperf.hardware.fingerprint import fingerprint
+    from dlperf.hardware.identity import fingerprint
 
     return {"status": "ok", "fingerprint": fingerprint(spec["frameworks"], spec.get("threads"))}
 
