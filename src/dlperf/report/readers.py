@@ -14,6 +14,8 @@ def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     """The `peaks` runs of any of these environments' hosts, newest first, each as (the environment it
     ran in, its result rows) for `hardware.roofline.measured_peaks`."""
     hosts = list(hosts)
+    if not hosts:
+        return []
     out = []
     for run in store.runs_of_study("peaks"):  # newest first
         env = store.run_environment(run["id"])
