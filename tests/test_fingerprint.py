@@ -175,3 +175,48 @@ def test_cpuinfo_is_read_once(fake_cpuinfo, monkeypatch):
     assert fake_cpuinfo.reads == 1
     assert fp["cpu_model"] == "Intel(R) Xeon(R) Platinum 8480+" and fp["cpu_flags"] == ["avx", "avx2", "fma", "avx512f"]
     assert probe.cpu_mhz() == [2000.0, 2100.0]
+
+
+def _fake_nvml():
+    """NVML as it answers for an H100 and a GPU the catalog lacks whose bus width it does not report."""
+    from types import SimpleNamespace as NS
+
+    def bus_width(handle):
+        if handle == 1:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return 5120
+
+    return NS(NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+              nvmlSystemGetDriverVersion=lambda: b"550.54.15", nvmlSystemGetCudaDriverVersion_v2=lambda: 12040,
+              nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: i,
+              nvmlDeviceGetName=lambda h: ["NVIDIA H100 80GB HBM3", "NVIDIA Mystery GPU"][h],
+              nvmlDeviceGetMemoryInfo=lambda h: NS(total=80 * 2**30),
+              nvmlDeviceGetCudaComputeCapability=lambda h: [(9, 0), (8, 9)][h],
+              nvmlDeviceGetAttributes_v2=lambda h: NS(multiprocessorCount=[132, 60][h]),
+              nvmlDeviceGetMaxClockInfo=lambda h, which: 1980 if which == 1 else 2619,
+              nvmlDeviceGetMemoryBusWidth=bus_width)
+
+
+def test_gpus_read_through_nvml(monkeypatch):
+    """Probe reads NVML's facts; the fingerprint's GPU records carry their peaks (the catalog's for a GPU it
+    knows, derived from NVML's properties otherwise), which stay out of the identity."""
+    import sys
+
+    from dlperf.hardware.catalog import find
+    from dlperf.hardware.detect import detect_gpus
+
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml())
+    raw, source = probe.nvidia_gpus()
+    assert source == "nvml" and raw[1]["properties"] == {"compute_capability": [8, 9], "sm_count": 60,
+                                                         "sm_clock_mhz": 1980, "mem_clock_mhz": 2619,
+                                                         "bus_width_bits": None}
+    fp = host_fingerprint(threads=2)
+    h100, mystery = fp["gpus"]
+    assert set(h100) == {*GPU_IDENTITY_KEYS, "peaks_theoretical"} and h100["cuda_driver"] == "12.4"
+    assert h100["peaks_theoretical"]["fp32_flops_per_s"] == find("h100-sxm").value("peak_fp32_tflops") * 1e12
+    assert mystery["peaks_theoretical"]["fp32_flops_per_s"] == 60 * 128 * 2 * 1980e6  # Ada: SMs x lanes x FMA x clock
+    assert mystery["peaks_theoretical"]["mem_bw_bytes_per_s"] is None  # NVML did not give the bus width
+    assert identity(fp)["gpus"] == [{k: g[k] for k in GPU_IDENTITY_KEYS} for g in fp["gpus"]]
+    found = detect_gpus()
+    assert found[0][0].id == "h100-sxm" and found[1][0].id == "this-gpu-1" and found[1][0].detected
+    assert found[1][0].value("peak_fp32_tflops") == pytest.approx(60 * 128 * 2 * 1980e6 / 1e12)
