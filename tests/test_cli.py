@@ -81,7 +81,7 @@ def test_unknown_run_and_usage_errors(tmp_path):
 
 
 def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
-    from dlperf.hardware.fingerprint import cpu_model
+    from dlperf.hardware.probe import cpu_model
 
     res = run_cli("doctor")
     assert res.returncode == 0 and res.stderr == ""
@@ -91,7 +91,7 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
     import importlib.metadata as md
 
     assert md.version("numpy") in out and md.version("torch") in out
-    from dlperf.hardware.fingerprint import nvidia_gpus
+    from dlperf.hardware.probe import nvidia_gpus
     from dlperf.meters import JetsonMeter, NvmlMeter, RaplMeter
 
     if not nvidia_gpus()[0]:

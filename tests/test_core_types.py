@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from dlperf.core import defaults
 from dlperf.core.jobs import (
     JOB_TYPES,
     CaseJob,
@@ -27,7 +26,7 @@ from dlperf.core.settings import RunSettings
 from dlperf.core.status import CASE_STATUSES, FAILED_STATUSES, RUN_STATUSES
 from dlperf.store import Store
 from dlperf.studies import load_study
-from dlperf.timing import measure
+from dlperf.timing import defaults, measure
 from tests.conftest import STUDIES
 
 # -- settings ---------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def test_hw_commands(tmp_path):
 def test_ops_peaks_read_from_the_catalog():
     """A GPU the catalog knows takes the vendor's figures (the derived ones kept beside them); a CPU takes
     its package figure scaled to the cores it sees; a device not in the catalog keeps the derived peak."""
-    from dlperf.hardware.detect import catalog_peaks
+    from dlperf.hardware.peaks import catalog_peaks
 
     derived = {"fp32_flops_per_s": 60e12, "fp16_flops_per_s": 900e12, "bf16_flops_per_s": 900e12,
                "mem_bw_bytes_per_s": 3.0e12, "assumptions": "SMs x clock"}
@@ -126,3 +126,28 @@ def test_ops_peaks_read_from_the_catalog():
     unknown = catalog_peaks({"fp32_flops_per_s": 3e11}, "AMD EPYC", kind="cpu", visible_cores=2)
     assert unknown["fp32_flops_per_s"] == 3e11 and "no catalog entry" in unknown["peaks_source"]
     assert "catalog_id" not in catalog_peaks(derived, "Intel Xeon E5620", kind="gpu")  # a CPU name is no GPU
+
+
+def test_hardware_imports_point_down_only():
+    """No module of hardware/ imports store, report, runner or cli (at module level or inside a function),
+    and each imports only hardware modules listed before it in hardware/__init__ (so no circle)."""
+    import ast
+    from pathlib import Path
+
+    import dlperf.hardware
+
+    order = ["probe", "catalog", "peaks", "identity", "detect", "roofline", "measured", "recommend"]
+    folder = Path(dlperf.hardware.__file__).parent
+    assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(order)
+    for i, name in enumerate(order):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        upward = {m for m in found if m.startswith("dlperf.") and
+                  m.split(".")[1].startswith(("store", "report", "runner", "cli", "doctor"))}
+        assert not upward, f"hardware/{name}.py imports {upward}"
+        inside = {m.split(".")[2] for m in found if m.startswith("dlperf.hardware.") and len(m.split(".")) > 2}
+        assert inside <= set(order[:i]), f"hardware/{name}.py imports {inside - set(order[:i])} (listed after it)"

@@ -1,4 +1,4 @@
-"""The store through a PostgreSQL URL: same schema, migrations, sweep and reads as SQLite.
+"""The store through a PostgreSQL URL: same schema, migrations (v1 -> v2 included), sweep and reads as SQLite.
 
 A throwaway PostgreSQL cluster is started on a Unix socket in a temporary
 directory (no TCP). Runs wherever PostgreSQL's server binaries are installed
@@ -16,13 +16,15 @@ import tempfile
 
 import pytest
 from rich.console import Console
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 from dlperf.errors import StoreError
 from dlperf.runner.sweep import run_study
 from dlperf.store import Store
+from dlperf.store.schema import SCHEMA_VERSION
 from dlperf.studies import load_study
 from tests.conftest import STUDIES
+from tests.v1_database import build_v1, check_migrated
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +65,7 @@ def postgres_url():
 
 def test_sweep_into_postgres(postgres_url):
     store = Store(postgres_url)
-    assert store.schema_version == 1
+    assert store.schema_version == SCHEMA_VERSION == 2
     study = load_study(str(STUDIES / "many_ok.yaml"))
     summary = run_study(study, store, frameworks=["numpy"], overrides={"budget_s": 0.05, "min_run_time_s": 0.01},
                         console=Console(quiet=True))
@@ -85,4 +87,18 @@ def test_newer_postgres_schema_refused(postgres_url):
             Store(postgres_url)
     finally:
         with store.engine.begin() as conn:
-            conn.execute(text("UPDATE dlperf_meta SET value='1' WHERE key='schema_version'"))
+            conn.execute(text(f"UPDATE dlperf_meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version'"))
+
+
+def _new_database(url: str, name: str) -> str:
+    """The URL of a new, empty database `name` on the same server."""
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return url.replace("/postgres?", f"/{name}?")
+
+
+def test_v1_database_migrates_to_v2_on_postgres(postgres_url):
+    url = _new_database(postgres_url, "dlperf_v1")
+    check_migrated(url, build_v1(url), _new_database(postgres_url, "dlperf_fresh"))

@@ -242,23 +242,23 @@ def test_power_and_price_say_where_they_come_from():
 def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     """2 vCPUs of a 56-core Xeon: TDP, price and peak are 2/56 of the package's, labelled; the whole
     package stays a separate catalog candidate, and a bare-metal match adds no duplicate."""
-    from dlperf.hardware import fingerprint
+    from dlperf.hardware import probe
     from dlperf.hardware.detect import this_cpu
     from dlperf.hardware.measured import _power, _price, device_of
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
-    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
+    monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(probe, "physical_cores", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: ["avx512f", "fma"])
     mine = this_cpu()
     assert mine is not None and mine.detected and mine.id == "this-cpu"
     assert mine.value("tdp_w") == pytest.approx(350 * 2 / 56)
     assert mine.value("launch_price_usd") == pytest.approx(10710 * 2 / 56)
     assert mine.value("peak_fp32_tflops") and {"tdp_w", "launch_price_usd", "peak_fp32_tflops"} <= set(mine.derived)
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
+    monkeypatch.setattr(probe, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
     epyc = this_cpu()
     assert epyc.value("peak_fp32_tflops") == pytest.approx(find("epyc-9654").value("peak_fp32_tflops") * 2 / 96)
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 96)
+    monkeypatch.setattr(probe, "physical_cores", lambda: 96)
     assert this_cpu() is None  # the catalog entry describes this machine already
     assert find("epyc-9654").core_share(192) == 2.0 and find("gtx-1070").core_share(2) == 1.0  # two sockets; a GPU
 
@@ -274,12 +274,12 @@ def test_hw_show_adds_this_machines_share_of_a_catalog_cpu(monkeypatch):
     from click.testing import CliRunner
 
     from dlperf.cli import cli
-    from dlperf.hardware import fingerprint
+    from dlperf.hardware import probe
 
-    monkeypatch.setattr(fingerprint, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
-    monkeypatch.setattr(fingerprint, "physical_cores", lambda: 2)
-    monkeypatch.setattr(fingerprint, "cpu_flags", lambda: ["avx512f", "fma"])
-    monkeypatch.setattr(fingerprint, "nvidia_gpus", lambda: ([], "no NVIDIA driver"))
+    monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    monkeypatch.setattr(probe, "physical_cores", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: ["avx512f", "fma"])
+    monkeypatch.setattr(probe, "nvidia_gpus", lambda: ([], "no NVIDIA driver"))
     res = CliRunner().invoke(cli, ["hw", "show"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())  # the console may fold long lines
@@ -299,3 +299,30 @@ def test_a_measured_gpu_is_found_by_its_cuda_index():
     assert (second.key, second.peaks["fp32_flops_per_s"]) == ("h100-sxm", 6.7e13)
     missing = device_of({"device": "cuda:3"}, env)
     assert missing.entry is None and missing.peaks == {} and missing.name == "unknown GPU (cuda:3)"
+
+
+def test_cnn_rows_are_computed_from_rows_not_a_store():
+    """`hw measured`'s rows: from result rows, their runs' environments and the host's peaks runs. The latest
+    measurement of a case wins; the bandwidth is the theoretical one where known, else the best measured
+    copy/triad of the same host."""
+    from dlperf.hardware.measured import cnn_rows
+
+    host = {"cpu_model": "AMD EPYC 7B13", "hostname_sha256": "h", "threads": 2, "cpu_physical_cores": 2, "gpus": [],
+            "cpu_peaks_theoretical": {"fp32_flops_per_s": 1e11, "mem_bw_bytes_per_s": None, "assumptions": "2 cores"}}
+
+    def cnn(run_id: str, batch: int, ips: float) -> dict:
+        return {"run_id": run_id, "env_id": 1, "workload": "cnn", "status": "ok", "device": "cpu",
+                "framework": "torch", "params": {"model": "alexnet", "batch": batch, "image_size": 112},
+                "metrics": {"samples_per_s": ips, "flops_per_s": 1e10, "samples_per_call": batch}}
+
+    peaks = [(host, [{"run_id": "peaks-1", "device": "cpu", "framework": "numpy", "params": {"kind": "copy"},
+                      "status": "ok", "metrics": {"bytes_per_s": 20e9}}])]
+    rows = cnn_rows([cnn("r1", 8, 10.0), cnn("r2", 8, 12.0), cnn("r2", 2, 5.0)], {"r1": host, "r2": host}, peaks)
+    assert sorted(r["batch"] for r in rows) == [2, 8]
+    b8 = next(r for r in rows if r["batch"] == 8)
+    assert (b8["images_per_s"], b8["run_id"], b8["pct_of_peak"]) == (12.0, "r2", 10.0)
+    assert b8["bw_bytes_per_s"] == 20e9 and b8["bw_source"] == "measured copy/triad (dlperf peaks)"
+    with_bw = {**host, "cpu_peaks_theoretical": {**host["cpu_peaks_theoretical"], "mem_bw_bytes_per_s": 50e9}}
+    [row] = cnn_rows([cnn("r3", 8, 1.0)], {"r3": with_bw}, peaks)
+    assert (row["bw_bytes_per_s"], row["bw_source"]) == (50e9, "theoretical")
+    assert cnn_rows([cnn("r1", 8, 10.0)], {"r1": host}, [])[0]["bw_source"] == "unknown (run `dlperf peaks`)"

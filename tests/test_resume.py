@@ -74,3 +74,127 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
     keys = [k for k, _ in after]
     assert len(after) == N_CASES and len(set(keys)) == N_CASES  # nothing lost, nothing duplicated
     assert after[: len(before)] == before  # finished cases were not run again (same rows, same start times)
+
+
+# -- resuming after a change of derived data only: the same environment, the same run -------------------
+
+def _run_ids(db: Path) -> list[str]:
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return [r[0] for r in conn.execute(text("SELECT id FROM runs"))]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("name,value", [("DLPERF_MEM_BW_GBS", "50"), ("DLPERF_CPU_CLOCK_GHZ", "3.1")])
+def test_resume_after_a_peaks_override(tmp_path, monkeypatch, name, value):
+    """An override changes the peaks, not the environment: `--resume RUN` goes on with the same run, which
+    keeps the peaks it was created under."""
+    from dlperf.hardware.identity import host_fingerprint
+    from dlperf.store import Store
+
+    for var in ("DLPERF_MEM_BW_GBS", "DLPERF_CPU_CLOCK_GHZ", "DLPERF_CPU_FMA_UNITS", "DLPERF_CPU_PEAK_FP32_GFLOPS"):
+        monkeypatch.delenv(var, raising=False)
+    plain = host_fingerprint(2)["cpu_peaks_theoretical"]
+    with monkeypatch.context() as m:
+        m.setenv(name, value)
+        assert host_fingerprint(2)["cpu_peaks_theoretical"] != plain  # the override does change the peaks
+    db = tmp_path / "r.sqlite"
+    start_and_stop(db, signal.SIGINT)
+    before = stored(db)
+    assert 3 <= len(before) < N_CASES
+    [run_id] = _run_ids(db)
+    created_under = Store(db).run_environment(run_id)
+    assert created_under["peaks_overrides"] == {}
+
+    again = run_cli("run", STUDY, "--resume", run_id, db=db, env={name: value})
+    assert again.returncode == 0, again.stderr
+    assert "another environment" not in again.stderr
+    assert f"resuming run {run_id}: {len(before)} of {N_CASES} cases already stored" in again.stdout
+    after = stored(db)
+    assert len(after) == N_CASES and len({k for k, _ in after}) == N_CASES and after[: len(before)] == before
+    assert _run_ids(db) == [run_id]
+    store = Store(db)
+    assert store.run(run_id)["status"] == "complete"
+    assert store.run_environment(run_id) == created_under  # the peaks it was created under
+
+
+@pytest.fixture
+def in_process_fingerprint(monkeypatch):
+    """The sweep takes its fingerprint in this process (the same `identity.fingerprint` its worker calls),
+    so that a monkeypatched catalog or commit reaches it."""
+    from dlperf.hardware.identity import fingerprint
+    from dlperf.runner import sweep
+
+    monkeypatch.setattr(sweep, "collect_fingerprint", lambda names, threads: fingerprint(names, threads))
+
+
+FAST = {"budget_s": 0.05, "min_run_time_s": 0.01}
+
+
+def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
+    """A many_ok run stopped by Ctrl-C after `after_cases` cases; its id."""
+    from rich.console import Console
+
+    from dlperf.runner import sweep
+    from dlperf.runner.sweep import SweepInterrupted, run_study
+    from dlperf.studies import load_study
+
+    real = sweep.run_case
+    ran: list[object] = []
+
+    def run_then_stop(*args, **kwargs):
+        if len(ran) == after_cases:
+            raise KeyboardInterrupt
+        ran.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "run_case", run_then_stop)
+    with pytest.raises(SweepInterrupted):
+        run_study(load_study(STUDY), store, overrides=FAST, console=Console(quiet=True))
+    monkeypatch.setattr(sweep, "run_case", real)
+    run = store.run("latest")
+    assert run["status"] == "interrupted" and len(store.done_cases(run["id"])) == after_cases
+    return run["id"]
+
+
+def _edit_catalog(monkeypatch):
+    """Add this machine's CPU to the catalog, with figures of its own."""
+    from dlperf.hardware import catalog as catalog_mod
+    from dlperf.hardware import probe
+
+    entry = catalog_mod.find("xeon-e5620").model_copy(update={
+        "id": "edited-cpu", "name": probe.cpu_model(), "aliases": [], "cores": probe.physical_cores(),
+        "peak_fp32_tflops": 1.234, "memory_bw_gbs": 77.0})
+    shipped = catalog_mod.catalog()
+    monkeypatch.setattr(catalog_mod, "catalog", lambda: (*shipped, entry))
+
+
+def _new_commit(monkeypatch):
+    from dlperf.hardware import probe
+
+    monkeypatch.setattr(probe, "git_commit", lambda: "f" * 40)
+
+
+@pytest.mark.parametrize("change", [_edit_catalog, _new_commit], ids=["catalog edit", "new commit"])
+def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_process_fingerprint, change):
+    from rich.console import Console
+
+    from dlperf.hardware.identity import derived, fingerprint
+    from dlperf.runner.sweep import run_study
+    from dlperf.store import Store
+    from dlperf.studies import load_study
+
+    store = Store(tmp_path / "r.sqlite")
+    run_id = _interrupted_run(store, monkeypatch)
+    created_under = store.run_environment(run_id)
+    unchanged = derived(fingerprint(["numpy"], 2))
+    change(monkeypatch)
+    assert derived(fingerprint(["numpy"], 2)) != unchanged  # the change does change the derived data
+
+    summary = run_study(load_study(STUDY), store, resume=run_id, overrides=FAST, console=Console(quiet=True))
+    assert (summary.run_id, summary.resumed, summary.n_skipped) == (run_id, True, 3)
+    assert len(store.done_cases(run_id)) == N_CASES and store.run(run_id)["status"] == "complete"
+    assert [r["id"] for r in store.list_runs()] == [run_id]
+    assert store.run_environment(run_id) == created_under  # the run keeps what it was created under

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.hardware.roofline import Ceilings, ceilings, measured_peaks, roofline_point
 from dlperf.report.ops_report import REFERENCE_CSV, reference_layout
-from dlperf.report.roofline import Ceilings, ceilings, measured_peaks, roofline_point
+from dlperf.report.readers import peaks_runs
 from dlperf.store import Store
 from tests.conftest import STUDIES, run_cli
 
@@ -61,10 +62,15 @@ def test_measured_peaks_newest_per_framework_best_per_device(tmp_path):
     _peaks_run(store, host, [("numpy", "copy", 20e9), ("torch", "copy", 30e9)], datetime(2026, 1, 1, tzinfo=UTC))
     _peaks_run(store, host, [("torch", "copy", 25e9), ("torch", "gemm", 100e9)], datetime(2026, 1, 2, tzinfo=UTC))
     _peaks_run(store, other, [("torch", "copy", 999e9)], datetime(2026, 1, 3, tzinfo=UTC))
-    best, used = measured_peaks(store, host)
+    every = [(store.run_environment(r["id"]), store.results(r["id"])) for r in store.runs_of_study("peaks")]
+    best, used = measured_peaks(every, host)
     # torch's newest copy (25) replaces its older 30; numpy's 20 stays; best of the two = 25.
     assert best == {"cpu": {"copy": 25e9, "gemm": 100e9}}
     assert used.count("peaks-") == 2  # the other host's run is not used
+    # the store read behind the ops report passes only this host's runs, newest first: the same figures
+    mine = peaks_runs(store, [host])
+    assert len(mine) == 2 and measured_peaks(mine, host) == (best, used)
+    assert measured_peaks([], host) == ({}, None)
     c = ceilings({"cpu_peaks_theoretical": {"fp32_flops_per_s": 300e9, "mem_bw_bytes_per_s": None}}, "cpu",
                  "float32", best, used)
     assert c.flop_peak == 300e9 and c.bw_peak == 25e9 and "measured" in c.bw_source and c.gemm_measured == 100e9

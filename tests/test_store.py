@@ -1,4 +1,5 @@
-"""The store: migrations step by step, newer schemas refused, no duplicates, run lookup, export."""
+"""The store: migrations step by step (v1 -> v2 re-keys environments by identity), newer schemas refused,
+no duplicates, run lookup, each run's environment with its own derived data, export."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from sqlalchemy import text
 
 from dlperf.core.result import CaseResult
 from dlperf.errors import StoreError, UnknownRunError
+from dlperf.hardware.identity import derived, identity_hash
 from dlperf.store import Store
 from dlperf.store.export import to_csv, to_json
 from dlperf.store.schema import MIGRATIONS, SCHEMA_VERSION
+from tests.v1_database import ENV_A, ENV_B, build_v1, check_migrated
 
 
 def make_run(store: Store, study="s") -> str:
@@ -42,26 +45,46 @@ def test_newer_schema_is_refused_with_clear_message(db_path):
     store = Store(db_path)
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE dlperf_meta SET value='99' WHERE key='schema_version'"))
-    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(1\)"):
+    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(2\)"):
         Store(db_path)
 
 
 def test_migrations_run_one_step_at_a_time(db_path):
-    Store(db_path)  # at version 1
+    Store(db_path)  # at version 2
     applied = []
-
-    def v1_to_v2(conn):
-        applied.append(2)
-        conn.execute(text("ALTER TABLE results ADD COLUMN note TEXT"))
 
     def v2_to_v3(conn):
         applied.append(3)
+        conn.execute(text("ALTER TABLE results ADD COLUMN note TEXT"))
+
+    def v3_to_v4(conn):
+        applied.append(4)
         conn.execute(text("CREATE INDEX ix_results_status ON results(status)"))
 
-    store = Store(db_path, migrations=[*MIGRATIONS, v1_to_v2, v2_to_v3])
-    assert applied == [2, 3] and store.schema_version == 3
-    Store(db_path, migrations=[*MIGRATIONS, v1_to_v2, v2_to_v3])  # already current: nothing re-applied
-    assert applied == [2, 3]
+    store = Store(db_path, migrations=[*MIGRATIONS, v2_to_v3, v3_to_v4])
+    assert applied == [3, 4] and store.schema_version == 4
+    Store(db_path, migrations=[*MIGRATIONS, v2_to_v3, v3_to_v4])  # already current: nothing re-applied
+    assert applied == [3, 4]
+
+
+def test_v1_database_migrates_to_v2(tmp_path):
+    """Environments that differ only in derived data (peaks, commit) merge; runs keep their own peaks."""
+    url = f"sqlite:///{tmp_path / 'v1.sqlite'}"
+    check_migrated(url, build_v1(url), f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+
+
+def test_a_run_reports_the_derived_data_it_was_created_with(db_path):
+    store = Store(db_path)
+    runs = []
+    for fp in (ENV_A, ENV_B):  # one machine, measured under two DLPERF_* overrides and commits: one environment
+        env_id = store.environment_id(fp, identity_hash(fp))
+        runs.append(store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters={},
+                                     settings={}, env_id=env_id, n_cases=1, dlperf_version="0", derived=derived(fp)))
+    assert store.run(runs[0])["env_id"] == store.run(runs[1])["env_id"]
+    assert store.run_environment(runs[0]) == ENV_A and store.run_environment(runs[1]) == ENV_B
+    assert store.run_environment(make_run(store)) == {"cpu_model": "x"}  # no derived data: the environment's
+    with pytest.raises(UnknownRunError, match="unknown run 'nope'"):
+        store.run_environment("nope")
 
 
 def test_foreign_database_is_refused(tmp_path):

@@ -188,7 +188,7 @@ def show(run_ref: str, db: str | None) -> None:
 
     store = _store(db)
     run_row = store.run(run_ref)
-    render_terminal(run_row, store.environment(run_row["env_id"]), typed_results(store, run_row["id"]), _console())
+    render_terminal(run_row, store.run_environment(run_row["id"]), typed_results(store, run_row["id"]), _console())
 
 
 @cli.command()
@@ -200,15 +200,15 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.hardware.fingerprint import diff
+    from dlperf.hardware.identity import diff
     from dlperf.report.compare import ALPHA, compare_runs
     from dlperf.timing import format_time
 
     store = _store(db)
     ra, rb = store.run(run_a), store.run(run_b)
     console = _console()
-    if ra["env_id"] != rb["env_id"]:
-        diffs = diff(store.environment(ra["env_id"]), store.environment(rb["env_id"]))
+    diffs = diff(store.run_environment(ra["id"]), store.run_environment(rb["id"]))  # the peaks each ran under too
+    if diffs:
         console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
@@ -240,7 +240,7 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
     store = _store(db)
     run_row = store.run(run_ref)
     results = typed_results(store, run_row["id"])
-    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.environment(run_row["env_id"]), results)
+    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row["id"]), results)
     _write(text, output)
 
 
@@ -279,13 +279,14 @@ def typed_results(store: Any, run_id: str) -> list[Any]:
 def report_data(store: Any, run_ref: str, plot_dir: Path | None) -> Any:
     """Everything a study report needs, read from the store here (reports never query it): the run, its
     environment, its typed results, and the measured peaks of the same host for the roofline."""
-    from dlperf.report.roofline import measured_peaks
+    from dlperf.hardware.roofline import measured_peaks
+    from dlperf.report.readers import peaks_runs
     from dlperf.report.study import ReportData
 
     run_row = store.run(run_ref)
-    env = store.environment(run_row["env_id"])
+    env = store.run_environment(run_row["id"])  # with the peaks this run was measured under
     return ReportData(run_row, env, typed_results(store, run_row["id"]), plot_dir or Path("reports") / run_row["id"],
-                      measured_peaks(store, env))
+                      measured_peaks(peaks_runs(store, [env]), env))
 
 
 @cli.command()

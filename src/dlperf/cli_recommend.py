@@ -39,11 +39,12 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
                 db: str | None) -> None:
     """Measured CNN training efficiency per device: images/s, real GFLOP/s, % of peak, per W, per $."""
     from dlperf.hardware.measured import best_per_setup, cnn_rows
+    from dlperf.report.readers import cnn_inputs
     from dlperf.report.sections import rich_table
 
     store = _store(db)
     run_ids = [store.resolve_run(r) for r in runs] or None
-    rows = cnn_rows(store, run_ids, tdp_w=tdp_w, price_usd=price_usd)
+    rows = cnn_rows(*cnn_inputs(store, run_ids), tdp_w=tdp_w, price_usd=price_usd)
     if not rows:
         raise DlperfError("no cnn results stored: run `dlperf run cnn --quick` first")
     shown = rows if all_batches else best_per_setup(rows)
@@ -104,6 +105,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     from dlperf.hardware.measured import cnn_rows
     from dlperf.models import get_spec
     from dlperf.models.spec import layers
+    from dlperf.report.readers import cnn_inputs
 
     try:
         _family, model = R.parse_workload(workload)
@@ -113,7 +115,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
         raise DlperfError(str(exc)) from None
     req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
     store = _store(db)
-    rows = cnn_rows(store, [store.resolve_run(r) for r in runs] or None)
+    rows = cnn_rows(*cnn_inputs(store, [store.resolve_run(r) for r in runs] or None))
     here = this_cpu()
     devices = [d for d in (*catalog(), *([here] if here else [])) if not kind or d.kind in kind]
     ranked, excluded, key = R.rank(devices, rows, req, rank_by)

@@ -6,7 +6,7 @@ import importlib.util
 import shutil
 from dataclasses import dataclass
 
-from dlperf.hardware.fingerprint import cpu_flags, cpu_model, nvidia_gpus, physical_cores
+from dlperf.hardware.probe import cpu_flags, cpu_model, nvidia_gpus, physical_cores
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,10 @@
-"""This machine: identity (fingerprint) now; peaks and the catalog in later issues."""
+"""This machine and the devices it is set against, one module per job; each imports only modules
+listed before it, and none imports `store`, `report`, `runner` or `cli`:
+
+- `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
+- `catalog`: the vendors' figures for 30+ devices, lookup by name;
+- `peaks`: theoretical peaks, derived from the probed facts and read from the catalog;
+- `identity`: the fingerprint, and the fields of it that identify an environment (`identity_hash`);
+- `detect`: this machine's devices mapped onto the catalog;
+- `roofline`, `measured`, `recommend`: analyses over stored rows (they never open the store).
+"""

@@ -6,15 +6,20 @@ divided by the measured time); % of the device's theoretical FP32 peak; images p
 per watt) and images/s per dollar. Power is the energy meter's measured mean when the case measured
 energy; otherwise the device's TDP, labelled "TDP (not measured)"; otherwise empty with the reason.
 A price is the catalog's launch price, or the user's, labelled as such.
+
+Analysis over rows only: the caller reads the results, the environment each run ran in and the
+`peaks` runs from the store and passes them in.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dlperf.hardware.catalog import Device, match
+from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
 
 
@@ -32,8 +37,6 @@ class MeasuredDevice:
 
 def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
     """The device a result ran on: the CPU of its environment, or the GPU `cuda:N` names there."""
-    from dlperf.report.roofline import device_theoretical, env_gpu
-
     device = result["device"]
     peaks = device_theoretical(env, device)
     if device == "cpu":
@@ -73,18 +76,22 @@ def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, 
     return None, "unknown (not in the catalog, or unknown there; pass --price-usd)"
 
 
-def cnn_rows(store: Any, run_ids: list[str] | None = None, *, tdp_w: float | None = None,
-             price_usd: float | None = None) -> list[dict[str, Any]]:
-    """One row per stored ok `cnn` result (the latest when a case was measured in several runs)."""
-    from dlperf.report.roofline import measured_peaks
+def cnn_rows(results: list[dict[str, Any]], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
+             tdp_w: float | None = None, price_usd: float | None = None) -> list[dict[str, Any]]:
+    """One row per ok `cnn` result (the latest when a case was measured in several runs).
 
-    envs: dict[int, dict[str, Any]] = {}
+    `results`: stored result rows, oldest first; `envs`: the environment each of their runs ran in,
+    by run id (with the run's own peaks); `peaks_runs`: the `peaks` runs, newest first, for the
+    measured bandwidth where no theoretical one is known.
+    """
     copy_bw: dict[int, dict[str, dict[str, float]]] = {}
     latest: dict[tuple, dict[str, Any]] = {}
-    for r in store.results_of_workload("cnn", run_ids):
-        env = envs.setdefault(r["env_id"], store.environment(r["env_id"]))
-        if r["env_id"] not in copy_bw:
-            copy_bw[r["env_id"]] = measured_peaks(store, env)[0]
+    for r in results:
+        if r["workload"] != "cnn" or r["status"] != "ok":
+            continue
+        env = envs[r["run_id"]]
+        if r["env_id"] not in copy_bw:  # one environment, one host: the same measured peaks
+            copy_bw[r["env_id"]] = measured_peaks(peaks_runs, env)[0]
         dev = device_of(r, env)
         bw, bw_source = dev.peaks.get("mem_bw_bytes_per_s"), "theoretical"
         if not bw:

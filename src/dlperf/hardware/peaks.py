@@ -10,8 +10,11 @@ each figure carries the assumptions it rests on, and can be overridden:
 - DLPERF_CPU_PEAK_FP32_GFLOPS: the whole FP32 figure, replacing the model.
 - DLPERF_MEM_BW_GBS: the memory bandwidth, which cannot be read inside a VM.
 GPU peaks come from the device's SM count and clock and a per-architecture table.
-Where the device has an entry in the hardware catalog, `hardware.detect.catalog_peaks` replaces these
-derived figures with the catalog's (sourced) ones and keeps the derived ones beside them.
+Where the device has an entry in the hardware catalog, `catalog_peaks` replaces these derived figures
+with the catalog's (sourced) ones and keeps the derived ones beside them.
+
+Peaks are derived data: they change with the catalog and the overrides on the same machine, so they
+are recorded beside a run, never part of the environment's identity (`hardware.identity`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+
+from dlperf.hardware import probe
+from dlperf.hardware.catalog import match
+
+#: The environment variables that override a derived peak (recorded with each run).
+OVERRIDES = ("DLPERF_CPU_CLOCK_GHZ", "DLPERF_CPU_FMA_UNITS", "DLPERF_CPU_PEAK_FP32_GFLOPS", "DLPERF_MEM_BW_GBS")
 
 #: FP32 lanes of one vector register, by the widest ISA present.
 _VECTOR_BITS = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("asimd", 128), ("neon", 128))
@@ -65,14 +74,15 @@ def cpu_clock_ghz() -> tuple[float | None, str]:
         return khz / 1e6, "cpufreq cpuinfo_max_freq"
     except (OSError, ValueError):
         pass
-    try:
-        mhz = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines()
-               if line.startswith("cpu MHz")]
-        if mhz:
-            return max(mhz) / 1e3, "/proc/cpuinfo 'cpu MHz' (often the base clock in a VM)"
-    except (OSError, ValueError):
-        pass
+    mhz = probe.cpu_mhz()
+    if mhz:
+        return max(mhz) / 1e3, "/proc/cpuinfo 'cpu MHz' (often the base clock in a VM)"
     return None, "no clock readable"
+
+
+def overrides_in_force() -> dict[str, str]:
+    """The `OVERRIDES` set in this process's environment, as set."""
+    return {name: os.environ[name] for name in OVERRIDES if os.environ.get(name)}
 
 
 def cpu_theoretical(physical_cores: int, flags: list[str]) -> dict[str, Any]:
@@ -138,3 +148,75 @@ def flop_peak(peaks: dict[str, Any], dtype: str) -> float | None:
     """The theoretical FLOP/s for a dtype (float64 has no model here: None)."""
     key = {"float32": "fp32_flops_per_s", "float16": "fp16_flops_per_s", "bfloat16": "bf16_flops_per_s"}.get(dtype)
     return peaks.get(key) if key else None
+
+
+def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
+                  visible_cores: int | None = None) -> dict[str, Any]:
+    """A device's theoretical peaks for the ops study, read from its catalog entry where it has one.
+
+    `theoretical` is what dlperf derived from the device's own properties (cores x clock x ISA, or
+    NVML's SMs x clock); it stays beside the catalog's figures as `derived_*` for comparison. A GPU takes
+    the vendor's FP32, FP16/BF16 and bandwidth. A CPU takes the package's FP32 scaled by the share of
+    its cores this machine sees (a VM's slice of a 96-core part gets 2/96 of it); its bandwidth is taken
+    only when the whole package is visible. A figure the catalog lacks keeps the derived value.
+    """
+    out = dict(theoretical)
+    dev = match(name) if name else None
+    if dev is None or (dev.kind == "cpu") != (kind == "cpu"):
+        out["peaks_source"] = "derived on this machine (no catalog entry matches this device)"
+        return out
+    scale = dev.core_share(visible_cores)
+    share = f" x {visible_cores}/{dev.cores} cores visible" if scale != 1.0 else ""
+    taken = []
+    fp32 = dev.value("peak_fp32_tflops")
+    if fp32 is not None:
+        out["derived_fp32_flops_per_s"] = theoretical.get("fp32_flops_per_s")
+        out["fp32_flops_per_s"] = fp32 * 1e12 * scale
+        taken.append("FP32")
+    fp16 = dev.value("peak_fp16_tflops")
+    if fp16 is not None and kind != "cpu":
+        out["derived_fp16_flops_per_s"] = theoretical.get("fp16_flops_per_s")
+        out["fp16_flops_per_s"] = fp16 * 1e12
+        if theoretical.get("bf16_flops_per_s"):  # the architecture has BF16: the catalog's figure is FP16/BF16
+            out["bf16_flops_per_s"] = fp16 * 1e12
+        taken.append("FP16/BF16")
+    bw = dev.value("memory_bw_gbs")
+    if bw is not None and scale == 1.0:
+        out["derived_mem_bw_bytes_per_s"] = theoretical.get("mem_bw_bytes_per_s")
+        out["mem_bw_bytes_per_s"] = bw * 1e9
+        taken.append("bandwidth")
+    out["catalog_id"] = dev.id
+    if taken:
+        out["peaks_source"] = (f"catalog entry {dev.id}: {', '.join(taken)}{share} "
+                               f"({dev.source('peak_fp32_tflops')})")
+        out["assumptions"] = f"{out['peaks_source']}; derived from the device's properties: " + str(
+            theoretical.get("assumptions", ""))
+    else:
+        out["peaks_source"] = f"catalog entry {dev.id} has no peak figures: derived on this machine"
+    return out
+
+
+def cpu_peaks() -> dict[str, Any]:
+    """This machine's CPU peaks as the fingerprint records them: derived here, read from the catalog
+    where the CPU has an entry (scaled to the cores visible here)."""
+    cores = probe.physical_cores()
+    return catalog_peaks(cpu_theoretical(cores, probe.cpu_flags()), probe.cpu_model(), kind="cpu",
+                         visible_cores=cores)
+
+
+def gpu_peaks(gpu: dict[str, Any]) -> dict[str, Any] | None:
+    """One GPU's peaks from the properties NVML reported (`probe.nvidia_gpus`), read from the catalog
+    where it has an entry; None for a GPU seen without them (through nvidia-smi)."""
+    props = gpu.get("properties")
+    if props is None:
+        return None
+    cc, sm_count = props.get("compute_capability"), props.get("sm_count")
+    if cc is None or sm_count is None:
+        theoretical: dict[str, Any] = {"fp32_flops_per_s": None,
+                                       "assumptions": "NVML did not report compute capability or SM count"}
+    else:
+        theoretical = gpu_theoretical(major=int(cc[0]), minor=int(cc[1]), sm_count=int(sm_count),
+                                      sm_clock_mhz=props.get("sm_clock_mhz"),
+                                      mem_clock_mhz=props.get("mem_clock_mhz"),
+                                      bus_width_bits=props.get("bus_width_bits"))
+    return catalog_peaks(theoretical, gpu["name"], kind="gpu")

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.core.result import Metrics
+from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
 from dlperf.report.plots import roofline_plot
-from dlperf.report.roofline import Ceilings, ceilings, roofline_point
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 

@@ -4,7 +4,7 @@ framework, with the assumptions behind each theoretical figure."""
 from __future__ import annotations
 
 from dlperf.core.result import CaseResult
-from dlperf.report.roofline import device_theoretical
+from dlperf.hardware.roofline import device_theoretical
 from dlperf.report.sections import Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 

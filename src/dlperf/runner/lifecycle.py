@@ -37,6 +37,8 @@ class NewRun:
     settings: dict[str, Any]  # the stored JSON form (RunSettings.stored())
     env_id: int
     n_cases: int
+    #: The environment's derived figures (peaks, overrides, commit): stored with the run, not hashed.
+    derived: dict[str, Any] | None = None
 
 
 @dataclass

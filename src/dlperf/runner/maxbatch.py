@@ -21,7 +21,8 @@ from rich.markup import escape
 from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, fingerprint_hash
+from dlperf.hardware.identity import derived, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
@@ -74,7 +75,7 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
     settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
                            mem_limit_mb=mem_limit_mb, threads=threads or default_threads(), energy=False, seed=0)
     fp = collect_fingerprint([framework], settings.threads)
-    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    env_id = store.environment_id(fp, identity_hash(fp))
     stored = settings.stored()
     stored = {key: stored[key] for key in STORED_SETTINGS}
     identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": stored}
@@ -83,7 +84,7 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
         study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
         study_path="(dlperf maxbatch)", filters={"framework": framework, "device": device, "start": start,
                                                   "max_batch": max_batch},
-        settings=stored, env_id=env_id, n_cases=0)
+        settings=stored, env_id=env_id, n_cases=0, derived=derived(fp))
     with open_run(store, new_run) as run:
         out = _search(store, run.run_id, env_id, settings, base, model=model, start=start, max_batch=max_batch,
                       exact=exact, console=console)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.core.jobs import Job, as_job
-from dlperf.hardware.fingerprint import env_threads_vars
+from dlperf.hardware.probe import env_threads_vars
 
 CGROUP_MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
 

@@ -23,7 +23,8 @@ from dlperf.core.settings import RunSettings
 from dlperf.core.status import FAILED_STATUSES
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
-from dlperf.hardware.fingerprint import default_threads, diff, fingerprint_hash, host_fingerprint
+from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
@@ -102,7 +103,7 @@ def run_study(
     cases = filter_cases(study, frameworks, devices)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
-    env_id = store.environment_id(fp, fingerprint_hash(fp))
+    env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
     filters: dict[str, Any] = {"frameworks": sorted(frameworks), "devices": sorted(devices),
                                "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
     if counters:
@@ -119,7 +120,7 @@ def run_study(
                 f"another version of its file; it cannot be resumed with {study.name} ({study.variant})"
             )
         if existing["env_id"] != env_id:
-            changed = [key for key, _, _ in diff(store.environment(existing["env_id"]), fp)]
+            changed = [key for key, _, _ in diff(identity(store.environment(existing["env_id"])), identity(fp))]
             raise StudyError(
                 f"--resume {resume}: run {run_id} was measured in another environment ({', '.join(changed[:4])} "
                 f"differ); results are never merged across environments: start a new run with --new"
@@ -132,7 +133,8 @@ def run_study(
         resumed = found is not None
         run_id = found
     new_run = NewRun(study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
-                     filters=filters, settings=settings.stored(), env_id=env_id, n_cases=len(cases))
+                     filters=filters, settings=settings.stored(), env_id=env_id, n_cases=len(cases),
+                     derived=derived(fp))
 
     def interrupted(run_id: str) -> str:
         stored = len(store.done_cases(run_id))

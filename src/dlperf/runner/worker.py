@@ -231,7 +231,7 @@ def _tdp_estimate(tdp_w: float, device: str, fn: Any, sync: Any, per_call_s: flo
 
 
 def collect_fingerprint(job: FingerprintJob) -> dict[str, Any]:
-    from dlperf.hardware.fingerprint import fingerprint
+    from dlperf.hardware.identity import fingerprint
 
     return {"status": "ok", "fingerprint": fingerprint(job.frameworks, job.threads)}
 

@@ -109,21 +109,38 @@ class Store:
             return int(res.inserted_primary_key[0])
 
     def environment(self, env_id: int) -> dict[str, Any]:
+        """An environment's data as first stored (its identity, and the derived fields of its first run)."""
         with self.engine.connect() as conn:
             data = conn.execute(select(environments.c.data).where(environments.c.id == env_id)).scalar()
         return data or {}
 
+    def run_environment(self, run_id: str) -> dict[str, Any]:
+        """The environment a run ran in, as its reports see it: the environment's data with the run's own
+        derived figures (peaks, overrides, dlperf's version and commit, recorded at its creation) laid over
+        it, so that a report of an old run keeps the peaks it ran under."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(environments.c.data, runs.c.derived)
+                .select_from(runs.join(environments, runs.c.env_id == environments.c.id))
+                .where(runs.c.id == run_id)
+            ).first()
+        if row is None:
+            raise UnknownRunError(f"unknown run {run_id!r} in {self.url} (see 'dlperf runs')")
+        return {**(row.data or {}), **(row.derived or {})}
+
     # -- runs ----------------------------------------------------------
     def create_run(self, *, study: str, variant: str, study_hash: str, study_path: str,
                    filters: dict[str, Any], settings: dict[str, Any], env_id: int, n_cases: int,
-                   dlperf_version: str) -> str:
+                   dlperf_version: str, derived: dict[str, Any] | None = None) -> str:
+        """A new run in environment `env_id`; `derived`: what its fingerprint holds beyond the environment's
+        identity (hardware.identity.derived), kept with the run for its reports."""
         started = now()
         run_id = f"{study}-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
         with self.engine.begin() as conn:
             conn.execute(insert(runs).values(
                 id=run_id, study=study, variant=variant, study_hash=study_hash, study_path=study_path,
                 filters=filters, settings=settings, env_id=env_id, status="running", n_cases=n_cases,
-                dlperf_version=dlperf_version, started_at=started,
+                dlperf_version=dlperf_version, started_at=started, derived=derived,
             ))
         return run_id
 

@@ -4,6 +4,8 @@
 from version i to i + 1; a database is upgraded one step at a time, each step in
 its own transaction. A later change adds a step (ALTER/CREATE) and bumps the
 version; it never edits an earlier step, which databases in the field have run.
+The steps live in `store.migrations`, each with its own copy of what it needs (not
+these tables, which are the current shape: what all the steps together build).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+
+from dlperf.store.migrations import v0_to_v1, v1_to_v2
 
 metadata = MetaData()
 
@@ -60,6 +64,9 @@ runs = Table(
     Column("dlperf_version", String(32), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+    # v2: what the run's fingerprint held beyond the environment's identity (peaks, overrides, dlperf's
+    # version and commit), as it was when the run was created; laid over the environment for reports.
+    Column("derived", JSON),
 )
 
 results = Table(
@@ -86,13 +93,8 @@ results = Table(
 )
 
 
-def _v0_to_v1(conn: Connection) -> None:
-    """Create the first schema: meta, environments, runs, results."""
-    metadata.create_all(conn, tables=[meta, environments, runs, results])
-
-
 Migration = Callable[[Connection], None]
 
 #: MIGRATIONS[i] upgrades version i to i + 1.
-MIGRATIONS: list[Migration] = [_v0_to_v1]
+MIGRATIONS: list[Migration] = [v0_to_v1, v1_to_v2]
 SCHEMA_VERSION = len(MIGRATIONS)

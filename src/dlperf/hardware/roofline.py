@@ -6,6 +6,9 @@ Ceilings, per device and dtype:
 - memory: the theoretical bandwidth where known, else the best copy/triad
   bandwidth *measured* by `dlperf peaks` on the same host (labelled as such).
 attainable(AI) = min(compute, AI x memory); the binding ceiling is the smaller.
+
+Analysis over rows only: the caller reads the store (the environment a run ran in, with its own
+derived peaks; the peaks runs and their results) and passes them in.
 """
 
 from __future__ import annotations
@@ -35,26 +38,30 @@ def same_host(env_a: dict[str, Any], env_b: dict[str, Any]) -> bool:
     return all(env_a.get(k) == env_b.get(k) for k in HOST_KEYS) and gpus(env_a) == gpus(env_b)
 
 
-def measured_peaks(store: Any, env: dict[str, Any]) -> tuple[dict[str, dict[str, float]], str | None]:
+#: `peaks` runs as `measured_peaks` reads them: (the run's environment, its result rows), newest first.
+PeaksRuns = list[tuple[dict[str, Any], list[dict[str, Any]]]]
+
+
+def measured_peaks(peaks_runs: PeaksRuns, env: dict[str, Any]) -> tuple[dict[str, dict[str, float]], str | None]:
     """Best measured gemm/copy/triad per device on this host.
 
-    Takes the newest ok result of each (device, framework, kind) over all `peaks`
-    runs of the same host, then the best framework per device and kind. Returns
-    them and the ids of the runs they came from.
+    Takes the newest ok result of each (device, framework, kind) over the `peaks`
+    runs (newest first) of the same host as `env`, then the best framework per
+    device and kind. Returns them and the ids of the runs they came from.
     """
     newest: dict[tuple[str, str, str], float] = {}
     used: list[str] = []
-    for run in store.runs_of_study("peaks"):  # newest first
-        if not same_host(store.environment(run["env_id"]), env):
+    for run_env, rows in peaks_runs:
+        if not same_host(run_env, env):
             continue
-        for r in store.results(run["id"]):
+        for r in rows:
             key = (r["device"], r["framework"], r["params"]["kind"])
             if r["status"] != "ok" or key in newest:
                 continue
             m = r["metrics"]
             newest[key] = m["flops_per_s"] if key[2] == "gemm" else m["bytes_per_s"]
-            if run["id"] not in used:
-                used.append(run["id"])
+            if r["run_id"] not in used:
+                used.append(r["run_id"])
     best: dict[str, dict[str, float]] = {}
     for (device, _fw, kind), value in newest.items():
         dev = best.setdefault(device, {})
