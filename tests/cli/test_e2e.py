@@ -1,25 +1,19 @@
-"""The CLI as a user meets it: subprocesses, exit codes, stdout, and stderr that is one line or empty."""
+"""The CLI as a user meets it, end to end: subprocesses, exit codes, stdout, and stderr that is one line or empty.
+(Bad input is tested in-process in test_usage_errors.py.)"""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from sqlalchemy import create_engine, text
 
-from tests.conftest import STUDIES, run_cli
+from tests.cli.conftest import assert_one_line_error
+from tests.conftest import run_cli
 
-
-def assert_one_line_error(res, *fragments):
-    assert res.returncode != 0
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("dlperf: error: "), lines[0]
-    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
-    for f in fragments:
-        assert f in lines[0], lines[0]
+pytestmark = pytest.mark.e2e
 
 
 def test_help_imports_no_framework_nor_store():
@@ -32,52 +26,19 @@ def test_help_imports_no_framework_nor_store():
     assert res.returncode == 0 and "doctor" in res.stdout and res.stderr == ""
 
 
-@pytest.fixture(scope="module")
-def bad_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bad")
-    good = "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\n"
-    (d / "syntax.yaml").write_text("name: t\nworkload: [ops\n")
-    (d / "unknown_key.yaml").write_text(good + "colour: red\n")
-    (d / "unknown_fw.yaml").write_text(good.replace("[numpy]", "[numpy, mxnet]"))
-    (d / "negative.yaml").write_text(good + "repetitions: -1\n")
-    return d
+def test_python_m_dlperf_is_the_same_command():
+    env = dict(os.environ, COLUMNS="200")  # as run_cli sets it
+    res = subprocess.run([sys.executable, "-m", "dlperf", "--help"], capture_output=True, text=True, env=env)
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout == run_cli("--help").stdout
+    version = subprocess.run([sys.executable, "-m", "dlperf", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("dlperf, version ")
 
 
-@pytest.mark.parametrize(
-    ("name", "fragments"),
-    [
-        ("syntax.yaml", ["syntax.yaml:", "YAML syntax error"]),
-        ("unknown_key.yaml", ["colour: unknown key"]),
-        ("unknown_fw.yaml", ["frameworks[1]: unknown framework 'mxnet'"]),
-        ("negative.yaml", ["repetitions: Input should be greater than 0"]),
-        ("missing.yaml", ["missing.yaml: study file not found"]),
-    ],
-)
-def test_bad_study_file(bad_dir, tmp_path, name, fragments):
-    db = tmp_path / "r.sqlite"
-    res = run_cli("run", str(bad_dir / name), db=db)
-    assert_one_line_error(res, *fragments)
-    assert res.returncode == 2
-
-
-def test_database_from_newer_dlperf(tmp_path):
-    db = tmp_path / "r.sqlite"
-    assert run_cli("runs", db=db).returncode == 0  # creates the schema
-    engine = create_engine(f"sqlite:///{db}")
-    with engine.begin() as conn:
-        conn.execute(text("UPDATE dlperf_meta SET value='7' WHERE key='schema_version'"))
-    engine.dispose()
-    assert_one_line_error(run_cli("show", "latest", db=db), "schema version 7, newer than this dlperf reads")
-
-
-def test_unknown_run_and_usage_errors(tmp_path):
-    db = tmp_path / "r.sqlite"
-    assert_one_line_error(run_cli("show", "latest", db=db), "no runs in")
-    assert_one_line_error(run_cli("show", "nope", db=db), "unknown run 'nope'")
-    assert_one_line_error(run_cli("run", "smoke", "--framework", "tourch", db=db), "unknown framework 'tourch'")
-    assert_one_line_error(run_cli("run", "smoke", "--timeout", "-1", db=db), "--timeout")
-    assert_one_line_error(run_cli("frobnicate", db=db), "No such command")
-    assert_one_line_error(run_cli("export", "x", "--format", "xml", db=db), "--format")
+def test_a_bad_argument_is_one_line_on_stderr(tmp_path):
+    res = run_cli("show", "nope", db=tmp_path / "r.sqlite")
+    assert_one_line_error(res, "unknown run 'nope'")
+    assert res.returncode == 2 and res.stdout == ""
 
 
 def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
@@ -108,15 +69,6 @@ def test_list_shows_studies_workloads_frameworks():
     assert res.returncode == 0 and res.stderr == ""
     for word in ("smoke", "ops", "faults", "numpy", "torch"):
         assert word in res.stdout
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    db = tmp_path_factory.mktemp("cli") / "r.sqlite"
-    study = str(STUDIES / "many_ok.yaml")
-    first = run_cli("run", study, "--budget", "0.2", db=db)
-    second = run_cli("run", study, "--budget", "0.2", "--new", db=db)
-    return db, first, second
 
 
 def test_run_prints_table_and_location(two_runs):
@@ -164,22 +116,3 @@ def test_rich_markup_in_data_is_printed_literally():
     # Install hints such as "pip install -e '.[gpu]'" contain brackets that rich would eat as markup.
     res = run_cli("doctor")
     assert "'.[gpu]'" in res.stdout
-
-
-def test_resume_of_another_study_is_refused(two_runs):
-    db, _, _ = two_runs
-    res = run_cli("run", "smoke", "--quick", "--resume", "latest", db=db)
-    assert_one_line_error(res, "cannot be resumed with smoke (quick)")
-
-
-def test_unwritable_database_location(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert_one_line_error(run_cli("runs", "--db", str(blocker / "sub" / "r.sqlite")), "cannot create the folder")
-
-
-def test_resume_across_environments_is_refused(two_runs):
-    db, _, _ = two_runs
-    # the same study with another thread count is another environment (threads are part of the fingerprint)
-    res = run_cli("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", "1", db=db)
-    assert_one_line_error(res, "was measured in another environment", "threads")
