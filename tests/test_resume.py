@@ -31,8 +31,12 @@ def stored(db: Path) -> list[tuple[str, str]]:
         engine.dispose()
 
 
+#: Set in the environment of the sweep a test starts: its workers inherit it, so they are told from others'.
+TAG = "DLPERF_TEST_SWEEP"
+
+
 def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str] | int:
-    env = dict(os.environ, DLPERF_DB=str(db))
+    env = dict(os.environ, DLPERF_DB=str(db), **{TAG: str(db)})
     proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
@@ -45,9 +49,19 @@ def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.Compl
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def workers_left() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "dlperf.runner.worker" in line and "ps -eo" not in line]
+def workers_left(db: Path) -> list[str]:
+    """Workers of the sweep that this test started (on `db`) still alive, orphans included: those whose
+    environment carries its tag. Other tests' and other users' workers on the machine do not count."""
+    import psutil
+
+    left = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if "dlperf.runner.worker" in " ".join(p.info["cmdline"] or []) and p.environ().get(TAG) == str(db):
+                left.append(f"{p.pid} {' '.join(p.info['cmdline'])}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return left
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
@@ -64,7 +78,7 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
     else:
         assert stopped.returncode == -signal.SIGKILL
     time.sleep(0.5)
-    assert workers_left() == [], "a worker outlived its sweep"
+    assert workers_left(db) == [], "a worker outlived its sweep"
 
     again = run_cli("run", STUDY, db=db)
     assert again.returncode == 0, again.stderr

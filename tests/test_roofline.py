@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.cli.readers import peaks_runs
 from dlperf.hardware.roofline import Ceilings, ceilings, measured_peaks, roofline_point
 from dlperf.report.ops_report import REFERENCE_CSV, reference_layout
-from dlperf.report.readers import peaks_runs
 from dlperf.store import Store
 from tests.conftest import STUDIES, run_cli
 

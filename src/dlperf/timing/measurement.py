@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from dlperf.timing.stats import median_ci, quantile
+from dlperf.units import format_time
 
 #: IQR / median above this raises the noise flag (same threshold as torch.utils.benchmark).
 NOISE_IQR_REL = 0.10
@@ -194,24 +195,3 @@ class Measurement:
             f"n={self.n_samples} x {self.block_size} iters{flag})"
         )
 
-
-def format_energy(e_j: float | None) -> str:
-    """Human energy with a unit: 3.2 J, 41 mJ."""
-    if e_j is None:
-        return "-"
-    if abs(e_j) >= 1:
-        return f"{e_j:.3g} J"
-    if abs(e_j) >= 1e-3:
-        return f"{e_j * 1e3:.3g} mJ"
-    return f"{e_j * 1e6:.3g} uJ"
-
-
-def format_time(t_s: float | None) -> str:
-    """Human time with a unit: 1.23 ms, 850 ns."""
-    if t_s is None or (isinstance(t_s, float) and math.isnan(t_s)):
-        return "-"
-    a = abs(t_s)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if a >= scale:
-            return f"{t_s / scale:.3g} {unit}"
-    return f"{t_s / 1e-9:.3g} ns"

@@ -1,13 +1,31 @@
-"""The store reads behind the hardware analyses (`hardware.roofline`, `hardware.measured`), which take
-rows, never a store: each run's environment as its reports see it, the `peaks` runs of a host."""
+"""The store reads behind the reports and the hardware analyses, which take data, never a store: a run's
+typed results, everything a study report needs (`ReportData`), the `peaks` runs of a host, the cnn
+results that `hw measured` and `recommend` calibrate on."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from dlperf.hardware.roofline import PeaksRuns, same_host
+from dlperf.core.result import CaseResult
+from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
+from dlperf.report.study import ReportData
 from dlperf.store import Store
+
+
+def typed_results(store: Store, run_id: str) -> list[CaseResult]:
+    """A run's results, typed, their statistics recomputed from the stored raw samples."""
+    return [CaseResult.from_row(r) for r in store.results(run_id)]
+
+
+def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData:
+    """Everything a study report needs: the run, its environment with the derived figures (peaks) it was
+    measured under, its typed results, and the measured peaks of the same host for the roofline."""
+    run_row = store.run(run_ref)
+    env = store.run_environment(run_row["id"])
+    return ReportData(run_row, env, typed_results(store, run_row["id"]), plot_dir or Path("reports") / run_row["id"],
+                      measured_peaks(peaks_runs(store, [env]), env))
 
 
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:

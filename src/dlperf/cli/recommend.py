@@ -1,5 +1,5 @@
-"""`dlperf recommend` and `dlperf hw measured`: estimates for hardware the user lacks, measured
-efficiency for hardware they have. Every estimate is labelled "est." in its table."""
+"""`dlperf recommend`: estimates for hardware the user lacks (the measured efficiency of hardware they have is
+`dlperf hw measured`, in hw.py). Every estimate is labelled "est." in its table."""
 
 from __future__ import annotations
 
@@ -8,65 +8,9 @@ from typing import Any
 
 import click
 
-from dlperf.cli_common import _console, _store, db_option
-from dlperf.cli_hw import _num, hw
+from dlperf.cli.options import db_option, new_console, open_store
 from dlperf.errors import DlperfError
-
-PRICE_HELP = "this machine's price in USD where the catalog has none (labelled as given)"
-TDP_HELP = "this machine's TDP in W where no meter measured and the catalog has none (labelled as TDP)"
-
-
-def _pct(x: float | None) -> str:
-    return "?" if x is None else f"{100 * x:+.0f}%"
-
-
-def _iqr(row: dict[str, Any]) -> str:
-    """The spread of a measured rate: the step times' IQR over their median."""
-    return "?" if row.get("iqr_rel") is None else f"{100 * row['iqr_rel']:.1f}%"
-
-
-def _mib(x: float | None) -> str:
-    return "?" if x is None else f"{x / 2**20:,.0f} MiB"
-
-
-@hw.command("measured")
-@click.option("--run", "runs", multiple=True, metavar="RUN", help="only these runs (default: every cnn result)")
-@click.option("--all-batches", is_flag=True, help="every batch, not only the fastest per setup")
-@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None, help=TDP_HELP)
-@click.option("--price-usd", type=click.FloatRange(min=0, min_open=True), default=None, help=PRICE_HELP)
-@db_option
-def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, price_usd: float | None,
-                db: str | None) -> None:
-    """Measured CNN training efficiency per device: images/s, real GFLOP/s, % of peak, per W, per $."""
-    from dlperf.hardware.measured import best_per_setup, cnn_rows
-    from dlperf.report.readers import cnn_inputs
-    from dlperf.report.sections import rich_table
-
-    store = _store(db)
-    run_ids = [store.resolve_run(r) for r in runs] or None
-    rows = cnn_rows(*cnn_inputs(store, run_ids), tdp_w=tdp_w, price_usd=price_usd)
-    if not rows:
-        raise DlperfError("no cnn results stored: run `dlperf run cnn --quick` first")
-    shown = rows if all_batches else best_per_setup(rows)
-    header = ["device", "framework", "model", "px", "batch", "img/s", "IQR", "real GFLOP/s", "% of peak", "power W",
-              "img/s per W", "img/s per $1k"]
-    table = []
-    for r in shown:
-        tdp = "" if r["power_w"] is None or r["power_source"].startswith("measured") else " (TDP)"
-        table.append([r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
-                      _num(r["images_per_s"]), _iqr(r), _num(r["real_gflops"]), _num(r["pct_of_peak"], "{:.1f}"),
-                      _num(r["power_w"], "{:.1f}") + tdp, _num(r["images_per_j"]) + tdp,
-                      _num(r["images_per_s_per_kusd"])])
-    console = _console()
-    console.print(rich_table("measured CNN training efficiency" + ("" if all_batches else
-                                                                    " (fastest batch per setup; --all-batches)"),
-                             header, table))
-    notes = {f"{r['device']}: power: {r['power_source']}; price: {r['price_source']}; peak: {r['peak_source']}"
-             for r in shown}
-    for line in sorted(notes):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    console.print("real GFLOP/s = the cost model's training FLOPs / measured median step time (study 004's metric)",
-                  highlight=False)
+from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr, format_mib, format_number, format_pct
 
 
 @click.command()
@@ -99,13 +43,13 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
               efficiency: float | None, rank_by: str | None, top: int, runs: tuple[str, ...],
               plot_dir: Path, no_plot: bool, fmt: str, db: str | None) -> None:
     """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
+    from dlperf.cli.readers import cnn_inputs
     from dlperf.hardware import recommend as R
     from dlperf.hardware.catalog import catalog
     from dlperf.hardware.detect import this_cpu
     from dlperf.hardware.measured import cnn_rows
     from dlperf.models import get_spec
     from dlperf.models.spec import layers
-    from dlperf.report.readers import cnn_inputs
 
     try:
         _family, model = R.parse_workload(workload)
@@ -114,7 +58,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     except ValueError as exc:
         raise DlperfError(str(exc)) from None
     req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
-    store = _store(db)
+    store = open_store(db)
     rows = cnn_rows(*cnn_inputs(store, [store.resolve_run(r) for r in runs] or None))
     here = this_cpu()
     devices = [d for d in (*catalog(), *([here] if here else [])) if not kind or d.kind in kind]
@@ -126,7 +70,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
         click.echo(json.dumps(_as_json(req, key, ranked, excluded, checks), indent=1))
         return
     plot_dir = None if no_plot else plot_dir
-    console = _console()
+    console = new_console()
     _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
     if excluded:
         console.print("left out: " + "; ".join(f"{e['device'].id} ({why})" for e, why in excluded),
@@ -193,10 +137,11 @@ def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str
     table = []
     for e in ranked:
         d = e["device"]
-        cap = f" / {_num(d.memory_gb)}" if d.kind != "cpu" else " / host"
-        table.append([str(e["rank"]), d.id, d.kind, f"{e['memory_bytes'] / 1e9:.2f}{cap}", _num(e["images_per_s"]),
-                      f"{100 * e['efficiency']:.0f}%", _num(d.launch_price_usd, "{:,.0f}"), _num(d.tdp_w),
-                      _num(e["images_per_s_per_kusd"]), _num(e["images_per_j_tdp"]),
+        cap = f" / {format_figure(d.memory_gb)}" if d.kind != "cpu" else " / host"
+        table.append([str(e["rank"]), d.id, d.kind, format_gb(e["memory_bytes"], named=False) + cap,
+                      format_figure(e["images_per_s"]), format_pct(e["efficiency"]),
+                      format_figure(d.launch_price_usd, ",.0f"), format_figure(d.tdp_w),
+                      format_figure(e["images_per_s_per_kusd"]), format_figure(e["images_per_j_tdp"]),
                       _measured_cell(d, rows, checks, req), e["reason"]])
     title = (f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
              f"{n} devices qualify, top {len(ranked)} by {R.RANK_KEYS[key][1]}")
@@ -218,13 +163,13 @@ def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, 
 
     mine = [c for c in checks if c["row"]["precision"] == req.precision and same_device(c["row"])]
     if not mine:
-        return "-"
+        return MISSING
     near = nearest([c["row"] for c in mine], req.batch, req.image_size)
     best = max((c for c in mine if c["row"]["batch"] == near["batch"] and
                 c["row"]["image_size"] == near["image_size"]), key=lambda c: c["row"]["images_per_s"])
     r = best["row"]
-    return (f"{r['images_per_s']:,.1f} img/s {r['framework']} b{r['batch']} {r['image_size']}px "
-            f"(est. {_pct(best['ips_error'])})")
+    return (f"{format_number(r['images_per_s'], ',.1f')} img/s {r['framework']} b{r['batch']} {r['image_size']}px "
+            f"(est. {format_pct(best['ips_error'], '+.0f', missing=UNKNOWN)})")
 
 
 def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) -> None:
@@ -237,19 +182,21 @@ def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) ->
     header = ["device", "framework", "px", "batch", "measured memory", "est. memory", "error", "measured img/s",
               "IQR", "est. img/s (leave one out)", "error"]
     table = [[c["row"]["device"], c["row"]["framework"], str(c["row"]["image_size"]), str(c["row"]["batch"]),
-              _mib(c["memory_measured"]), _mib(c["memory_estimate"]), _pct(c["memory_error"]),
-              _num(c["row"]["images_per_s"]), _iqr(c["row"]), _num(c["ips_estimate"]), _pct(c["ips_error"])]
+              format_mib(c["memory_measured"], missing=UNKNOWN), format_mib(c["memory_estimate"], missing=UNKNOWN),
+              format_pct(c["memory_error"], "+.0f", missing=UNKNOWN), format_figure(c["row"]["images_per_s"]),
+              format_iqr(c["row"].get("iqr_rel"), missing=UNKNOWN), format_figure(c["ips_estimate"]),
+              format_pct(c["ips_error"], "+.0f", missing=UNKNOWN)]
              for c in sorted(checks, key=lambda c: (c["row"]["device"], c["row"]["framework"],
                                                    c["row"]["image_size"], c["row"]["batch"]))]
     console.print(rich_table(f"the estimates against this user's {model} measurements", header, table))
     mem = [abs(c["memory_error"]) for c in checks if c["memory_error"] is not None]
     ips = [abs(c["ips_error"]) for c in checks if c["ips_error"] is not None]
     if mem:
-        console.print(f"memory estimate: largest error {100 * max(mem):.1f}% over {len(mem)} measured cases "
+        console.print(f"memory estimate: largest error {format_pct(max(mem), '.1f')} over {len(mem)} measured cases "
                       f"({sum(m <= 0.25 for m in mem)} within 25%); a CPU's figure is the worker's peak RSS, "
                       f"estimated as the model's host estimate plus the framework's footprint measured before "
                       f"the workload was built", highlight=False, soft_wrap=True)
     if ips:
         console.print(f"throughput estimate (efficiency from the other batches): median error "
-                      f"{100 * sorted(ips)[len(ips) // 2]:.0f}%, largest {100 * max(ips):.0f}%",
+                      f"{format_pct(sorted(ips)[len(ips) // 2])}, largest {format_pct(max(ips))}",
                       highlight=False)

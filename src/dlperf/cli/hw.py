@@ -1,4 +1,5 @@
-"""`dlperf hw`: the hardware catalog (list, show, compare) and study 004's figures against it."""
+"""`dlperf hw`: the hardware catalog (list, show, compare), study 004's figures against it (diff-study), and
+the efficiency measured on hardware the user has (measured)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,15 @@ from typing import Any
 
 import click
 
+from dlperf.cli.options import db_option, new_console, open_store
 from dlperf.errors import DlperfError
+from dlperf.units import MISSING, UNKNOWN, format_figure, format_iqr
 
+TDP_HELP = "this machine's TDP in W where no meter measured and the catalog has none (labelled as TDP)"
+PRICE_HELP = "this machine's price in USD where the catalog has none (labelled as given)"
 SORTABLE = ("name", "vendor", "kind", "process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs",
             "peak_fp32_tflops", "peak_fp16_tflops", "peak_int8_tops", "tdp_w", "launch_year", "launch_price_usd",
             "gflops_per_w", "gflops_per_usd")
-
-
-def _num(v: Any, fmt: str = "{:,.4g}") -> str:
-    if v in (None, "unknown"):
-        return "?"
-    return fmt.format(v) if isinstance(v, (int, float)) else str(v)
 
 
 def _sort_value(d: Any, key: str) -> Any:
@@ -52,7 +51,6 @@ def hw() -> None:
 @click.option("--desc", is_flag=True, help="largest first")
 def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
     """Every catalog device (datasheet figures; ? = unknown; sorted, unknowns last)."""
-    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import catalog
     from dlperf.report.sections import rich_table
 
@@ -62,11 +60,12 @@ def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
     devices = known + [d for d in devices if _sort_value(d, sort_key) is None]
     header = ["id", "kind", "year", "nm", "memory GB", "GB/s", "FP32 TFLOP/s", "FP16 TFLOP/s", "INT8 TOP/s", "TDP W",
               "price USD", "GFLOP/s per W", "GFLOP/s per $"]
-    rows = [[d.id, d.kind, _num(d.launch_year, "{:.0f}"), _num(d.process_nm), _num(d.memory_gb),
-             _num(d.memory_bw_gbs), _num(d.peak_fp32_tflops), _num(d.peak_fp16_tflops), _num(d.peak_int8_tops),
-             _num(d.tdp_w), _num(d.launch_price_usd, "{:,.0f}"), _num(d.efficiency()["gflops_per_w"], "{:.3g}"),
-             _num(d.efficiency()["gflops_per_usd"], "{:.3g}")] for d in devices]
-    _console().print(rich_table(f"hardware catalog: {len(rows)} devices (datasheet figures; `dlperf hw show ID` "
+    rows = [[d.id, d.kind, format_figure(d.launch_year, ".0f"), format_figure(d.process_nm),
+             format_figure(d.memory_gb), format_figure(d.memory_bw_gbs), format_figure(d.peak_fp32_tflops),
+             format_figure(d.peak_fp16_tflops), format_figure(d.peak_int8_tops), format_figure(d.tdp_w),
+             format_figure(d.launch_price_usd, ",.0f"), format_figure(d.efficiency()["gflops_per_w"], ".3g"),
+             format_figure(d.efficiency()["gflops_per_usd"], ".3g")] for d in devices]
+    new_console().print(rich_table(f"hardware catalog: {len(rows)} devices (datasheet figures; `dlperf hw show ID` "
                                 "for sources)", header, rows))
 
 
@@ -83,14 +82,14 @@ def _detail(d: Any, title: str, console: Any) -> None:
             sources.append(src)
         return f"[{sources.index(src) + 1}]"
 
-    rows = [["name", d.name, ""], ["aliases", ", ".join(d.aliases) or "-", ""]]
+    rows = [["name", d.name, ""], ["aliases", ", ".join(d.aliases) or MISSING, ""]]
     for f in (*TEXT, *FIGURES):
         v = getattr(d, f)
         mark = " (derived)" if f in d.derived else ""
-        rows.append([f, f"{_num(v) if f in FIGURES else v}{mark}", ref(f)])
+        rows.append([f, f"{format_figure(v) if f in FIGURES else v}{mark}", ref(f)])
     eff = d.efficiency()
-    rows.append(["GFLOP/s per W (FP32 / TDP)", _num(eff["gflops_per_w"], "{:.3g}"), "computed"])
-    rows.append(["GFLOP/s per $ (FP32 / price)", _num(eff["gflops_per_usd"], "{:.3g}"), "computed"])
+    rows.append(["GFLOP/s per W (FP32 / TDP)", format_figure(eff["gflops_per_w"], ".3g"), "computed"])
+    rows.append(["GFLOP/s per $ (FP32 / price)", format_figure(eff["gflops_per_usd"], ".3g"), "computed"])
     console.print(rich_table(title, ["figure", "value", "source"], rows))
     if d.notes:
         console.print(f"notes: {d.notes}", highlight=False, soft_wrap=True)
@@ -102,9 +101,8 @@ def _detail(d: Any, title: str, console: Any) -> None:
 @click.argument("name", required=False)
 def hw_show(name: str | None) -> None:
     """One device with the source of every figure; without NAME, this machine's CPU and GPUs and their peaks."""
-    from dlperf.cli_common import _console
 
-    console = _console()
+    console = new_console()
     if name:
         d = _find(name)
         _detail(d, d.id, console)
@@ -126,35 +124,74 @@ def hw_show(name: str | None) -> None:
 @click.argument("names", nargs=-1, required=True)
 def hw_compare(names: tuple[str, ...]) -> None:
     """NAMES side by side (at least two), with FLOP/s per watt and per dollar."""
-    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import FIGURES
     from dlperf.report.sections import rich_table
 
     if len(names) < 2:
         raise click.UsageError("compare needs at least two devices")
     devs = [_find(n) for n in names]
-    rows = [[f, *[_num(getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]] for f in
-            ("kind", "architecture", *FIGURES)]
+    rows = [[f, *[format_figure(getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]]
+            for f in ("kind", "architecture", *FIGURES)]
     for key, label in (("gflops_per_w", "GFLOP/s per W"), ("gflops_per_usd", "GFLOP/s per $")):
-        rows.append([label, *[_num(d.efficiency()[key], "{:.3g}") for d in devs]])
-    _console().print(rich_table("datasheet comparison", ["figure", *[d.id for d in devs]], rows))
+        rows.append([label, *[format_figure(d.efficiency()[key], ".3g") for d in devs]])
+    new_console().print(rich_table("datasheet comparison", ["figure", *[d.id for d in devs]], rows))
 
 
 @hw.command("diff-study")
 @click.option("--all", "show_all", is_flag=True, help="also list the figures that agree")
 def hw_diff_study(show_all: bool) -> None:
     """Study 004's device figures against the vendors': where they disagree (more than 5%)."""
-    from dlperf.cli_common import _console
     from dlperf.hardware.catalog import diff_study
     from dlperf.report.sections import rich_table
 
     rows = diff_study()
     shown = [r for r in rows if show_all or r["verdict"] != "agree"]
-    table = [[r["device"], r["figure"], _num(r["study"]), _num(r["vendor"]), r["verdict"], _host(r["source"])]
-             for r in shown]
-    console = _console()
+    table = [[r["device"], r["figure"], format_figure(r["study"]), format_figure(r["vendor"]), r["verdict"],
+              _host(r["source"])] for r in shown]
+    console = new_console()
     console.print(rich_table("study 004's figures against the vendors' (catalog)",
                              ["device", "figure", "study 004", "vendor", "verdict", "source (hw show ID)"], table))
     n_dis = sum(r["verdict"] == "disagree" for r in rows)
     console.print(f"{n_dis} of {len(rows)} figures disagree; "
                   f"{sum(r['verdict'] == 'agree' for r in rows)} agree (--all lists them)", highlight=False)
+
+
+@hw.command("measured")
+@click.option("--run", "runs", multiple=True, metavar="RUN", help="only these runs (default: every cnn result)")
+@click.option("--all-batches", is_flag=True, help="every batch, not only the fastest per setup")
+@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None, help=TDP_HELP)
+@click.option("--price-usd", type=click.FloatRange(min=0, min_open=True), default=None, help=PRICE_HELP)
+@db_option
+def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, price_usd: float | None,
+                db: str | None) -> None:
+    """Measured CNN training efficiency per device: images/s, real GFLOP/s, % of peak, per W, per $."""
+    from dlperf.cli.readers import cnn_inputs
+    from dlperf.hardware.measured import best_per_setup, cnn_rows
+    from dlperf.report.sections import rich_table
+
+    store = open_store(db)
+    run_ids = [store.resolve_run(r) for r in runs] or None
+    rows = cnn_rows(*cnn_inputs(store, run_ids), tdp_w=tdp_w, price_usd=price_usd)
+    if not rows:
+        raise DlperfError("no cnn results stored: run `dlperf run cnn --quick` first")
+    shown = rows if all_batches else best_per_setup(rows)
+    header = ["device", "framework", "model", "px", "batch", "img/s", "IQR", "real GFLOP/s", "% of peak", "power W",
+              "img/s per W", "img/s per $1k"]
+    table = []
+    for r in shown:
+        tdp = "" if r["power_w"] is None or r["power_source"].startswith("measured") else " (TDP)"
+        table.append([r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
+                      format_figure(r["images_per_s"]), format_iqr(r.get("iqr_rel"), missing=UNKNOWN),
+                      format_figure(r["real_gflops"]), format_figure(r["pct_of_peak"], ".1f"),
+                      format_figure(r["power_w"], ".1f") + tdp, format_figure(r["images_per_j"]) + tdp,
+                      format_figure(r["images_per_s_per_kusd"])])
+    console = new_console()
+    console.print(rich_table("measured CNN training efficiency" + ("" if all_batches else
+                                                                    " (fastest batch per setup; --all-batches)"),
+                             header, table))
+    notes = {f"{r['device']}: power: {r['power_source']}; price: {r['price_source']}; peak: {r['peak_source']}"
+             for r in shown}
+    for line in sorted(notes):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    console.print("real GFLOP/s = the cost model's training FLOPs / measured median step time (study 004's metric)",
+                  highlight=False)

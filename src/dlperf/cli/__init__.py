@@ -1,0 +1,69 @@
+"""The `dlperf` command. Thin: parse, call, print. Heavy imports happen inside commands.
+
+One module per command group; every command is registered here, in `_register`:
+    run.py      run, peaks, maxbatch           results.py  runs, show, compare, export, report
+    hw.py       hw list/show/compare/diff-study/measured
+    recommend.py recommend                     doctor.py   doctor, list
+    options.py  what they share: --db, the console, the store, memory sizes, -o
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from dlperf import __version__
+from dlperf.errors import DlperfError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="dlperf")
+def cli() -> None:
+    """dlperf: how fast, how efficiently and at what cost deep-learning work runs, and why.
+
+    Start with `dlperf doctor`, then `dlperf run smoke --quick`.
+    """
+
+
+def _register() -> None:
+    """Every command and command group of `dlperf`, in one place."""
+    from dlperf.cli import doctor, hw, recommend, results, run
+
+    for command in (doctor.doctor, doctor.list_cmd,
+                    run.run, run.peaks, run.maxbatch,
+                    results.runs, results.show, results.compare, results.export, results.report,
+                    hw.hw, recommend.recommend):
+        cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every user-facing failure is one line on stderr and a non-zero exit."""
+    try:
+        code = cli.main(args=argv, prog_name="dlperf", standalone_mode=False)
+    except DlperfError as exc:
+        click.echo(f"dlperf: {exc}" if exc.exit_code == 130 else f"dlperf: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"
+        click.echo(f"dlperf: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"dlperf: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("dlperf: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DLPERF_DEBUG"):
+            raise
+        click.echo(f"dlperf: internal error: {type(exc).__name__}: {exc} (set DLPERF_DEBUG=1 for the traceback)",
+                   err=True)
+        sys.exit(70)
+    sys.exit(code or 0)
+
+
+_register()
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,51 @@
+"""`dlperf doctor` and `dlperf list`: what this machine has, and what ships with dlperf."""
+
+from __future__ import annotations
+
+import click
+
+from dlperf.cli.options import new_console
+
+
+@click.command()
+def doctor() -> None:
+    """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dlperf.doctor import all_checks
+
+    table = Table(title="dlperf doctor", title_justify="left")
+    for col in ("section", "item", "", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in all_checks():
+        table.add_row(escape(c.section), escape(c.name), "[green]yes[/]" if c.ok else "[red]no[/]", escape(c.detail))
+    new_console().print(table)
+
+
+@click.command("list")
+def list_cmd() -> None:
+    """Studies that ship with dlperf, workloads, and framework adapters."""
+    from rich.markup import escape
+
+    from dlperf.frameworks import REGISTRY as FRAMEWORKS
+    from dlperf.studies import shipped_studies
+    from dlperf.studies.loader import read_study_file
+    from dlperf.workloads import REGISTRY as WORKLOADS
+
+    console = new_console()
+    console.print("[bold]studies[/]")
+    for name, path in shipped_studies().items():
+        sf = read_study_file(path)
+        quick = " (has --quick)" if sf.quick else ""
+        console.print(escape(f"  {name:<17} {sf.description}{quick}"), highlight=False)
+    console.print("[bold]workloads[/]")
+    for name, cls in sorted(WORKLOADS.items()):
+        w = cls()
+        line = f"  {name:<17} {w.description} [frameworks: {', '.join(w.frameworks())}]"
+        console.print(escape(line), highlight=False)
+    console.print("[bold]frameworks[/]")
+    for name, cls in sorted(FRAMEWORKS.items()):
+        fw = cls()
+        state = f"installed {fw.version}" if fw.available() else f"not installed ({fw.install_hint})"
+        console.print(escape(f"  {name:<17} {state}"), highlight=False)

@@ -1,0 +1,70 @@
+"""What every `dlperf` command module shares: the console, the store, the --db option, the memory-size
+parameter type and writing a command's text to stdout or a file (-o).
+
+Light at import time (click only): every command module imports it when `dlperf --help` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dlperf.errors import DlperfError
+
+DB_HELP = (
+    "results database: a SQLite path or an SQLAlchemy URL "
+    "[env DLPERF_DB; default ~/.local/share/dlperf/results.sqlite]"
+)
+
+
+def new_console(stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr) that does not fold tables to 80 columns when output is piped."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, soft_wrap=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Piped or logged output: do not fold tables to 80 columns.
+        console = Console(stderr=stderr, soft_wrap=False, width=200)
+    return console
+
+
+def open_store(db: str | None) -> Any:
+    """The results store at `db` (a path or URL; None: DLPERF_DB's or the default)."""
+    from dlperf.store import Store
+
+    return Store(db)
+
+
+db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)
+
+
+class MemorySize(click.ParamType):
+    """A memory size: `2GiB`, `512MiB`, `1.5GB`, or a plain number of MiB; converted to MiB (units.parse_size_mib)."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        from dlperf.units import parse_size_mib
+
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size_mib(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """`text` to stdout, or to the file `output` (then one line on stderr says where it went)."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
+    click.echo(f"wrote {output}", err=True)

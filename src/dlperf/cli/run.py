@@ -1,0 +1,172 @@
+"""`dlperf run`, `dlperf peaks`, `dlperf maxbatch`: the commands that measure (workers, the store)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dlperf.cli.options import MemorySize, db_option, new_console, open_store
+from dlperf.errors import DlperfError
+from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
+
+
+@click.command()
+@click.argument("study")
+@click.option("--quick", is_flag=True, help="run the study's quick variant")
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV",
+              help="only this device: cpu, cuda, cuda:N (repeatable)")
+@click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
+@click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
+@click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="worker time-out per case, seconds (overrides the study)")
+@click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
+              help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="timer budget per case, seconds (overrides the study)")
+@click.option("--energy-estimate", type=click.Choice(["tdp"]), default=None,
+              help="also store an ESTIMATE of CPU energy: TDP x utilisation (needs --tdp-w); never a measurement")
+@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="the CPU's TDP in watts, for --energy-estimate tdp")
+@click.option("--counters", is_flag=True,
+              help="also collect GPU hardware counters with Nsight Compute (ncu) for CUDA cases")
+@click.option("--profile", is_flag=True, default=None,
+              help="also profile each case: cProfile, and the framework's kernel profiler where dlperf has one "
+                   "(torch.profiler, TensorFlow's profiler)")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="a fixed number of timed calls per case instead of the adaptive stop (overrides the study)")
+@db_option
+def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
+        resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
+        threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
+        counters: bool, profile: bool | None, steps: int | None, db: str | None) -> None:
+    """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
+    from dlperf.cli.readers import report_data
+    from dlperf.report.registry import study_sections
+    from dlperf.report.sections import render_terminal as render_sections
+    from dlperf.report.tables import render_terminal
+    from dlperf.runner.sweep import run_study
+    from dlperf.studies import load_study
+
+    if counters:
+        from dlperf.profiling.ncu import find_ncu
+
+        if find_ncu() is None:
+            raise DlperfError("--counters needs Nsight Compute: `ncu` is not on PATH nor in /usr/local/cuda/bin "
+                              "(see `dlperf doctor`)")
+    if energy_estimate == "tdp" and tdp_w is None:
+        raise click.UsageError("--energy-estimate tdp needs --tdp-w WATTS (the CPU's thermal design power)")
+    if tdp_w is not None and energy_estimate is None:
+        raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
+    loaded = load_study(study, quick=quick)
+    store = open_store(db)
+    console = new_console()
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
+    summary = run_study(
+        loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
+        retry_failed=retry_failed,
+        overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
+                   "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
+        counters=counters, console=console,
+    )
+    data = report_data(store, summary.run_id, None)
+    render_terminal(data.run, data.env, data.results, console)
+    render_sections(study_sections(data), console)
+    console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
+    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
+                  f"dlperf export {summary.run_id} --format csv", highlight=False)
+
+
+def raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    """A SIGTERM handler: stop as cleanly as Ctrl-C does (the sweep stores what finished and says so)."""
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("model", type=click.Choice(["alexnet", "caffenet", "googlenet", "lenet5"]))
+@click.option("--framework", default="torch", show_default=True, metavar="NAME", help="torch, tensorflow, ...")
+@click.option("--device", default="cpu", show_default=True, metavar="DEV", help="cpu, cuda, cuda:N")
+@click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
+              help="memory cap of each probe's worker (2GiB, 512MiB, ...), so the search works on a CPU")
+@click.option("--image-size", type=click.IntRange(min=1), default=None, help="square input side (default: model's)")
+@click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
+@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True, help="first batch tried")
+@click.option("--max-batch", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="stop doubling here")
+@click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True,
+              help="timed training steps per probe (after one warm-up step)")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=1800.0,
+              show_default=True, help="time-out per probe, seconds")
+@click.option("--exact", is_flag=True, help="bisect to the exact batch (default: to within 1/32 of it)")
+@click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where the memory-against-batch plot goes [default: reports/RUN/]")
+@db_option
+def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, image_size: int | None,
+             precision: str, start: int, max_batch: int, steps: int, timeout_s: float, exact: bool,
+             plot_dir: Path | None, db: str | None) -> None:
+    """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
+    from rich.markup import escape
+
+    from dlperf.report.plots import memory_plot
+    from dlperf.report.sections import rich_table
+    from dlperf.runner.maxbatch import search, short
+
+    store = open_store(db)
+    console = new_console()
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    result = search(store, model=model, framework=framework, device=device, image_size=image_size,
+                    precision=precision, mem_limit_mb=mem_limit_mb, start=start, max_batch=max_batch, steps=steps,
+                    timeout_s=timeout_s, exact=exact, console=console)
+    rows = [[str(p.batch), p.status, format_mib(p.peak_bytes or None, missing=NOT_MEASURED),
+             format_number(p.time_per_image_s or None, ".3g"), short(p.reason, 70)]
+            for p in sorted(result.probes, key=lambda p: p.batch)]
+    what = "device allocator peak" if device != "cpu" else "worker peak RSS"
+    console.print(rich_table(f"probes of {model} on {framework} {device} (memory: {what})",
+                             ["batch", "status", "peak memory", f"s/image (median of {steps} steps)", "reason"], rows))
+    cap = f" under a {mem_limit_mb} MiB cap" if mem_limit_mb else ""
+    if result.largest is None:
+        console.print(f"no batch fits{cap}: batch {start} already failed", highlight=False)
+    elif result.first_oom is None and result.stopped is None:
+        console.print(f"largest batch that fits{cap}: at least {result.largest} (no OOM up to --max-batch "
+                      f"{max_batch})", highlight=False)
+    else:
+        console.print(f"largest batch that fits{cap}: [bold]{result.largest}[/] (batch {result.first_oom} "
+                      f"ran out of memory)" if result.first_oom else
+                      f"largest batch that ran{cap}: {result.largest}", highlight=False)
+    if result.stopped:
+        console.print(f"[red]search stopped[/]: {escape(result.stopped)}")
+    fits = [(p.batch, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status == "ok" and p.peak_bytes]
+    failed = [(p.batch, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status != "ok" and p.peak_bytes]
+    for p in memory_plot(fits, failed, f"{model} {framework} {device}: peak memory against batch{cap}",
+                         plot_dir or Path("reports") / result.run_id):
+        console.print(f"plot: {p}", highlight=False)
+    console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)
+    if result.stopped:
+        raise DlperfError(f"maxbatch: the search stopped before finding the boundary ({result.stopped})")
+
+
+@click.command()
+@click.option("--quick", is_flag=True, help="smaller arrays, numpy and torch only")
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device (repeatable)")
+@click.option("--new", is_flag=True, help="measure again even if a peaks run could be resumed")
+@db_option
+def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool, db: str | None) -> None:
+    """Theoretical peaks of this machine, and the GEMM FLOP/s and copy/triad bandwidth it achieves (stored)."""
+    from dlperf.cli.readers import report_data
+    from dlperf.report import peaks_table
+    from dlperf.report.sections import render_terminal
+    from dlperf.runner.sweep import run_study
+    from dlperf.studies import load_study
+
+    study = load_study("peaks", quick=quick)
+    store = open_store(db)
+    console = new_console()
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new, console=console)
+    render_terminal(peaks_table.sections(report_data(store, summary.run_id, None)), console)

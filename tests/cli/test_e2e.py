@@ -1,0 +1,118 @@
+"""The CLI as a user meets it, end to end: subprocesses, exit codes, stdout, and stderr that is one line or empty.
+(Bad input is tested in-process in test_usage_errors.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def test_help_imports_no_framework_nor_store():
+    code = ("import sys, dlperf.cli; "
+            "heavy = [m for m in ('numpy', 'torch', 'tensorflow', 'jax', 'pytensor', 'sqlalchemy', 'pydantic', "
+            "'scipy') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    res = run_cli("--help")
+    assert res.returncode == 0 and "doctor" in res.stdout and res.stderr == ""
+
+
+def test_python_m_dlperf_is_the_same_command():
+    env = dict(os.environ, COLUMNS="200")  # as run_cli sets it
+    res = subprocess.run([sys.executable, "-m", "dlperf", "--help"], capture_output=True, text=True, env=env)
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout == run_cli("--help").stdout
+    version = subprocess.run([sys.executable, "-m", "dlperf", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("dlperf, version ")
+
+
+def test_a_bad_argument_is_one_line_on_stderr(tmp_path):
+    res = run_cli("show", "nope", db=tmp_path / "r.sqlite")
+    assert_one_line_error(res, "unknown run 'nope'")
+    assert res.returncode == 2 and res.stdout == ""
+
+
+def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
+    from dlperf.hardware.probe import cpu_model
+
+    res = run_cli("doctor")
+    assert res.returncode == 0 and res.stderr == ""
+    out = res.stdout
+    assert cpu_model()[:30] in out
+    assert "numpy" in out and "torch" in out
+    import importlib.metadata as md
+
+    assert md.version("numpy") in out and md.version("torch") in out
+    from dlperf.hardware.probe import nvidia_gpus
+    from dlperf.meters import JetsonMeter, NvmlMeter, RaplMeter
+
+    if not nvidia_gpus()[0]:
+        assert "no GPU available" in out
+    states = [(m.name, *m.available()) for m in (RaplMeter(), NvmlMeter(), JetsonMeter())]
+    for name, ok, why in states:
+        line = next(x for x in out.splitlines() if f" {name} " in x)
+        assert ("yes" if ok else "no") in line and why[:40] in line
+    assert ("no energy meter available" in out) == (not any(ok for _, ok, _ in states))
+
+
+def test_list_shows_studies_workloads_frameworks():
+    res = run_cli("list")
+    assert res.returncode == 0 and res.stderr == ""
+    for word in ("smoke", "ops", "faults", "numpy", "torch"):
+        assert word in res.stdout
+
+
+def test_run_prints_table_and_location(two_runs):
+    db, first, second = two_runs
+    for res in (first, second):
+        assert res.returncode == 0, res.stderr
+        assert res.stderr == ""
+        assert "12 of 12 cases stored" in res.stdout
+        assert f"in sqlite:///{db}" in res.stdout
+        assert "median" in res.stdout and "IQR" in res.stdout
+
+
+def test_show_report_export_compare(two_runs, tmp_path):
+    db, _, _ = two_runs
+    show = run_cli("show", "latest", db=db)
+    assert show.returncode == 0 and "many_ok" in show.stdout and show.stderr == ""
+
+    md = run_cli("report", "latest", "--format", "markdown", db=db)
+    assert md.returncode == 0 and md.stdout.startswith("# dlperf run `many_ok-")
+    assert "| framework | device | params |" in md.stdout and "## Environment" in md.stdout
+
+    csv_out = run_cli("export", "latest", "--format", "csv", db=db)
+    lines = csv_out.stdout.strip().splitlines()
+    assert lines[0].startswith("run_id,case_key,repetition") and len(lines) == 13
+
+    out_file = tmp_path / "run.json"
+    js = run_cli("export", "latest", "--format", "json", "-o", str(out_file), db=db)
+    assert js.returncode == 0
+    data = json.loads(out_file.read_text())
+    assert len(data["results"]) == 12 and data["environment"]["cpu_model"]
+    assert all(len(r["measurement"]["sample_times_s"]) == len(r["measurement"]["sample_iters"])
+               for r in data["results"])
+
+    runs = run_cli("runs", db=db)
+    ids = [w for w in runs.stdout.split() if w.startswith("many_ok-")]
+    assert len(ids) == 2
+    cmp = run_cli("compare", ids[1], ids[0], db=db)
+    assert cmp.returncode == 0, cmp.stderr
+    assert cmp.stdout.count("ops/numpy/cpu/") == 12
+    assert any(v in cmp.stdout for v in ("within noise", "faster", "slower"))
+    assert "different environments" not in cmp.stdout  # same machine, same software
+
+
+def test_rich_markup_in_data_is_printed_literally():
+    # Install hints such as "pip install -e '.[gpu]'" contain brackets that rich would eat as markup.
+    res = run_cli("doctor")
+    assert "'.[gpu]'" in res.stdout

@@ -1,0 +1,128 @@
+"""Bad input, in-process: usage errors through click's CliRunner, and through `main` the one-line error and the
+exit code a user gets for each (bad study files, unknown runs, a store from a newer dlperf, refused resumes)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, text
+
+from dlperf.cli import cli
+from tests.cli.conftest import assert_one_line_error
+from tests.conftest import STUDIES
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    good = "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\n"
+    (d / "syntax.yaml").write_text("name: t\nworkload: [ops\n")
+    (d / "unknown_key.yaml").write_text(good + "colour: red\n")
+    (d / "unknown_fw.yaml").write_text(good.replace("[numpy]", "[numpy, mxnet]"))
+    (d / "negative.yaml").write_text(good + "repetitions: -1\n")
+    return d
+
+
+@pytest.mark.parametrize(
+    ("name", "fragments"),
+    [
+        ("syntax.yaml", ["syntax.yaml:", "YAML syntax error"]),
+        ("unknown_key.yaml", ["colour: unknown key"]),
+        ("unknown_fw.yaml", ["frameworks[1]: unknown framework 'mxnet'"]),
+        ("negative.yaml", ["repetitions: Input should be greater than 0"]),
+        ("missing.yaml", ["missing.yaml: study file not found"]),
+    ],
+)
+def test_bad_study_file(dlperf_main, bad_dir, tmp_path, name, fragments):
+    db = tmp_path / "r.sqlite"
+    res = dlperf_main("run", str(bad_dir / name), db=db)
+    assert_one_line_error(res, *fragments)
+    assert res.returncode == 2
+
+
+def test_database_from_newer_dlperf(dlperf_main, tmp_path):
+    db = tmp_path / "r.sqlite"
+    assert dlperf_main("runs", db=db).returncode == 0  # creates the schema
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE dlperf_meta SET value='7' WHERE key='schema_version'"))
+    engine.dispose()
+    assert_one_line_error(dlperf_main("show", "latest", db=db), "schema version 7, newer than this dlperf reads")
+
+
+def test_unknown_run_and_usage_errors(dlperf_main, tmp_path):
+    db = tmp_path / "r.sqlite"
+    assert_one_line_error(dlperf_main("show", "latest", db=db), "no runs in")
+    assert_one_line_error(dlperf_main("show", "nope", db=db), "unknown run 'nope'")
+    assert_one_line_error(dlperf_main("run", "smoke", "--framework", "tourch", db=db), "unknown framework 'tourch'")
+    assert_one_line_error(dlperf_main("run", "smoke", "--timeout", "-1", db=db), "--timeout")
+    assert_one_line_error(dlperf_main("frobnicate", db=db), "No such command")
+    assert_one_line_error(dlperf_main("export", "x", "--format", "xml", db=db), "--format")
+
+
+def test_usage_errors_name_the_command_to_ask_for_help(dlperf_main):
+    res = dlperf_main("frobnicate")
+    assert res.returncode == 2 and res.stderr.rstrip().endswith("(see 'dlperf --help')")
+    res = dlperf_main("hw", "compare", "l4")
+    assert_one_line_error(res, "compare needs at least two devices", "(see 'dlperf hw compare --help')")
+    assert res.returncode == 2
+
+
+def test_bad_memory_size(dlperf_main):
+    res = dlperf_main("maxbatch", "alexnet", "--mem-limit", "lots")
+    assert_one_line_error(res, "Invalid value for '--mem-limit': 'lots' is not a memory size "
+                               "(e.g. 2GiB, 512MiB, or MiB as a number)")
+    assert res.returncode == 2
+    assert_one_line_error(dlperf_main("run", "smoke", "--mem-limit", "0.5"), "'0.5' is less than 1 MiB")
+
+
+def test_unwritable_database_location(dlperf_main, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert_one_line_error(dlperf_main("runs", "--db", str(blocker / "sub" / "r.sqlite")), "cannot create the folder")
+
+
+def test_resume_of_another_study_is_refused(dlperf_main, two_runs):
+    db, _, _ = two_runs
+    res = dlperf_main("run", "smoke", "--quick", "--resume", "latest", db=db)
+    assert_one_line_error(res, "cannot be resumed with smoke (quick)")
+
+
+def test_resume_across_environments_is_refused(dlperf_main, two_runs):
+    db, _, _ = two_runs
+    # the same study with another thread count is another environment (threads are part of the fingerprint)
+    res = dlperf_main("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", "1", db=db)
+    assert_one_line_error(res, "was measured in another environment", "threads")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["export", "x", "--format", "xml"], "Invalid value for '--format': 'xml' is not one of 'csv', 'json'"),
+        (["run", "smoke", "--timeout", "-1"], "Invalid value for '--timeout'"),
+        (["run", "smoke", "--threads", "0"], "Invalid value for '--threads'"),
+        (["maxbatch", "resnet"], "Invalid value for '{alexnet|caffenet|googlenet|lenet5}'"),
+        (["maxbatch", "alexnet", "--mem-limit", "2XB"], "'2XB' is not a memory size"),
+        (["hw", "list", "--sort", "colour"], "Invalid value for '--sort'"),
+        (["recommend"], "Missing option '--workload'"),
+        (["show"], "Missing argument 'RUN'"),
+    ],
+)
+def test_usage_errors_exit_2_before_any_work(args, fragment):
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert fragment in res.output
+
+
+def test_energy_estimate_needs_tdp(tmp_path):
+    res = CliRunner().invoke(cli, ["run", "smoke", "--energy-estimate", "tdp", "--db", str(tmp_path / "r.sqlite")])
+    assert res.exit_code == 2 and "--energy-estimate tdp needs --tdp-w WATTS" in res.output
+    res = CliRunner().invoke(cli, ["run", "smoke", "--tdp-w", "65", "--db", str(tmp_path / "r.sqlite")])
+    assert res.exit_code == 2 and "--tdp-w is only used with --energy-estimate tdp" in res.output
+
+
+def test_every_command_is_registered():
+    assert sorted(cli.commands) == ["compare", "doctor", "export", "hw", "list", "maxbatch", "peaks", "recommend",
+                                    "report", "run", "runs", "show"]
+    assert sorted(cli.commands["hw"].commands) == ["compare", "diff-study", "list", "measured", "show"]
