@@ -8,6 +8,7 @@ from dlperf.core.result import CaseResult
 from dlperf.report.sections import Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.timing import format_time
+from dlperf.units import format_pct
 
 PAIRS = (("nn-sequential", "nn-vectorized"), ("nn-sequential", "nn-cuda"), ("nn-vectorized", "nn-cuda"),
          ("nn-sequential", "torch"), ("nn-vectorized", "torch"), ("nn-cuda", "torch"), ("nn-cuda", "nn-cuda-cublas"))
@@ -30,7 +31,7 @@ def _tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[list[s
     for model, fws in sorted(models.items()):
         for fw, r in sorted(fws.items()):
             m = r.m
-            times.append([model, fw, format_time(m.median_s), f"{m.iqr_rel:.0%}", str(m.total_iters),
+            times.append([model, fw, format_time(m.median_s), format_pct(m.iqr_rel), str(m.total_iters),
                           f"{format_time(m.time_per_epoch_s_derived)} ({m.steps_per_epoch} steps x median)"])
     sp_h = ["model", *[f"{a} / {b}" for a, b in PAIRS]]
     sp = []

@@ -15,6 +15,7 @@ from dlperf.report.plots import time_per_image_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.timing import format_time
+from dlperf.units import MISSING, format_iqr, format_mib, format_number
 
 Series = tuple[str, str, str, int, str]  # model, framework, device, image size, precision
 
@@ -31,10 +32,6 @@ def series_label(s: Series) -> str:
     return f"{model} {fw} {dev} {size}px" + ("" if prec == "fp32" else f" {prec}")
 
 
-def _mib(n: int | None) -> str:
-    return f"{n / 2**20:,.0f} MiB" if n else "-"
-
-
 def cnn_results(results: list[CaseResult]) -> list[CaseResult]:
     return [r for r in results if r.workload == "cnn"]
 
@@ -49,11 +46,11 @@ def time_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]]]:
         if r.ok:
             m = r.m
             rows.append([s[0], s[1], s[2], str(s[3]), str(r.params["batch"]), "ok", format_time(m.median_s),
-                         f"{m.iqr_rel:.1%}", f"{m.time_per_sample_s:.3g}", f"{m.samples_per_s:.3g}",
-                         f"{m.flops_per_s / 1e9:.3g}", _mib(mem)])
+                         format_iqr(m.iqr_rel), format_number(m.time_per_sample_s), format_number(m.samples_per_s),
+                         format_number(m.flops_per_s, scale=1e9), format_mib(mem or None)])
         else:
             rows.append([s[0], s[1], s[2], str(s[3]), str(r.params["batch"]), r.status, "-", "-", "-", "-", "-",
-                         _mib(mem)])
+                         format_mib(mem or None)])
     return header, rows
 
 
@@ -69,7 +66,7 @@ def largest_batch_rows(results: list[CaseResult]) -> tuple[list[str], list[list[
         oom = [r.params["batch"] for r in by[s] if r.status == "oom"]
         best = max(ok, key=lambda r: r.params["batch"]) if ok else None
         rows.append([s[0], s[1], s[2], str(s[3]), str(best.params["batch"]) if best else "none",
-                     _mib(best.peak_memory()[0]) if best else "-",
+                     format_mib(best.peak_memory()[0] or None) if best else MISSING,
                      str(min(oom)) if oom else "none (all batches ran)"])
     return header, rows
 

@@ -14,6 +14,7 @@ from dlperf.core.result import CaseResult
 from dlperf.report.sections import Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.timing import format_energy, format_time
+from dlperf.units import format_iqr, format_number
 
 SIZE_ORDER = {"small": 0, "medium": 1, "large": 2, "custom": 3}
 
@@ -47,8 +48,8 @@ def mlp_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], lis
         else:
             energy_cells = ["not measured", "-", "-"]
         iqr = _median([r.m.iqr_rel for r in rs])  # spread of per-iteration times (median over reps)
-        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), format_time(t_iter), f"{iqr:.1%}",
-                     format_time(t_iter * iters), f"{gflops / 1e9:.3g}", *energy_cells])
+        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), format_time(t_iter), format_iqr(iqr),
+                     format_time(t_iter * iters), format_number(gflops, scale=1e9), *energy_cells])
     sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
     sp_rows = []
     for (fw, variant, size, device), t_cpu in per_iter.items():

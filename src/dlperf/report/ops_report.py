@@ -13,6 +13,7 @@ from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
 from dlperf.report.plots import roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
+from dlperf.units import MISSING, format_iqr, format_number
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
 REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
@@ -51,14 +52,6 @@ def ops_points(data: ReportData) -> list[OpsPoint]:
     return points
 
 
-def _fmt_mflops(x: float | None) -> str:
-    return "-" if x is None else f"{x / 1e6:,.2f}"
-
-
-def _fmt_pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
 def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     """Rows (size, framework/device) x `ops` columns of 'MFlop/s | Efic.%' as in study 002."""
     ops = tuple(o for o in ops if any(p.op == o for p in points))
@@ -75,7 +68,8 @@ def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str
             if pt is None:
                 row += ["-", "-"]
             else:
-                row += [_fmt_mflops(pt.metrics.flops_per_s), _fmt_pct(pt.roof["pct_flop_peak"])]
+                row += [format_number(pt.metrics.flops_per_s, ",.2f", scale=1e6),
+                        format_number(pt.roof["pct_flop_peak"], ".2f")]
         rows.append(row)
     return header, rows
 
@@ -89,12 +83,11 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
         m, r = p.metrics, p.roof
         rows.append([
             f"{p.framework}/{p.device}", p.op, f"{p.size_mb:g}",
-            "-" if m.arithmetic_intensity is None else f"{m.arithmetic_intensity:.3g}",
-            "-" if m.flops_per_s is None else f"{m.flops_per_s / 1e9:.3g}",
-            "-" if m.bytes_per_s is None else f"{m.bytes_per_s / 1e9:.3g}",
-            _fmt_pct(r["pct_flop_peak"]), _fmt_pct(r["pct_bw_peak"]),
-            "-" if r["attainable_flops_per_s"] is None else f"{r['attainable_flops_per_s'] / 1e9:.3g}",
-            _fmt_pct(r["pct_attainable"]), r["binds"] or "-", f"{m.iqr_rel:.1%}",
+            format_number(m.arithmetic_intensity), format_number(m.flops_per_s, scale=1e9),
+            format_number(m.bytes_per_s, scale=1e9),
+            format_number(r["pct_flop_peak"], ".2f"), format_number(r["pct_bw_peak"], ".2f"),
+            format_number(r["attainable_flops_per_s"], scale=1e9),
+            format_number(r["pct_attainable"], ".2f"), r["binds"] or MISSING, format_iqr(m.iqr_rel),
         ])
     return header, rows
 

@@ -7,10 +7,7 @@ from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import device_theoretical
 from dlperf.report.sections import Heading, Note, Section, Table
 from dlperf.report.study import ReportData
-
-
-def _g(x: float | None, scale: float = 1e9) -> str:
-    return "-" if x is None else f"{x / scale:.1f}"
+from dlperf.units import format_number, format_pct
 
 
 def sections(data: ReportData) -> list[Section]:
@@ -32,12 +29,14 @@ def sections(data: ReportData) -> list[Section]:
             return r.m.get(key) if r is not None and r.ok else None
 
         gemm = val("gemm", "flops_per_s")
-        iqr = "/".join("-" if x is None else f"{x:.0%}" for x in (val(k, "iqr_rel") for k in ("gemm", "copy", "triad")))
+        iqr = "/".join(format_pct(val(k, "iqr_rel")) for k in ("gemm", "copy", "triad"))
         failed = [f"{k}: {r.status}" for k, r in kinds.items() if not r.ok]
-        rows.append([device, framework, _g(fp32), _g(gemm),
+        rows.append([device, framework, format_number(fp32, ".1f", scale=1e9), format_number(gemm, ".1f", scale=1e9),
                      "-" if gemm is None or not fp32 else f"{100 * gemm / fp32:.0f}%",
-                     _g(theo.get("mem_bw_bytes_per_s")), _g(val("copy", "bytes_per_s")),
-                     _g(val("triad", "bytes_per_s")), iqr + (f" ({', '.join(failed)})" if failed else "")])
+                     format_number(theo.get("mem_bw_bytes_per_s"), ".1f", scale=1e9),
+                     format_number(val("copy", "bytes_per_s"), ".1f", scale=1e9),
+                     format_number(val("triad", "bytes_per_s"), ".1f", scale=1e9),
+                     iqr + (f" ({', '.join(failed)})" if failed else "")])
     cpu = data.env.get("cpu_peaks_theoretical") or {}
     notes = [f"CPU theoretical peak: {cpu.get('assumptions', 'unknown')}",
              f"CPU memory bandwidth: {cpu.get('mem_bw_source', 'unknown')}"]

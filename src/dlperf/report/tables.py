@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlperf.core.result import CaseResult, Metrics
-from dlperf.timing import format_time
+from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
 COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
@@ -22,11 +22,11 @@ def energy_text(m: Metrics) -> str:
     """Measured joules per call; an estimate only when one was asked for, and marked as such."""
     e = m.energy or {}
     if e.get("measured"):
-        return f"{e['energy_per_call_j']:.3g} J"
+        return format_joules(e["energy_per_call_j"])
     est = m.energy_estimate or {}
     if "energy_per_call_j" in est:
-        return f"~{est['energy_per_call_j']:.3g} J est."
-    return "-"
+        return format_joules(est["energy_per_call_j"], estimate=True)
+    return MISSING
 
 
 def energy_reasons(results: list[CaseResult]) -> list[str]:
@@ -37,17 +37,6 @@ def energy_reasons(results: list[CaseResult]) -> list[str]:
         if r.ok and not e.get("measured") and e.get("reason") and e["reason"] not in seen:
             seen.append(e["reason"])
     return seen
-
-
-def _rate(x: float | None, scale: float = 1.0) -> str:
-    """3-4 significant digits with an SI suffix: 5.81M, 156, 0.0121."""
-    if x is None:
-        return "-"
-    v = x / scale
-    for suffix, s in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= s:
-            return f"{v / s:.3g}{suffix}"
-    return f"{v:.3g}"
 
 
 def params_text(params: dict[str, Any]) -> str:
@@ -70,11 +59,11 @@ def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
             "params": params_text(r.params) + rep,
             "status": r.status,
             "median": format_time(m.median_s) if ok else "-",
-            "IQR": f"{m.iqr_rel:.1%}" if ok else "-",
+            "IQR": format_iqr(m.iqr_rel) if ok else MISSING,
             "n": f"{m.n_samples}x{m.block_size}" if ok else "-",
-            "samples/s": _rate(m.samples_per_s) if ok else "-",
-            "GFLOP/s": _rate(m.flops_per_s, 1e9) if ok else "-",
-            "GB/s": _rate(m.bytes_per_s, 1e9) if ok else "-",
+            "samples/s": format_rate(m.samples_per_s) if ok else "-",
+            "GFLOP/s": format_rate(m.flops_per_s, 1e9) if ok else "-",
+            "GB/s": format_rate(m.bytes_per_s, 1e9) if ok else "-",
             "first call": format_time(m.first_call_s) if ok else "-",
             "energy/call": energy_text(m) if ok else "-",
             "note": note,
@@ -96,7 +85,7 @@ def environment_lines(env: dict[str, Any]) -> list[str]:
     return [
         f"CPU: {env.get('cpu_model')} ({env.get('cpu_physical_cores')} physical / "
         f"{env.get('cpu_logical_cores')} logical cores; {env.get('threads')} threads used)",
-        f"RAM: {ram / 2**30:.1f} GiB" if ram else "RAM: unknown",
+        f"RAM: {format_gib(ram)}" if ram else "RAM: unknown",
         f"GPU: {gpu_text}",
         f"OS: {env.get('os')} (kernel {env.get('kernel')}), Python {env.get('python')}",
         f"frameworks: {fw_text or 'none'}",

@@ -27,6 +27,7 @@ from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
 from dlperf.studies import Case
+from dlperf.units import NOT_MEASURED, format_mib
 
 #: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
 STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
@@ -108,7 +109,7 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base:
         peak, _ = row.peak_memory()
         p = Probe(batch, row.status, row.reason, peak, row.m.time_per_sample_s)
         out.probes.append(p)
-        mem = f"peak {peak / 2**20:,.0f} MiB" if peak else "peak not measured"
+        mem = f"peak {format_mib(peak or None, missing=NOT_MEASURED)}"
         detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"
         colour = "green" if p.status == "ok" else "red"
         console.print(f"  batch {batch:>6}: [{colour}]{p.status}[/] {escape(detail)}", highlight=False)

@@ -31,6 +31,7 @@ from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 from dlperf.timing import format_time
+from dlperf.units import format_iqr
 
 __all__ = ["FAILED_STATUSES", "SweepInterrupted", "SweepSummary", "filter_cases", "run_case", "run_study"]
 
@@ -264,7 +265,7 @@ def _case_line(i: int, n: int, case: Case, row: CaseResult) -> str:
     rep = f" #{case.repetition}" if case.repetition else ""
     if status == "ok":
         m = row.m
-        detail = f"median {format_time(m.median_s)} (IQR {m.iqr_rel:.1%}, n={m.n_samples})"
+        detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"
     else:
         detail = row.reason or ""
     return f"{escape(f'[{i}/{n}] {case.key}{rep}:')} [{style}]{status}[/] {escape(detail)}"
