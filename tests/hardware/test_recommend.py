@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,9 @@ from dlperf.hardware.catalog import find
 from dlperf.models import get_spec
 from dlperf.models.memory import train_memory, train_traffic_bytes
 from dlperf.models.spec import param_count, train_flops
-from tests.conftest import run_cli
+from tests.conftest import STUDIES, run_cli
 
-STUDY = Path(__file__).parent / "studies" / "cnn_recommend.yaml"
+STUDY = STUDIES / "cnn_recommend.yaml"
 
 
 def _torch_saved_bytes(model: str, batch: int, image_size: int) -> int:

@@ -17,7 +17,7 @@ from dlperf.models.tensorflow_models import copy_from_torch
 from dlperf.profiling.kernels import by_family, family
 from dlperf.profiling.tf_kernels import _self_times
 from dlperf.workloads import get_workload
-from tests.conftest import run_cli, torch_counted_flops
+from tests.conftest import STUDIES, run_cli, torch_counted_flops
 
 ALL = sorted(MODELS)
 W = get_workload("cnn")
@@ -242,9 +242,8 @@ def test_quick_study_matrix():
 
 
 def _study(name: str):
-    from pathlib import Path
 
-    return Path(__file__).parent / "studies" / name
+    return STUDIES / name
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
