@@ -28,6 +28,12 @@ def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData
                       measured_peaks(peaks_runs(store, [env]), env))
 
 
+def recomputed_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store rows in their stored shape, their statistics and rates recomputed from the raw samples
+    (for the analyses that take rows: the roofline's measured peaks, `hw measured`, `recommend`)."""
+    return [CaseResult.from_row(r).as_row() for r in rows]
+
+
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     """The `peaks` runs of any of these environments' hosts, newest first, each as (the environment it
     ran in, its result rows) for `hardware.roofline.measured_peaks`."""
@@ -38,7 +44,7 @@ def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     for run in store.runs_of_study("peaks"):  # newest first
         env = store.run_environment(run["id"])
         if any(same_host(env, host) for host in hosts):
-            out.append((env, store.results(run["id"])))
+            out.append((env, recomputed_rows(store.results(run["id"]))))
     return out
 
 
@@ -46,6 +52,6 @@ def cnn_inputs(store: Store, run_ids: list[str] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], PeaksRuns]:
     """What `hardware.measured.cnn_rows` takes: every stored ok `cnn` result (of these runs, or all),
     oldest first; the environment of each of their runs, by run id; the `peaks` runs of their hosts."""
-    results = store.results_of_workload("cnn", run_ids)
+    results = recomputed_rows(store.results_of_workload("cnn", run_ids))
     envs = {run_id: store.run_environment(run_id) for run_id in dict.fromkeys(r["run_id"] for r in results)}
     return results, envs, peaks_runs(store, envs.values())

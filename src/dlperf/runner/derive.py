@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.core.result import CaseResult, derive_rates
+from dlperf.core.result import derive_rates
 from dlperf.timing import Measurement
 from dlperf.workloads import Cost
 
@@ -14,7 +14,3 @@ def derive_metrics(m: Measurement, cost: Cost) -> dict[str, Any]:
     which `CaseResult.from_row` also uses to recompute them from the stored samples)."""
     return derive_rates(m.summary(), cost.samples, cost.flops, cost.bytes_moved)
 
-
-def peak_memory(r: dict[str, Any]) -> tuple[int | None, str]:
-    """(bytes, what) of a stored row: allocator peak on a GPU, worker RSS on a CPU."""
-    return CaseResult.from_row(r).peak_memory()
