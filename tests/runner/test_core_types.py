@@ -170,7 +170,6 @@ def test_sweep_and_maxbatch_share_the_lifecycle():
 
 
 def test_interrupted_sweep_is_marked_interrupted(tmp_path, monkeypatch):
-    from rich.console import Console
 
     from dlperf.runner import sweep
 
@@ -186,24 +185,23 @@ def test_interrupted_sweep_is_marked_interrupted(tmp_path, monkeypatch):
     store = Store(tmp_path / "r.sqlite")
     with pytest.raises(sweep.SweepInterrupted, match=r"^interrupted: 2 of 12 cases of run many_ok-.* are stored; "
                                                      r"rerun the same command to resume$"):
-        sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store, console=Console(quiet=True))
+        sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store)
     (run,) = store.list_runs(5)
     assert run["status"] == "interrupted"
     stored_settings = store.run(run["id"])["settings"]
     assert stored_settings["threads"] >= 1 and "energy_estimate_tdp_w" not in stored_settings
 
-    again = sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store, console=Console(quiet=True))
+    again = sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store)
     assert again.run_id == run["id"] and again.resumed and again.n_skipped == 2 and len(seen) == 3 + 10
     assert store.run(run["id"])["status"] == "complete"
 
 
 def _maxbatch(store, **kw):
-    from rich.console import Console
 
     from dlperf.runner import maxbatch
 
     return maxbatch.search(store, model="lenet5", framework="torch", device="cpu", mem_limit_mb=600, start=1,
-                           max_batch=64, steps=1, console=Console(quiet=True), **kw)
+                           max_batch=64, steps=1, **kw)
 
 
 @pytest.mark.parametrize(("outcome", "status"), [

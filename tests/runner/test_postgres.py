@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 
 import pytest
-from rich.console import Console
 from sqlalchemy import create_engine, text
 
 from dlperf.errors import StoreError
@@ -67,8 +66,7 @@ def test_sweep_into_postgres(postgres_url):
     store = Store(postgres_url)
     assert store.schema_version == SCHEMA_VERSION == 2
     study = load_study(str(STUDIES / "many_ok.yaml"))
-    summary = run_study(study, store, frameworks=["numpy"], overrides={"budget_s": 0.05, "min_run_time_s": 0.01},
-                        console=Console(quiet=True))
+    summary = run_study(study, store, frameworks=["numpy"], overrides={"budget_s": 0.05, "min_run_time_s": 0.01})
     rows = store.results(summary.run_id)
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
     assert all(len(r["measurement"]["sample_times_s"]) >= 6 for r in rows)

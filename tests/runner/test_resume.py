@@ -149,7 +149,6 @@ FAST = {"budget_s": 0.05, "min_run_time_s": 0.01}
 
 def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
     """A many_ok run stopped by Ctrl-C after `after_cases` cases; its id."""
-    from rich.console import Console
 
     from dlperf.runner import sweep
     from dlperf.runner.sweep import SweepInterrupted, run_study
@@ -166,7 +165,7 @@ def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
 
     monkeypatch.setattr(sweep, "run_case", run_then_stop)
     with pytest.raises(SweepInterrupted):
-        run_study(load_study(STUDY), store, overrides=FAST, console=Console(quiet=True))
+        run_study(load_study(STUDY), store, overrides=FAST)
     monkeypatch.setattr(sweep, "run_case", real)
     run = store.run("latest")
     assert run["status"] == "interrupted" and len(store.done_cases(run["id"])) == after_cases
@@ -193,7 +192,6 @@ def _new_commit(monkeypatch):
 
 @pytest.mark.parametrize("change", [_edit_catalog, _new_commit], ids=["catalog edit", "new commit"])
 def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_process_fingerprint, change):
-    from rich.console import Console
 
     from dlperf.hardware.identity import derived, fingerprint
     from dlperf.runner.sweep import run_study
@@ -207,7 +205,7 @@ def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_p
     change(monkeypatch)
     assert derived(fingerprint(["numpy"], 2)) != unchanged  # the change does change the derived data
 
-    summary = run_study(load_study(STUDY), store, resume=run_id, overrides=FAST, console=Console(quiet=True))
+    summary = run_study(load_study(STUDY), store, resume=run_id, overrides=FAST)
     assert (summary.run_id, summary.resumed, summary.n_skipped) == (run_id, True, 3)
     assert len(store.done_cases(run_id)) == N_CASES and store.run(run_id)["status"] == "complete"
     assert [r["id"] for r in store.list_runs()] == [run_id]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 import pytest
-from rich.console import Console
 
 from dlperf.runner.process import classify_exit, oom_kill_count
 from dlperf.runner.sweep import run_study
@@ -19,7 +18,7 @@ def faults_results(tmp_path_factory):
     db = tmp_path_factory.mktemp("faults") / "r.sqlite"
     store = Store(db)
     study = load_study(str(STUDIES / "faults.yaml"))
-    summary = run_study(study, store, console=Console(quiet=True))
+    summary = run_study(study, store)
     rows = store.results(summary.run_id)
     return {(_mode(r["params"]), r["device"]): r for r in rows}, store, summary
 
@@ -127,7 +126,7 @@ def test_rerun_of_complete_study_starts_a_new_run_and_resume_skips(faults_result
     # A complete run is not resumed; an explicit --resume of it has nothing left to do.
     _, store, summary = faults_results
     study = load_study(str(STUDIES / "faults.yaml"))
-    again = run_study(study, store, resume=summary.run_id, console=Console(quiet=True))
+    again = run_study(study, store, resume=summary.run_id)
     assert again.run_id == summary.run_id and again.n_skipped == 18 and again.statuses == {}
 
 

@@ -46,6 +46,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
         counters: bool, profile: bool | None, steps: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
+    from dlperf.cli.progress import ConsoleEvents
     from dlperf.cli.readers import report_data
     from dlperf.report.registry import study_sections
     from dlperf.report.sections import render_terminal as render_sections
@@ -72,7 +73,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         retry_failed=retry_failed,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
                    "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
-        counters=counters, console=console,
+        counters=counters, events=ConsoleEvents(console),
     )
     data = report_data(store, summary.run_id, None)
     render_terminal(data.run, data.env, data.results, console)
@@ -112,16 +113,17 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
     from rich.markup import escape
 
+    from dlperf.cli.progress import ConsoleEvents, short
     from dlperf.report.plots import memory_plot
     from dlperf.report.sections import rich_table
-    from dlperf.runner.maxbatch import search, short
+    from dlperf.runner.maxbatch import search
 
     store = open_store(db)
     console = new_console()
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     result = search(store, model=model, framework=framework, device=device, image_size=image_size,
                     precision=precision, mem_limit_mb=mem_limit_mb, start=start, max_batch=max_batch, steps=steps,
-                    timeout_s=timeout_s, exact=exact, console=console)
+                    timeout_s=timeout_s, exact=exact, events=ConsoleEvents(console))
     rows = [[str(p.batch), p.status, format_mib(p.peak_bytes or None, missing=NOT_MEASURED),
              format_number(p.time_per_image_s or None, ".3g"), short(p.reason, 70)]
             for p in sorted(result.probes, key=lambda p: p.batch)]
@@ -158,6 +160,7 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
 @db_option
 def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool, db: str | None) -> None:
     """Theoretical peaks of this machine, and the GEMM FLOP/s and copy/triad bandwidth it achieves (stored)."""
+    from dlperf.cli.progress import ConsoleEvents
     from dlperf.cli.readers import report_data
     from dlperf.report import peaks_table
     from dlperf.report.sections import render_terminal
@@ -168,5 +171,6 @@ def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], ne
     store = open_store(db)
     console = new_console()
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new, console=console)
+    summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new,
+                        events=ConsoleEvents(console))
     render_terminal(peaks_table.sections(report_data(store, summary.run_id, None)), console)

@@ -15,19 +15,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
 from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, identity_hash
 from dlperf.hardware.probe import default_threads
+from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
 from dlperf.studies import Case
-from dlperf.units import NOT_MEASURED, format_mib
 
 #: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
 STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
@@ -54,12 +51,12 @@ class MaxBatch:
 def search(store: Store, *, model: str, framework: str, device: str, image_size: int | None = None,
            precision: str = "fp32", mem_limit_mb: int | None = None, start: int = 1, max_batch: int = 8192,
            steps: int = 2, timeout_s: float = 1800.0, threads: int | None = None, exact: bool = False,
-           console: Console | None = None) -> MaxBatch:
+           events: RunEvents | None = None) -> MaxBatch:
     """Double the batch from `start` until a probe runs out of memory, then bisect to the boundary:
     to within 1/32 of it (about 3%), or to the exact batch with `exact`."""
     from dlperf.workloads.cnn import CnnParams
 
-    console = console or Console()
+    events = events or RunEvents()
     try:
         get_framework(framework)
     except KeyError as exc:
@@ -88,19 +85,18 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
         settings=stored, env_id=env_id, n_cases=0, derived=derived(fp))
     with open_run(store, new_run) as run:
         out = _search(store, run.run_id, env_id, settings, base, model=model, start=start, max_batch=max_batch,
-                      exact=exact, console=console)
+                      exact=exact, events=events)
         if out.stopped is not None:
             run.status = "failed"
     return out
 
 
 def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base: dict[str, Any], *, model: str,
-            start: int, max_batch: int, exact: bool, console: Console) -> MaxBatch:
+            start: int, max_batch: int, exact: bool, events: RunEvents) -> MaxBatch:
     """The doubling and the bisection, each probe stored in run `run_id` as it ends."""
     framework, device, mem_limit_mb = settings.frameworks[0], settings.devices[0], settings.mem_limit_mb
     out = MaxBatch(run_id, None, None)
-    limit = f", memory cap {mem_limit_mb} MiB per worker" if mem_limit_mb else ""
-    console.print(f"run [bold]{run_id}[/]: largest batch of {model} on {framework} {device}{escape(limit)}")
+    events.search_opened(run_id, model=model, framework=framework, device=device, mem_limit_mb=mem_limit_mb)
 
     def probe(batch: int) -> Probe:
         case = Case("cnn", framework, device, base | {"batch": batch})
@@ -109,10 +105,7 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base:
         peak, _ = row.peak_memory()
         p = Probe(batch, row.status, row.reason, peak, row.m.time_per_sample_s)
         out.probes.append(p)
-        mem = f"peak {format_mib(peak or None, missing=NOT_MEASURED)}"
-        detail = f"{mem}, {p.time_per_image_s:.3g} s/image" if p.status == "ok" else f"{mem}; {short(p.reason)}"
-        colour = "green" if p.status == "ok" else "red"
-        console.print(f"  batch {batch:>6}: [{colour}]{p.status}[/] {escape(detail)}", highlight=False)
+        events.probe_done(batch, row)
         return p
 
     lo, hi = None, None
@@ -142,9 +135,3 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base:
             out.stopped = f"batch {mid} ended {p.status}: {p.reason}"
     out.largest, out.first_oom = lo, hi
     return out
-
-
-def short(reason: str | None, width: int = 90) -> str:
-    """A failure reason cut to one readable line (allocator messages are long)."""
-    text = (reason or "").replace("[enforce fail at alloc_cpu.cpp:127] err == 0. ", "")
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -7,15 +7,9 @@ rerunning the same command resumes where it stopped.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf.core.jobs import CaseJob, CaseSpec
 from dlperf.core.result import CaseResult, Metrics
@@ -25,13 +19,12 @@ from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
 from dlperf.hardware.probe import default_threads
+from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.store import Store
 from dlperf.studies import Case, Study
-from dlperf.timing import format_time
-from dlperf.units import format_iqr
 
 __all__ = ["FAILED_STATUSES", "SweepInterrupted", "SweepSummary", "filter_cases", "run_case", "run_study"]
 
@@ -94,10 +87,10 @@ def run_study(
     retry_failed: bool = False,
     overrides: dict[str, Any] | None = None,
     counters: bool = False,
-    console: Console | None = None,
+    events: RunEvents | None = None,
 ) -> SweepSummary:
     """Run every case of `study` not yet stored for its run; return what happened."""
-    console = console or Console()
+    events = events or RunEvents()
     frameworks, devices = list(frameworks or []), list(devices or [])
     settings = study.settings.with_overrides(**(overrides or {})).with_threads(default_threads())
     threads = settings.threads
@@ -145,29 +138,27 @@ def run_study(
     with open_run(store, new_run, resume_id=run_id, interrupted=interrupted) as run:
         if retry_failed:
             store.delete_results(run.run_id, FAILED_STATUSES)
-        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, console)
+        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, events)
     return summary
 
 
 def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, env_id: int, resumed: bool,
-           counters: bool, study: Study, console: Console) -> SweepSummary:
+           counters: bool, study: Study, events: RunEvents) -> SweepSummary:
     """Run and store every case of `cases` the run lacks, one line (and progress) per case."""
     done = store.done_cases(run_id)
     todo = [c for c in cases if (c.key, c.repetition) not in done]
     summary = SweepSummary(run_id, resumed, len(cases), len(cases) - len(todo))
-    if resumed:
-        console.print(f"resuming run [bold]{run_id}[/]: {summary.n_skipped} of {len(cases)} cases already stored")
-    else:
-        console.print(f"run [bold]{run_id}[/]: {len(cases)} cases of study {study.name} ({study.variant})")
+    events.run_opened(run_id, resumed=resumed, n_cases=len(cases), n_stored=summary.n_skipped,
+                      what=f"study {study.name} ({study.variant})")
 
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
-    with _progress(console, len(cases), summary.n_skipped) as advance:
+    with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
             row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id, counters)
             _note_oom(row, oom_at)
             store.add_result(row)
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
-            advance(_case_line(i, len(cases), case, row))
+            events.case_done(i, len(cases), row)
     return summary
 
 
@@ -254,36 +245,3 @@ def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counte
 
             result["metrics"]["counters"] = counters_mod.collect(job.case, settings)
     return result_row(case, result, run_id, env_id, wall_s=wall_s, started=started)
-
-
-_STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
-
-
-def _case_line(i: int, n: int, case: Case, row: CaseResult) -> str:
-    status = row.status
-    style = _STATUS_STYLE.get(status, "red")
-    rep = f" #{case.repetition}" if case.repetition else ""
-    if status == "ok":
-        m = row.m
-        detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"
-    else:
-        detail = row.reason or ""
-    return f"{escape(f'[{i}/{n}] {case.key}{rep}:')} [{style}]{status}[/] {escape(detail)}"
-
-
-@contextlib.contextmanager
-def _progress(console: Console, total: int, completed: int) -> Iterator[Any]:
-    """A progress bar with ETA on a terminal; one line per case either way."""
-    if not console.is_terminal:
-        yield lambda line: console.print(line, highlight=False)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("cases", total=total, completed=completed)
-
-        def advance(line: str) -> None:
-            progress.console.print(line, highlight=False)
-            progress.advance(task)
-
-        yield advance

@@ -1,0 +1,35 @@
+"""What a sweep or a maxbatch search tells whoever watches it, as data; the runner draws nothing itself.
+
+`RunEvents` is the listener interface; its methods do nothing, so library callers and tests that pass
+none see no output. The CLI passes `cli.progress.ConsoleEvents`, which prints a line per case and a
+progress bar with ETA on a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from dlperf.core.result import CaseResult
+
+
+class RunEvents:
+    """A listener for a run's progress. Override what you want to show; every method here is silent."""
+
+    def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
+        """A run starts or resumes: `n_stored` of its `n_cases` are already stored; `what` names the study."""
+
+    @contextlib.contextmanager
+    def cases(self, total: int, done: int) -> Iterator[None]:
+        """The block in which the remaining cases run (a progress bar lives this long)."""
+        yield
+
+    def case_done(self, index: int, total: int, result: CaseResult) -> None:
+        """Case number `index` of `total` ended and is stored."""
+
+    def search_opened(self, run_id: str, *, model: str, framework: str, device: str,
+                      mem_limit_mb: int | None) -> None:
+        """A maxbatch search starts in run `run_id`."""
+
+    def probe_done(self, batch: int, result: CaseResult) -> None:
+        """One maxbatch probe ended and is stored."""
