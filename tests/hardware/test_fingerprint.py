@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import psutil
 import pytest
 
+from dlperf.core.result import CaseResult
 from dlperf.hardware import probe
 from dlperf.hardware.identity import (
     GPU_IDENTITY_KEYS,
@@ -61,11 +62,11 @@ def test_compare_across_environments_says_so(tmp_path):
         env_id = store.environment_id(fp, identity_hash(fp))
         run_id = store.create_run(study=f"s{threads}", variant="full", study_hash="h", study_path="p", filters={},
                                   settings={}, env_id=env_id, n_cases=1, dlperf_version="0")
-        store.add_result({"run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops",
-                          "framework": "numpy", "device": "cpu", "params": {}, "status": "ok", "reason": None,
-                          "measurement": {"sample_times_s": [1e-3 * (1 + i / 100) for i in range(10)],
-                                          "sample_iters": [1] * 10},
-                          "metrics": {}, "env_id": env_id, "wall_s": 1.0, "started_at": now, "finished_at": now})
+        store.add_result(CaseResult.from_row({
+            "run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
+            "device": "cpu", "params": {}, "status": "ok", "reason": None,
+            "measurement": {"sample_times_s": [1e-3 * (1 + i / 100) for i in range(10)], "sample_iters": [1] * 10},
+            "metrics": {}, "env_id": env_id, "wall_s": 1.0, "started_at": now, "finished_at": now}))
         run_ids.append(run_id)
     res = run_cli("compare", *run_ids, db=db)
     assert res.returncode == 0, res.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.cli.readers import peaks_runs
+from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import Ceilings, ceilings, measured_peaks, roofline_point
 from dlperf.report.ops_report import REFERENCE_CSV, reference_layout
 from dlperf.store import Store
@@ -48,10 +49,10 @@ def _peaks_run(store, env, rows, started):
     for i, (fw, kind, value) in enumerate(rows):
         key = "flops_per_s" if kind == "gemm" else "bytes_per_s"
         now = datetime.now(UTC)
-        store.add_result({"run_id": run_id, "case_key": f"{fw}/{kind}/{i}", "repetition": 0, "workload": "peaks",
-                          "framework": fw, "device": "cpu", "params": {"kind": kind}, "status": "ok",
-                          "reason": None, "measurement": None, "metrics": {key: value}, "env_id": env_id,
-                          "wall_s": 1.0, "started_at": now, "finished_at": now})
+        store.add_result(CaseResult.from_row({
+            "run_id": run_id, "case_key": f"{fw}/{kind}/{i}", "repetition": 0, "workload": "peaks", "framework": fw,
+            "device": "cpu", "params": {"kind": kind}, "status": "ok", "reason": None, "measurement": None,
+            "metrics": {key: value}, "env_id": env_id, "wall_s": 1.0, "started_at": now, "finished_at": now}))
     return run_id
 
 
@@ -62,7 +63,8 @@ def test_measured_peaks_newest_per_framework_best_per_device(tmp_path):
     _peaks_run(store, host, [("numpy", "copy", 20e9), ("torch", "copy", 30e9)], datetime(2026, 1, 1, tzinfo=UTC))
     _peaks_run(store, host, [("torch", "copy", 25e9), ("torch", "gemm", 100e9)], datetime(2026, 1, 2, tzinfo=UTC))
     _peaks_run(store, other, [("torch", "copy", 999e9)], datetime(2026, 1, 3, tzinfo=UTC))
-    every = [(store.run_environment(r["id"]), store.results(r["id"])) for r in store.runs_of_study("peaks")]
+    every = [(store.run_environment(r["id"]), [x.as_row() for x in store.results(r["id"])])
+             for r in store.runs_of_study("peaks")]
     best, used = measured_peaks(every, host)
     # torch's newest copy (25) replaces its older 30; numpy's 20 stays; best of the two = 25.
     assert best == {"cpu": {"copy": 25e9, "gemm": 100e9}}

@@ -259,6 +259,6 @@ def test_a_sweep_stores_case_results_as_rows(tmp_path):
     assert isinstance(row, CaseResult) and row.peak_memory() == (123, "worker peak RSS")
     assert store.add_result(row) and not store.add_result(row)  # stored once, never duplicated
     (stored,) = store.results(run_id)
-    assert stored["metrics"] == metrics and stored["measurement"] is None and stored["id"] >= 1
-    assert (stored["case_key"], stored["status"], stored["reason"], stored["wall_s"]) == (case.key, "oom",
+    assert stored.m.as_dict() == metrics and stored.measurement is None and stored.id >= 1
+    assert (stored.case_key, stored.status, stored.reason, stored.wall_s) == (case.key, "oom",
                                                                                           "MemoryError", 1.5)

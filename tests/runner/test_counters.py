@@ -89,6 +89,6 @@ def test_counters_on_a_real_gpu(tmp_path):
     store = Store(tmp_path / "r.sqlite")
     summary = run_study(load_study(str(study)), store, counters=True)
     for r in store.results(summary.run_id):
-        c = r["metrics"]["counters"]
+        c = r.m.counters
         assert "error" not in c, c
         assert c["flop_count_sp"] > 0 and 0.5 < c["flops_counter_over_model"] < 2.0

@@ -68,8 +68,8 @@ def test_sweep_into_postgres(postgres_url):
     study = load_study(str(STUDIES / "many_ok.yaml"))
     summary = run_study(study, store, frameworks=["numpy"], overrides={"budget_s": 0.05, "min_run_time_s": 0.01})
     rows = store.results(summary.run_id)
-    assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
-    assert all(len(r["measurement"]["sample_times_s"]) >= 6 for r in rows)
+    assert len(rows) == 12 and all(r.status == "ok" for r in rows)
+    assert all(len(r.measurement["sample_times_s"]) >= 6 for r in rows)
     assert store.run("latest")["status"] == "complete"
     assert store.resolve_run(summary.run_id[:12]) == summary.run_id
     # A second open finds the schema current and the data intact.

@@ -20,7 +20,7 @@ def faults_results(tmp_path_factory):
     study = load_study(str(STUDIES / "faults.yaml"))
     summary = run_study(study, store)
     rows = store.results(summary.run_id)
-    return {(_mode(r["params"]), r["device"]): r for r in rows}, store, summary
+    return {(_mode(r.params), r.device): r for r in rows}, store, summary
 
 
 def _mode(params):
@@ -37,74 +37,74 @@ def test_every_case_is_recorded(faults_results):
 
 def test_ok_case_has_samples_and_metrics(faults_results):
     r = faults_results[0][("ok", "cpu")]
-    assert r["status"] == "ok" and r["reason"] is None
-    assert len(r["measurement"]["sample_times_s"]) >= 6
-    assert r["metrics"]["median_s"] > 0 and r["metrics"]["peak_rss_bytes"] > 0
+    assert r.status == "ok" and r.reason is None
+    assert len(r.measurement["sample_times_s"]) >= 6
+    assert r.m.median_s > 0 and r.m.peak_rss_bytes > 0
 
 
 def test_raise_is_error_with_the_exception(faults_results):
     r = faults_results[0][("raise", "cpu")]
-    assert r["status"] == "error"
-    assert r["reason"] == "ValueError: deliberate failure from the faults workload"
-    assert "Traceback" in r["metrics"]["traceback"]
+    assert r.status == "error"
+    assert r.reason == "ValueError: deliberate failure from the faults workload"
+    assert "Traceback" in r.m.traceback
 
 
 def test_sleep_past_timeout_is_timeout(faults_results):
     r = faults_results[0][("sleep", "cpu")]
-    assert r["status"] == "timeout"
-    assert "8 s time-out" in r["reason"]
-    assert 8 <= r["wall_s"] < 30
+    assert r.status == "timeout"
+    assert "8 s time-out" in r.reason
+    assert 8 <= r.wall_s < 30
 
 
 def test_signal_is_crashed(faults_results):
     r = faults_results[0][("signal", "cpu")]
-    assert r["status"] == "crashed"
-    assert "SIGSEGV" in r["reason"]
+    assert r.status == "crashed"
+    assert "SIGSEGV" in r.reason
 
 
 def test_exit_without_result_is_error(faults_results):
     r = faults_results[0][("exit", "cpu")]
-    assert r["status"] == "error"
-    assert "exited with code 3 without a result" in r["reason"]
+    assert r.status == "error"
+    assert "exited with code 3 without a result" in r.reason
 
 
 def test_alloc_until_failure_is_oom(faults_results):
     r = faults_results[0][("alloc", "cpu")]
-    assert r["status"] == "oom"
-    assert "MemoryError" in r["reason"]
+    assert r.status == "oom"
+    assert "MemoryError" in r.reason
     # The 1 GiB cap is on the data segment (RLIMIT_DATA); RSS also counts shared libraries
     # file pages, so it may pass the cap a little, but the cap, not the 24 GiB machine, stopped it.
-    assert 512 * 2**20 <= r["metrics"]["peak_rss_bytes"] <= 1.25 * 1024 * 2**20
+    assert 512 * 2**20 <= r.m.peak_rss_bytes <= 1.25 * 1024 * 2**20
 
 
 def test_suspect_error_that_runs_with_the_cap_raised_is_oom(faults_results):
     # oneDNN's "could not create a primitive" can be a failed allocation or not; the worker
     # runs the step again with the cap raised, and the 1.5 GiB need then fits.
     r = faults_results[0][("suspect-1536", "cpu")]
-    assert r["status"] == "oom"
-    assert r["reason"].startswith("RuntimeError: could not create a primitive")
-    check = r["metrics"]["oom_recheck"]
+    assert r.status == "oom"
+    assert r.reason.startswith("RuntimeError: could not create a primitive")
+    check = r.m.oom_recheck
     assert check["status"] == "ok" and 1536 < check["cap_mb"] <= 4096 and check["peak_rss_bytes"] > 0
-    assert f"ran in a fresh worker with the cap raised to {check['cap_mb']} MiB" in r["reason"]
-    assert "1024 MiB cap caused it" in r["reason"]
+    assert f"ran in a fresh worker with the cap raised to {check['cap_mb']} MiB" in r.reason
+    assert "1024 MiB cap caused it" in r.reason
 
 
 def test_suspect_error_that_fails_again_with_the_cap_raised_is_error(faults_results):
     r = faults_results[0][("suspect-100000000", "cpu")]
-    assert r["status"] == "error"
-    assert "failed again in a fresh worker with the cap raised to" in r["reason"]
-    assert "not the 1024 MiB cap" in r["reason"] and r["metrics"]["oom_recheck"]["status"] == "error"
+    assert r.status == "error"
+    assert "failed again in a fresh worker with the cap raised to" in r.reason
+    assert "not the 1024 MiB cap" in r.reason and r.m.oom_recheck["status"] == "error"
 
 
 def test_crash_under_a_cap_is_rechecked(faults_results):
     # A SIGSEGV from a failed allocation: the fresh worker with the raised cap runs, so it was memory.
     r = faults_results[0][("suspect-1536-signal", "cpu")]
-    assert r["status"] == "oom" and r["reason"].startswith("worker killed by SIGSEGV")
-    assert "1024 MiB cap caused it" in r["reason"]
+    assert r.status == "oom" and r.reason.startswith("worker killed by SIGSEGV")
+    assert "1024 MiB cap caused it" in r.reason
     # A SIGSEGV that happens again with more memory stays a crash.
     r = faults_results[0][("signal", "cpu")]
-    assert r["status"] == "crashed" and r["metrics"]["oom_recheck"]["status"] == "crashed"
-    assert "crashed again in a fresh worker" in r["reason"]
+    assert r.status == "crashed" and r.m.oom_recheck["status"] == "crashed"
+    assert "crashed again in a fresh worker" in r.reason
 
 
 def test_raised_cap_stays_within_half_the_free_memory():
@@ -118,8 +118,8 @@ def test_raised_cap_stays_within_half_the_free_memory():
 def test_absent_device_is_unsupported(faults_results):
     for mode in ("ok", "raise", "sleep"):
         r = faults_results[0][(mode, "cuda")]
-        assert r["status"] == "unsupported"
-        assert "numpy has no device 'cuda'" in r["reason"]
+        assert r.status == "unsupported"
+        assert "numpy has no device 'cuda'" in r.reason
 
 
 def test_rerun_of_complete_study_starts_a_new_run_and_resume_skips(faults_results, tmp_path):

@@ -26,14 +26,15 @@ def make_run(store: Store, study="s") -> str:
                             env_id=env_id, n_cases=2, dlperf_version="0")
 
 
-def result_row(run_id: str, key="ops/numpy/cpu/n=1", rep=0, status="ok", samples=(1e-3, 1.1e-3)):
+def result_row(run_id: str, key="ops/numpy/cpu/n=1", rep=0, status="ok", samples=(1e-3, 1.1e-3)) -> CaseResult:
     now = datetime.now(UTC)
-    return {"run_id": run_id, "case_key": key, "repetition": rep, "workload": "ops", "framework": "numpy",
+    return CaseResult.from_row({
+            "run_id": run_id, "case_key": key, "repetition": rep, "workload": "ops", "framework": "numpy",
             "device": "cpu", "params": {"op": "add", "n": 1}, "status": status, "reason": None,
             "measurement": {"sample_times_s": list(samples), "sample_iters": [1] * len(samples)},
             "metrics": {"median_s": 1.05e-3, "n_samples": len(samples)} if status == "ok" else None,
             "env_id": 1, "wall_s": 0.1,
-            "started_at": now, "finished_at": now}
+            "started_at": now, "finished_at": now})
 
 
 def test_fresh_database_is_migrated_to_current(db_path):
@@ -130,7 +131,6 @@ def test_export_csv_and_json(db_path):
     store.add_result(result_row(run_id))
     store.add_result(result_row(run_id, key="ops/numpy/cpu/n=2", status="oom"))
     results = store.results(run_id)
-    results = [CaseResult.from_row(r) for r in results]
     rows = list(csv.DictReader(io.StringIO(to_csv(results))))
     assert [r["status"] for r in rows] == ["ok", "oom"]
     assert float(rows[0]["median_s"]) == pytest.approx(1.05e-3) and rows[1]["median_s"] == ""

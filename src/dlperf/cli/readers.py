@@ -14,24 +14,19 @@ from dlperf.report.study import ReportData
 from dlperf.store import Store
 
 
-def typed_results(store: Store, run_id: str) -> list[CaseResult]:
-    """A run's results, typed, their statistics recomputed from the stored raw samples."""
-    return [CaseResult.from_row(r) for r in store.results(run_id)]
-
-
 def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData:
     """Everything a study report needs: the run, its environment with the derived figures (peaks) it was
     measured under, its typed results, and the measured peaks of the same host for the roofline."""
     run_row = store.run(run_ref)
     env = store.run_environment(run_row["id"])
-    return ReportData(run_row, env, typed_results(store, run_row["id"]), plot_dir or Path("reports") / run_row["id"],
+    return ReportData(run_row, env, store.results(run_row["id"]), plot_dir or Path("reports") / run_row["id"],
                       measured_peaks(peaks_runs(store, [env]), env))
 
 
-def recomputed_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store rows in their stored shape, their statistics and rates recomputed from the raw samples
-    (for the analyses that take rows: the roofline's measured peaks, `hw measured`, `recommend`)."""
-    return [CaseResult.from_row(r).as_row() for r in rows]
+def rows(results: list[CaseResult]) -> list[dict[str, Any]]:
+    """Typed results in the store's row shape (statistics as recomputed on load), for the hardware
+    analyses that take rows: the roofline's measured peaks, `hw measured`, `recommend`."""
+    return [r.as_row() for r in results]
 
 
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
@@ -44,7 +39,7 @@ def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     for run in store.runs_of_study("peaks"):  # newest first
         env = store.run_environment(run["id"])
         if any(same_host(env, host) for host in hosts):
-            out.append((env, recomputed_rows(store.results(run["id"]))))
+            out.append((env, rows(store.results(run["id"]))))
     return out
 
 
@@ -52,6 +47,6 @@ def cnn_inputs(store: Store, run_ids: list[str] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], PeaksRuns]:
     """What `hardware.measured.cnn_rows` takes: every stored ok `cnn` result (of these runs, or all),
     oldest first; the environment of each of their runs, by run id; the `peaks` runs of their hosts."""
-    results = recomputed_rows(store.results_of_workload("cnn", run_ids))
+    results = rows(store.results_of_workload("cnn", run_ids))
     envs = {run_id: store.run_environment(run_id) for run_id in dict.fromkeys(r["run_id"] for r in results)}
     return results, envs, peaks_runs(store, envs.values())

@@ -35,12 +35,11 @@ def runs(limit: int, db: str | None) -> None:
 @db_option
 def show(run_ref: str, db: str | None) -> None:
     """The results table of RUN (an id, a unique prefix, or `latest`)."""
-    from dlperf.cli.readers import typed_results
     from dlperf.report.tables import render_terminal
 
     store = open_store(db)
     run_row = store.run(run_ref)
-    render_terminal(run_row, store.run_environment(run_row["id"]), typed_results(store, run_row["id"]), new_console())
+    render_terminal(run_row, store.run_environment(run_row["id"]), store.results(run_row["id"]), new_console())
 
 
 @click.command()
@@ -52,7 +51,6 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.cli.readers import typed_results
     from dlperf.hardware.identity import diff
     from dlperf.report.compare import ALPHA, compare_runs
 
@@ -65,7 +63,7 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
             console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
-    rows = compare_runs(typed_results(store, ra["id"]), typed_results(store, rb["id"]))
+    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]))
     table = Table(title=f"compare A={ra['id']}  B={rb['id']}", title_justify="left")
     for col in ("case", "A median", "B median", "B/A", "p (MWU)", "verdict"):
         table.add_column(col, overflow="fold")
@@ -86,12 +84,11 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
 @db_option
 def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
     """RUN's results as CSV (one flat row per case) or JSON (everything, raw samples included)."""
-    from dlperf.cli.readers import typed_results
     from dlperf.store.export import to_csv, to_json
 
     store = open_store(db)
     run_row = store.run(run_ref)
-    results = typed_results(store, run_row["id"])
+    results = store.results(run_row["id"])
     text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row["id"]), results)
     write_output(text, output)
 

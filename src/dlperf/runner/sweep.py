@@ -173,11 +173,11 @@ def _memory_series(workload: str, framework: str, device: str, params: dict[str,
     return (workload, framework, device, rest), axis, params[axis]
 
 
-def _oom_boundaries(rows: list[dict[str, Any]]) -> dict[Any, int]:
+def _oom_boundaries(rows: list[CaseResult]) -> dict[Any, int]:
     """Smallest out-of-memory value of the memory axis per series, from stored results (for resume)."""
     out: dict[Any, int] = {}
     for row in rows:
-        _note_oom(CaseResult.model_validate(row), out)
+        _note_oom(row, out)
     return out
 
 

@@ -217,12 +217,11 @@ class Store:
             ).all()
         return {(r.case_key, int(r.repetition)) for r in rows}
 
-    def add_result(self, row: CaseResult | dict[str, Any]) -> bool:
+    def add_result(self, result: CaseResult) -> bool:
         """Insert one case's result; False if that case was already stored (never duplicated)."""
-        if isinstance(row, CaseResult):
-            row = row.as_row()
-            if row["id"] is None:
-                del row["id"]  # the store numbers it
+        row = result.as_row()
+        if row["id"] is None:
+            del row["id"]  # the store numbers it
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(results).values(**row))
@@ -238,20 +237,21 @@ class Store:
             )
         return int(res.rowcount or 0)
 
-    def results_of_workload(self, workload: str, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    def results_of_workload(self, workload: str, run_ids: Iterable[str] | None = None) -> list[CaseResult]:
         """Every stored `ok` result of one workload, across runs (or only these runs), oldest first."""
         q = select(results).where(results.c.workload == workload, results.c.status == "ok")
         if run_ids is not None:
             q = q.where(results.c.run_id.in_(list(run_ids)))
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(q.order_by(results.c.id)).mappings().all()]
+            return [CaseResult.from_row(r) for r in conn.execute(q.order_by(results.c.id)).mappings().all()]
 
-    def results(self, run_id: str) -> list[dict[str, Any]]:
+    def results(self, run_id: str) -> list[CaseResult]:
+        """A run's results, typed, in the order they were stored; statistics recomputed from the raw samples."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(results).where(results.c.run_id == run_id).order_by(results.c.id)
             ).mappings().all()
-        return [dict(r) for r in rows]
+        return [CaseResult.from_row(r) for r in rows]
 
 
 def _set_version(conn: Any, version: int) -> None:
