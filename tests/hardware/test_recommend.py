@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 
 import pytest
 
+from dlperf.core.result import CaseResult
 from dlperf.hardware import recommend as R
 from dlperf.hardware.catalog import find
 from dlperf.models import get_spec
@@ -225,8 +227,8 @@ def test_power_and_price_say_where_they_come_from():
 
     gtx = MeasuredDevice("gtx-1070", "NVIDIA GeForce GTX 1070", "gpu", find("gtx-1070"), {})
     unknown = MeasuredDevice("X (not in catalog)", "X", "cpu", None, {})
-    metered = {"metrics": {"energy": {"measured": True, "mean_power_w": 97.5, "meter": "nvml"}}}
-    unmetered = {"metrics": {"energy": {"measured": False, "reason": "no RAPL zones"}}}
+    metered = {"measured": True, "mean_power_w": 97.5, "meter": "nvml"}
+    unmetered = {"measured": False, "reason": "no RAPL zones"}
     assert _power(metered, gtx, None) == (97.5, "measured (nvml)")
     watts, how = _power(unmetered, gtx, None)
     assert watts == 150 and how.startswith("TDP from the catalog, not measured") and "no RAPL zones" in how
@@ -262,9 +264,9 @@ def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     assert find("epyc-9654").core_share(192) == 2.0 and find("gtx-1070").core_share(2) == 1.0  # two sockets; a GPU
 
     env = {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_physical_cores": 2, "cpu_peaks_theoretical": {}}
-    dev = device_of({"device": "cpu"}, env)
+    dev = device_of("cpu", env)
     assert dev.entry is find("xeon-8480plus") and dev.share == pytest.approx(2 / 56) and "of it" in dev.key
-    watts, how = _power({"metrics": {"energy": {"measured": False, "reason": "VM"}}}, dev, None)
+    watts, how = _power({"measured": False, "reason": "VM"}, dev, None)
     assert watts == pytest.approx(12.5) and "x 0.0357" in how
     assert _price(dev, None)[0] == pytest.approx(10710 * 2 / 56)
 
@@ -293,10 +295,10 @@ def test_a_measured_gpu_is_found_by_its_cuda_index():
 
     env = {"gpus": [{"index": 0, "name": "NVIDIA L4", "peaks_theoretical": {"fp32_flops_per_s": 3.0e13}},
                     {"index": 1, "name": "NVIDIA H100 80GB HBM3", "peaks_theoretical": {"fp32_flops_per_s": 6.7e13}}]}
-    first, second = device_of({"device": "cuda"}, env), device_of({"device": "cuda:1"}, env)
+    first, second = device_of("cuda", env), device_of("cuda:1", env)
     assert (first.key, first.kind, first.peaks["fp32_flops_per_s"]) == ("l4", "gpu", 3.0e13)
     assert (second.key, second.peaks["fp32_flops_per_s"]) == ("h100-sxm", 6.7e13)
-    missing = device_of({"device": "cuda:3"}, env)
+    missing = device_of("cuda:3", env)
     assert missing.entry is None and missing.peaks == {} and missing.name == "unknown GPU (cuda:3)"
 
 
@@ -309,13 +311,18 @@ def test_cnn_rows_are_computed_from_rows_not_a_store():
     host = {"cpu_model": "AMD EPYC 7B13", "hostname_sha256": "h", "threads": 2, "cpu_physical_cores": 2, "gpus": [],
             "cpu_peaks_theoretical": {"fp32_flops_per_s": 1e11, "mem_bw_bytes_per_s": None, "assumptions": "2 cores"}}
 
-    def cnn(run_id: str, batch: int, ips: float) -> dict:
-        return {"run_id": run_id, "env_id": 1, "workload": "cnn", "status": "ok", "device": "cpu",
-                "framework": "torch", "params": {"model": "alexnet", "batch": batch, "image_size": 112},
-                "metrics": {"samples_per_s": ips, "flops_per_s": 1e10, "samples_per_call": batch}}
+    now = datetime.now(UTC)
+    common = {"case_key": "k", "repetition": 0, "env_id": 1, "status": "ok", "device": "cpu", "started_at": now,
+              "finished_at": now}
 
-    peaks = [(host, [{"run_id": "peaks-1", "device": "cpu", "framework": "numpy", "params": {"kind": "copy"},
-                      "status": "ok", "metrics": {"bytes_per_s": 20e9}}])]
+    def cnn(run_id: str, batch: int, ips: float) -> CaseResult:
+        return CaseResult.from_row(common | {
+            "run_id": run_id, "workload": "cnn", "framework": "torch",
+            "params": {"model": "alexnet", "batch": batch, "image_size": 112},
+            "metrics": {"samples_per_s": ips, "flops_per_s": 1e10, "samples_per_call": batch}})
+
+    peaks = [(host, [CaseResult.from_row(common | {"run_id": "peaks-1", "workload": "peaks", "framework": "numpy",
+                                                   "params": {"kind": "copy"}, "metrics": {"bytes_per_s": 20e9}})])]
     rows = cnn_rows([cnn("r1", 8, 10.0), cnn("r2", 8, 12.0), cnn("r2", 2, 5.0)], {"r1": host, "r2": host}, peaks)
     assert sorted(r["batch"] for r in rows) == [2, 8]
     b8 = next(r for r in rows if r["batch"] == 8)

@@ -23,12 +23,6 @@ def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData
                       measured_peaks(peaks_runs(store, [env]), env))
 
 
-def rows(results: list[CaseResult]) -> list[dict[str, Any]]:
-    """Typed results in the store's row shape (statistics as recomputed on load), for the hardware
-    analyses that take rows: the roofline's measured peaks, `hw measured`, `recommend`."""
-    return [r.as_row() for r in results]
-
-
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     """The `peaks` runs of any of these environments' hosts, newest first, each as (the environment it
     ran in, its result rows) for `hardware.roofline.measured_peaks`."""
@@ -39,14 +33,14 @@ def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
     for run in store.runs_of_study("peaks"):  # newest first
         env = store.run_environment(run["id"])
         if any(same_host(env, host) for host in hosts):
-            out.append((env, rows(store.results(run["id"]))))
+            out.append((env, store.results(run["id"])))
     return out
 
 
 def cnn_inputs(store: Store, run_ids: list[str] | None = None
-               ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], PeaksRuns]:
+               ) -> tuple[list[CaseResult], dict[str, dict[str, Any]], PeaksRuns]:
     """What `hardware.measured.cnn_rows` takes: every stored ok `cnn` result (of these runs, or all),
     oldest first; the environment of each of their runs, by run id; the `peaks` runs of their hosts."""
-    results = rows(store.results_of_workload("cnn", run_ids))
-    envs = {run_id: store.run_environment(run_id) for run_id in dict.fromkeys(r["run_id"] for r in results)}
+    results = store.results_of_workload("cnn", run_ids)
+    envs = {run_id: store.run_environment(run_id) for run_id in dict.fromkeys(r.run_id for r in results)}
     return results, envs, peaks_runs(store, envs.values())

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.core.result import CaseResult
 from dlperf.hardware.catalog import Device, match
 from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
@@ -35,9 +36,8 @@ class MeasuredDevice:
     share: float = 1.0  # the fraction of a catalog CPU package the environment saw (a VM's cores)
 
 
-def device_of(result: dict[str, Any], env: dict[str, Any]) -> MeasuredDevice:
-    """The device a result ran on: the CPU of its environment, or the GPU `cuda:N` names there."""
-    device = result["device"]
+def device_of(device: str, env: dict[str, Any]) -> MeasuredDevice:
+    """The device a result ran on (`cpu`, `cuda`, `cuda:N`) as its environment saw it."""
     peaks = device_theoretical(env, device)
     if device == "cpu":
         name, kind = env.get("cpu_model") or "unknown CPU", "cpu"
@@ -55,9 +55,10 @@ def _share_text(dev: MeasuredDevice) -> str:
     return "" if dev.share == 1.0 else f" x {dev.share:.3g} (the package's cores this machine sees)"
 
 
-def _power(r: dict[str, Any], dev: MeasuredDevice, tdp_w: float | None) -> tuple[float | None, str]:
-    """(watts, where from): the meter's mean, else a TDP (catalog's or the user's, labelled), else why not."""
-    energy = (r.get("metrics") or {}).get("energy") or {}
+def _power(energy: dict[str, Any] | None, dev: MeasuredDevice, tdp_w: float | None) -> tuple[float | None, str]:
+    """(watts, where from): the meter's mean (`energy`: a case's energy metric), else a TDP (catalog's or the
+    user's, labelled), else why not."""
+    energy = energy or {}
     if energy.get("measured"):
         return float(energy["mean_power_w"]), f"measured ({energy.get('meter', 'meter')})"
     why = energy.get("reason") or "energy not recorded"
@@ -76,47 +77,47 @@ def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, 
     return None, "unknown (not in the catalog, or unknown there; pass --price-usd)"
 
 
-def cnn_rows(results: list[dict[str, Any]], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
+def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
              tdp_w: float | None = None, price_usd: float | None = None) -> list[dict[str, Any]]:
     """One row per ok `cnn` result (the latest when a case was measured in several runs).
 
-    `results`: stored result rows, oldest first; `envs`: the environment each of their runs ran in,
+    `results`: stored results, oldest first; `envs`: the environment each of their runs ran in,
     by run id (with the run's own peaks); `peaks_runs`: the `peaks` runs, newest first, for the
     measured bandwidth where no theoretical one is known.
     """
     copy_bw: dict[int, dict[str, dict[str, float]]] = {}
     latest: dict[tuple, dict[str, Any]] = {}
     for r in results:
-        if r["workload"] != "cnn" or r["status"] != "ok":
+        if r.workload != "cnn" or not r.ok:
             continue
-        env = envs[r["run_id"]]
-        if r["env_id"] not in copy_bw:  # one environment, one host: the same measured peaks
-            copy_bw[r["env_id"]] = measured_peaks(peaks_runs, env)[0]
-        dev = device_of(r, env)
+        env = envs[r.run_id]
+        if r.env_id not in copy_bw:  # one environment, one host: the same measured peaks
+            copy_bw[r.env_id] = measured_peaks(peaks_runs, env)[0]
+        dev = device_of(r.device, env)
         bw, bw_source = dev.peaks.get("mem_bw_bytes_per_s"), "theoretical"
         if not bw:
-            got = copy_bw[r["env_id"]].get(r["device"], {})
+            got = copy_bw[r.env_id].get(r.device, {})
             bw = max(got.get("copy", 0.0), got.get("triad", 0.0)) or None
             bw_source = "measured copy/triad (dlperf peaks)" if bw else "unknown (run `dlperf peaks`)"
-        p, m = r["params"], r["metrics"] or {}
+        p, m = r.params, r.m
         size = p.get("image_size") or get_spec(p["model"]).image_size
         precision = p.get("precision", "fp32")
         ips = m.get("samples_per_s")
         if not ips:
             continue
-        power, power_how = _power(r, dev, tdp_w)
+        power, power_how = _power(m.energy, dev, tdp_w)
         price, price_how = _price(dev, price_usd)
         energy = m.get("energy") or {}
-        per_joule = (m["samples_per_call"] / energy["energy_per_call_j"]
+        per_joule = (m.samples_per_call / energy["energy_per_call_j"]
                      if energy.get("measured") and energy.get("energy_per_call_j") else None)
         peak = dev.peaks.get("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
                              "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
         row = {
             "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
             "share": dev.share,
-            "framework": r["framework"], "model": p["model"], "image_size": size, "batch": int(p["batch"]),
+            "framework": r.framework, "model": p["model"], "image_size": size, "batch": int(p["batch"]),
             "precision": precision, "images_per_s": ips, "real_gflops": (m.get("flops_per_s") or 0) / 1e9 or None,
-            "pct_of_peak": 100 * m["flops_per_s"] / peak if peak and m.get("flops_per_s") else None,
+            "pct_of_peak": 100 * m.flops_per_s / peak if peak and m.flops_per_s else None,
             "peak_source": (dev.peaks.get("peaks_source") if dev.entry is not None else None)
             or dev.peaks.get("assumptions", "unknown"),
             "bw_bytes_per_s": bw, "bw_source": bw_source,
@@ -125,10 +126,10 @@ def cnn_rows(results: list[dict[str, Any]], envs: Mapping[str, dict[str, Any]], 
             "price_usd": price, "price_source": price_how,
             "images_per_s_per_kusd": 1e3 * ips / price if price else None,
             "peak_rss_bytes": m.get("peak_rss_bytes"), "baseline_rss_bytes": m.get("baseline_rss_bytes"),
-            "peak_device_mem_bytes": m.get("peak_device_mem_bytes"), "run_id": r["run_id"],
+            "peak_device_mem_bytes": m.get("peak_device_mem_bytes"), "run_id": r.run_id,
             "iqr_rel": m.get("iqr_rel"),
         }
-        latest[(dev.key, r["framework"], p["model"], size, precision, int(p["batch"]))] = row
+        latest[(dev.key, r.framework, p["model"], size, precision, int(p["batch"]))] = row
     return list(latest.values())
 
 

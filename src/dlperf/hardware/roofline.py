@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.core.result import CaseResult
 from dlperf.hardware.peaks import flop_peak
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
@@ -39,7 +40,7 @@ def same_host(env_a: dict[str, Any], env_b: dict[str, Any]) -> bool:
 
 
 #: `peaks` runs as `measured_peaks` reads them: (the run's environment, its result rows), newest first.
-PeaksRuns = list[tuple[dict[str, Any], list[dict[str, Any]]]]
+PeaksRuns = list[tuple[dict[str, Any], list[CaseResult]]]
 
 
 def measured_peaks(peaks_runs: PeaksRuns, env: dict[str, Any]) -> tuple[dict[str, dict[str, float]], str | None]:
@@ -55,13 +56,12 @@ def measured_peaks(peaks_runs: PeaksRuns, env: dict[str, Any]) -> tuple[dict[str
         if not same_host(run_env, env):
             continue
         for r in rows:
-            key = (r["device"], r["framework"], r["params"]["kind"])
-            if r["status"] != "ok" or key in newest:
+            key = (r.device, r.framework, r.params["kind"])
+            if not r.ok or key in newest:
                 continue
-            m = r["metrics"]
-            newest[key] = m["flops_per_s"] if key[2] == "gemm" else m["bytes_per_s"]
-            if r["run_id"] not in used:
-                used.append(r["run_id"])
+            newest[key] = r.m.flops_per_s if key[2] == "gemm" else r.m.bytes_per_s
+            if r.run_id not in used:
+                used.append(r.run_id)
     best: dict[str, dict[str, float]] = {}
     for (device, _fw, kind), value in newest.items():
         dev = best.setdefault(device, {})
