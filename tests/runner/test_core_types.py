@@ -31,7 +31,7 @@ from tests.conftest import STUDIES
 
 # -- settings ---------------------------------------------------------------------------------------
 
-#: Each key's one default (what `studies.schema.DEFAULTS` said, plus what only the runner sets).
+#: Each key's one default (what the former `studies.schema.DEFAULTS` said, plus what only the runner sets).
 ONE_DEFAULT = {
     "devices": ["cpu"], "params": {}, "repetitions": 1, "budget_s": 5.0, "min_run_time_s": 0.2, "timeout_s": 600.0,
     "mem_limit_mb": None, "threads": None, "warmup": 2, "steps": None, "target_rel_ci": 0.02, "seed": 0,

@@ -16,11 +16,13 @@ from dlperf.store import Store
 
 def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData:
     """Everything a study report needs: the run, its environment with the derived figures (peaks) it was
-    measured under, its typed results, and the measured peaks of the same host for the roofline."""
-    run_row = store.run(run_ref)
-    env = store.run_environment(run_row["id"])
-    return ReportData(run_row, env, store.results(run_row["id"]), plot_dir or Path("reports") / run_row["id"],
-                      measured_peaks(peaks_runs(store, [env]), env))
+    measured under, its typed results, and, for a run with ops cases, the measured peaks of the same host
+    (the roofline's ceilings)."""
+    run_id = store.resolve_run(run_ref)
+    run_row, env = store.run(run_id), store.run_environment(run_id)
+    results = store.results(run_id)
+    peaks = measured_peaks(peaks_runs(store, [env]), env) if any(r.workload == "ops" for r in results) else ({}, None)
+    return ReportData(run_row, env, results, plot_dir or Path("reports") / run_id, peaks)
 
 
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:

@@ -121,7 +121,7 @@ def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any
     title = f"ESTIMATED {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}"
     try:
         paths = recommend_plot(ranked, others, plot_dir, stem, title, req.budget_usd, req.target_ips)
-    except (OSError, ValueError) as exc:
+    except (DlperfError, ValueError) as exc:  # the ranking stands without its figure
         console.print(f"plot: not written ({exc})", highlight=False, markup=False)
         return
     console.print(f"plot: {paths[0]}", highlight=False, markup=False)

@@ -51,13 +51,18 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.hardware.identity import diff
+    from dlperf.hardware.identity import diff, identity
     from dlperf.report.compare import ALPHA, compare_runs
 
     store = open_store(db)
     ra, rb = store.run(run_a), store.run(run_b)
     console = new_console()
-    diffs = diff(store.run_environment(ra["id"]), store.run_environment(rb["id"]))  # the peaks each ran under too
+    env_a, env_b = store.run_environment(ra["id"]), store.run_environment(rb["id"])
+    diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
+    derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}]
+    if derived and not diffs:
+        console.print(escape(f"same environment; derived figures differ ({', '.join(derived[:4])})"),
+                      highlight=False)
     if diffs:
         console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)

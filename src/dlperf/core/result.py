@@ -2,7 +2,7 @@
 
 `Metrics` declares every metric name dlperf itself writes, units in the names; a workload or a
 tool may add others (profiles, counters, re-check notes), kept as extra fields. The statistics
-(`STAT_METRICS`) and the rates derived from them (`RATE_METRICS`) are never trusted from disk:
+(`Measurement.summary`) and the rates derived from them (`derive_rates`) are never trusted from disk:
 `CaseResult.from_row` recomputes them from the stored measurement (raw samples and the iterations
 behind each) and the per-call costs stored beside them, so `show`, `report` and `export` print
 what the samples say.
@@ -17,15 +17,6 @@ from pydantic import BaseModel, ConfigDict
 
 from dlperf.core.status import CaseStatus
 from dlperf.timing.measurement import Measurement
-
-#: Statistics of the per-call times, computed from the raw samples (`Measurement.summary`).
-STAT_METRICS = ("n_samples", "total_iters", "median_s", "mean_s", "stdev_s", "min_s", "max_s", "q1_s", "q3_s",
-                "iqr_s", "iqr_rel", "ci95_low_s", "ci95_high_s", "ci95_rel_width", "noisy", "first_call_s",
-                "block_size", "timer_overhead_s", "stop_reason")
-#: What the cost model says one call does (stored; not statistics).
-COST_METRICS = ("samples_per_call", "flops_per_call", "bytes_per_call")
-#: Rates from the median time per call and the per-call costs.
-RATE_METRICS = ("time_per_sample_s", "samples_per_s", "flops_per_s", "bytes_per_s", "arithmetic_intensity")
 
 
 def derive_rates(stats: dict[str, Any], samples: int | None, flops: float | None,

@@ -120,12 +120,11 @@ def sections(data: ReportData) -> list[Section]:
     """Study 001's layout: time per image (table and Figure 1), the largest batch, the kernel families."""
     if not data.of("cnn"):
         return []
-    out: list[Section] = [Heading("## Study 001 layout: training time per image")]
-    if data.plot_dir is not None:
-        figure = Figure(time_per_image_plot(plot_series(data.results), data.plot_dir),
-                        "seconds per image against batch size")
-    else:
-        figure = None
+    paths = time_per_image_plot(plot_series(data.results), data.plot_dir)
+    alt = "seconds per image against batch size"
+    # Markdown shows Figure 1 under the heading; the terminal names its files last.
+    out: list[Section] = [Heading("## Study 001 layout: training time per image"),
+                          Figure(paths, alt, only="markdown")]
     header, rows = time_rows(data.results)
     out.append(Table("study 001 layout: training step time per image", header, rows))
     header, rows = largest_batch_rows(data.results)
@@ -135,6 +134,5 @@ def sections(data: ReportData) -> list[Section]:
     out += [Table(title, header, rows, heading=f"## {title}") for title, header, rows in tables]
     if not tables:
         out.append(Note("kernel table: no case was profiled (run with --profile)", markdown=""))
-    if figure is not None:
-        out.append(figure)
+    out.append(Figure(paths, alt, only="terminal"))
     return out

@@ -39,7 +39,7 @@ class OpsPoint:
 
 
 def ops_points(data: ReportData) -> list[OpsPoint]:
-    """Roofline figures of every ok case (rates from the median; see report.roofline)."""
+    """Roofline figures of every ok case (rates from the median; see hardware.roofline)."""
     measured, peaks_run = data.measured_peaks
     points = []
     for r in data.of("ops"):
@@ -158,12 +158,17 @@ def sections(data: ReportData) -> list[Section]:
                              *reference_layout(ops), heading=f"### {name}: as published"))
     out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
     above = [p for p in points if (p.roof["pct_attainable"] or 0) > 100]
-    paths = [] if data.plot_dir is None else roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
-                                                           f"roofline of run {data.run['id']} ({len(points)} cases)")
-    roof = Table("roofline: each case against the ceiling that binds it", *roofline_rows(points))
-    ceiling_notes = ["ceilings:", *[f"  {line}" for line in ceiling_lines(points)]]
-    out += [roof,
-            *([Note(ABOVE_ROOF.format(n=len(above)), markdown=ABOVE_ROOF.format(n=len(above)) + ".")] if above else []),
-            Figure(paths, "roofline", label="roofline plot", heading="## Roofline", notes=ceiling_notes,
-                   markdown_notes=["Ceilings:", "", *[f"- {line}" for line in ceiling_lines(points)], ""])]
+    above_text = ABOVE_ROOF.format(n=len(above)) if above else None
+    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
+                          f"roofline of run {data.run['id']} ({len(points)} cases)")
+    # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.
+    out.append(Figure(paths, "roofline", heading="## Roofline", only="markdown",
+                      markdown_notes=["Ceilings:", "", *[f"- {line}" for line in ceiling_lines(points)], ""]))
+    if above_text:
+        out.append(Note(above_text, markdown=above_text + ".", terminal=False))
+    out.append(Table("roofline: each case against the ceiling that binds it", *roofline_rows(points)))
+    if above_text:
+        out.append(Note(above_text, markdown=""))
+    out.append(Figure(paths, "roofline", label="roofline plot", only="terminal",
+                      notes=["ceilings:", *[f"  {line}" for line in ceiling_lines(points)]]))
     return out

@@ -12,6 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from dlperf.errors import DlperfError
+
 _MARKERS = "osD^v<>Pp*Xh"
 
 
@@ -25,14 +27,19 @@ def _pyplot() -> Any:
     return plt
 
 
-def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
-    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths."""
+def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120) -> list[Path]:
+    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths.
+    A folder that cannot be written is the user's to fix: one line (DlperfError), not a traceback."""
     plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
-    for p in paths:
-        fig.savefig(p, dpi=120)
-    plt.close(fig)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for p in paths:
+            fig.savefig(p, dpi=dpi)
+    except OSError as exc:
+        raise DlperfError(f"{out_dir}: cannot write plots ({exc.strerror or exc})") from None
+    finally:
+        plt.close(fig)
     return paths
 
 
@@ -48,7 +55,6 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
     placed = [p for p in points if p.metrics.flops_per_s and p.metrics.arithmetic_intensity]
     if not placed:
         raise ValueError("no case has both FLOP/s and an arithmetic intensity to place")
-    out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(10, 6.5))
     ops = [o for o in op_order if any(p.op == o for p in placed)]
     frameworks = sorted({p.framework for p in placed})
@@ -96,11 +102,7 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7.5, loc="upper left", ncol=2, framealpha=0.9)
     fig.tight_layout()
-    paths = [out_dir / "roofline.png", out_dir / "roofline.svg"]
-    fig.savefig(paths[0], dpi=130)
-    fig.savefig(paths[1])
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_dir, "roofline", dpi=130)
 
 
 def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]], out_dir: Path) -> list[Path]:

@@ -59,6 +59,8 @@ class Figure:
     #: Lines printed before the file names on the terminal, and after the image in Markdown.
     notes: list[str] = field(default_factory=list)
     markdown_notes: list[str] = field(default_factory=list)
+    #: "terminal" or "markdown" where a format shows the figure elsewhere in its order; None: both.
+    only: str | None = None
 
 
 Section = Table | Note | Heading | Figure
@@ -90,7 +92,7 @@ def render_terminal(sections: list[Section], console: Console) -> None:
             console.print(rich_table(s.title, s.header, s.rows, s.text_cols))
         elif isinstance(s, Note) and s.terminal:
             console.print(escape(s.text), highlight=False)
-        elif isinstance(s, Figure):
+        elif isinstance(s, Figure) and s.only != "markdown":
             for line in s.notes:
                 console.print(escape(line), highlight=False)
             for p in s.paths:
@@ -114,7 +116,7 @@ def render_markdown(sections: list[Section], md_dir: Path | None = None) -> str:
         elif isinstance(s, Note):
             if s.markdown != "":
                 out += [s.markdown if s.markdown is not None else s.text, ""]
-        elif isinstance(s, Figure):
+        elif isinstance(s, Figure) and s.only != "terminal":
             if s.heading:
                 out += ["", s.heading, ""]
             out += [f"![{s.alt}]({_link(p, md_dir)})" for p in s.paths if p.suffix == ".png"] + [""]

@@ -18,8 +18,8 @@ class ReportData:
     run: dict[str, Any]
     env: dict[str, Any]
     results: list[CaseResult]
-    #: Where plots are written; None: draw none.
-    plot_dir: Path | None = None
+    #: Where plots are written.
+    plot_dir: Path
     #: Measured peaks of this host: ({device: {gemm|copy|triad: rate}}, ids of the runs they came from).
     measured_peaks: tuple[dict[str, dict[str, float]], str | None] = field(default_factory=lambda: ({}, None))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dlperf.core.jobs import CaseJob, CaseSpec
+from dlperf.core.jobs import CaseJob, CaseSpec, FingerprintJob
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.settings import RunSettings
 from dlperf.core.status import FAILED_STATUSES
@@ -63,7 +63,7 @@ def filter_cases(study: Study, frameworks: list[str], devices: list[str]) -> lis
 def collect_fingerprint(framework_names: list[str], threads: int) -> dict[str, Any]:
     """Fingerprint from a worker process (framework imports stay out of this process)."""
     outcome = run_worker(
-        {"mode": "fingerprint", "frameworks": sorted(set(framework_names)), "threads": threads},
+        FingerprintJob(frameworks=sorted(set(framework_names)), threads=threads),
         timeout_s=FINGERPRINT_TIMEOUT_S,
         threads=threads,
     )
@@ -144,7 +144,7 @@ def run_study(
 
 def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, env_id: int, resumed: bool,
            counters: bool, study: Study, events: RunEvents) -> SweepSummary:
-    """Run and store every case of `cases` the run lacks, one line (and progress) per case."""
+    """Run and store every case of `cases` the run lacks, telling `events` of each."""
     done = store.done_cases(run_id)
     todo = [c for c in cases if (c.key, c.repetition) not in done]
     summary = SweepSummary(run_id, resumed, len(cases), len(cases) - len(todo))
