@@ -54,3 +54,22 @@ def test_output_is_unchanged(rendered: dict[str, str], name: str) -> None:
             line.rstrip() for line in want.splitlines() if line.strip()]
     else:
         assert got.splitlines() == want.splitlines()
+
+
+def test_an_unwritable_plot_folder_is_one_error(tmp_path) -> None:
+    """A report whose plots cannot be written ends with the user's error, not a traceback."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from dlperf.cli import cli
+    from dlperf.errors import DlperfError
+    from tests.golden.render import STORE
+
+    db = tmp_path / "store.sqlite"
+    shutil.copy(STORE, db)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = CliRunner().invoke(cli, ["report", "cnn_tiny", "--db", str(db), "--plot-dir", str(blocker / "plots")])
+    assert isinstance(res.exception, DlperfError)
+    assert str(res.exception).startswith(f"{blocker / 'plots'}: cannot write plots")
