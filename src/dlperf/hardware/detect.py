@@ -48,8 +48,7 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
     way. Marked `detected`; every scaled or derived figure is listed in `derived`."""
     cores, flags = probe.physical_cores(), probe.cpu_flags()
     share = entry.core_share(cores) if entry is not None else 1.0
-    derived_peaks = peaks.cpu_theoretical(cores, flags)
-    read = peaks.catalog_peaks(derived_peaks, model, kind="cpu", visible_cores=cores)
+    read = peaks.cpu_peaks()  # the fingerprint's figures: derived here, the catalog's where it has them
     fp32, bw = read.get("fp32_flops_per_s"), read.get("mem_bw_bytes_per_s")
 
     def scaled(field: str) -> float | None:
@@ -58,8 +57,8 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
 
     tdp, price = scaled("tdp_w"), scaled("launch_price_usd")
     isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
-    hardware = (f"{cores} physical cores, {derived_peaks['vector_bits']}-bit vectors ({isa}), "
-                f"{derived_peaks['clock_ghz'] or '?'} GHz ({derived_peaks['clock_source']})")
+    hardware = (f"{cores} physical cores, {read['vector_bits']}-bit vectors ({isa}), "
+                f"{read['clock_ghz'] or '?'} GHz ({read['clock_source']})")
     if entry is None:
         how = "not in the catalog"
         vendor = "AMD" if "amd" in model.lower() else "Intel" if "intel" in model.lower() else "unknown"
