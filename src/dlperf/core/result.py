@@ -64,6 +64,12 @@ class Metrics(BaseModel):
     block_size: int | None = None
     timer_overhead_s: float | None = None
     stop_reason: str | None = None
+    # trust: validity (core.status.Validity) and why; what the machine was doing (meters.activity);
+    # the process's CPU seconds per wall second over the samples (median), from measurement.sample_cpu_s
+    validity: str | None = None
+    validity_reason: str | None = None
+    activity: dict[str, Any] | None = None
+    cpu_util: float | None = None
     # cost model per call and the rates from the median
     samples_per_call: int | None = None
     time_per_sample_s: float | None = None

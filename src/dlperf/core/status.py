@@ -21,3 +21,12 @@ def check_run_status(status: str) -> RunStatus:
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r} (known: {', '.join(RUN_STATUSES)})")
     return status  # type: ignore[return-value]
+
+#: Whether a case's figures can be trusted (metrics.validity), decided per case from its samples and from
+#: what the machine was doing while it ran (`dlperf.core.validity`); the reason is stored beside it.
+#: `valid`: nothing found against it. `noisy`: the samples are spread, bimodal or drifting.
+#: `contended`: other work took the CPU (or the hypervisor stole it) while the case ran: the figure is
+#: slower than the machine can do and is never called faster or slower by `compare`.
+#: `invalid`: the measurement itself is broken (too few samples, timer overhead too large, impossible figures).
+Validity = Literal["valid", "noisy", "contended", "invalid"]
+VALIDITIES: tuple[Validity, ...] = get_args(Validity)

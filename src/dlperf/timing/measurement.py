@@ -33,11 +33,16 @@ class Measurement:
     timer_overhead_s: float = 0.0
     stop_reason: str = ""
     timer: str = "perf_counter"
+    #: The process's CPU time (all its threads) during each sample, seconds; None where not recorded.
+    #: Against the wall time it shows a descheduled process: wall >> CPU / threads.
+    sample_cpu_s: tuple[float, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.sample_times_s) != len(self.sample_iters):
             raise ValueError("sample_times_s and sample_iters must have the same length")
+        if self.sample_cpu_s is not None and len(self.sample_cpu_s) != len(self.sample_times_s):
+            raise ValueError("sample_cpu_s and sample_times_s must have the same length")
         if any(i <= 0 for i in self.sample_iters):
             raise ValueError("every sample must cover at least one iteration")
 
@@ -169,6 +174,7 @@ class Measurement:
             "timer_overhead_s": self.timer_overhead_s,
             "stop_reason": self.stop_reason,
             "timer": self.timer,
+            **({"sample_cpu_s": list(self.sample_cpu_s)} if self.sample_cpu_s is not None else {}),
         }
 
     @classmethod
@@ -183,6 +189,8 @@ class Measurement:
             timer_overhead_s=float(data.get("timer_overhead_s", 0.0)),
             stop_reason=str(data.get("stop_reason", "")),
             timer=str(data.get("timer", "perf_counter")),
+            sample_cpu_s=(tuple(float(x) for x in data["sample_cpu_s"])
+                          if data.get("sample_cpu_s") is not None else None),
         )
 
     def __repr__(self) -> str:
