@@ -19,3 +19,8 @@ class StoreError(DlperfError):
 
 class UnknownRunError(StoreError):
     """A run id that is not in the store."""
+
+
+class ConfigError(DlperfError):
+    """A setting dlperf cannot use: an environment variable (DLPERF_CPU_CLOCK_GHZ, ...) that is not a finite
+    positive number, or not a whole number where one is needed."""

@@ -17,7 +17,7 @@ CURRENT = ["h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l4", "t4", "rtx-40
 #: Plausible bounds per figure, in the catalog's units: a figure outside them is a unit slip.
 BOUNDS = {"process_nm": (3, 65), "transistors_millions": (100, 200_000), "memory_gb": (0.1, 256),
           "memory_bw_gbs": (5, 10_000), "peak_fp32_tflops": (0.01, 200), "peak_fp16_tflops": (0.05, 2_000),
-          "peak_int8_tops": (1, 4_000), "tdp_w": (1, 1_000), "launch_year": (2008, 2026),
+          "peak_int8_tops": (1, 4_000), "peak_clock_mhz": (300, 5_000), "tdp_w": (1, 1_000), "launch_year": (2008, 2026),
           "launch_price_usd": (30, 50_000)}
 
 
@@ -136,7 +136,7 @@ def test_hardware_imports_point_down_only():
 
     import dlperf.hardware
 
-    order = ["probe", "catalog", "peaks", "identity", "detect", "roofline", "measured", "recommend"]
+    order = ["probe", "clock_probe", "catalog", "peaks", "identity", "detect", "roofline", "measured", "recommend"]
     folder = Path(dlperf.hardware.__file__).parent
     assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(order)
     for i, name in enumerate(order):

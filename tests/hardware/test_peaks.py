@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlperf.errors import ConfigError
 from dlperf.hardware.peaks import cpu_theoretical, flop_peak, gpu_theoretical
 from dlperf.workloads import get_workload
 from tests.conftest import run_cli, torch_counted_flops
@@ -33,7 +34,7 @@ def test_cpu_bandwidth_is_unknown_unless_given(monkeypatch):
 
 def test_bad_override_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("DLPERF_CPU_CLOCK_GHZ", "fast")
-    with pytest.raises(ValueError, match="DLPERF_CPU_CLOCK_GHZ='fast' is not a number"):
+    with pytest.raises(ConfigError, match="DLPERF_CPU_CLOCK_GHZ='fast' is not a number"):
         cpu_theoretical(2, ["avx2"])
 
 

@@ -58,15 +58,17 @@ def hw_list(kind: str | None, sort_key: str, desc: bool) -> None:
     known = sorted((d for d in devices if _sort_value(d, sort_key) is not None),
                    key=lambda d: _sort_value(d, sort_key), reverse=desc)
     devices = known + [d for d in devices if _sort_value(d, sort_key) is None]
-    header = ["id", "kind", "year", "nm", "memory GB", "GB/s", "FP32 TFLOP/s", "FP16 TFLOP/s", "INT8 TOP/s", "TDP W",
-              "price USD", "GFLOP/s per W", "GFLOP/s per $"]
+    header = ["id", "kind", "year", "nm", "memory GB", "GB/s", "FP32 TFLOP/s", "FP16 TFLOP/s", "INT8 TOP/s",
+              "at clock", "TDP W", "price USD", "GFLOP/s per W", "GFLOP/s per $"]
     rows = [[d.id, d.kind, format_figure(d.launch_year, ".0f"), format_figure(d.process_nm),
              format_figure(d.memory_gb), format_figure(d.memory_bw_gbs), format_figure(d.peak_fp32_tflops),
-             format_figure(d.peak_fp16_tflops), format_figure(d.peak_int8_tops), format_figure(d.tdp_w),
+             format_figure(d.peak_fp16_tflops), format_figure(d.peak_int8_tops),
+             d.peak_clock + ("" if d.peak_clock_mhz == "unknown" else f" {format_figure(d.peak_clock_mhz)} MHz"),
+             format_figure(d.tdp_w),
              format_figure(d.launch_price_usd, ",.0f"), format_figure(d.efficiency()["gflops_per_w"], ".3g"),
              format_figure(d.efficiency()["gflops_per_usd"], ".3g")] for d in devices]
-    new_console().print(rich_table(f"hardware catalog: {len(rows)} devices (datasheet figures; `dlperf hw show ID` "
-                                "for sources)", header, rows))
+    new_console().print(rich_table(f"hardware catalog: {len(rows)} devices (datasheet figures, peaks at the vendor's "
+                                "rated boost clock; `dlperf hw show ID` for sources)", header, rows))
 
 
 def _detail(d: Any, title: str, console: Any) -> None:
@@ -116,6 +118,9 @@ def hw_show(name: str | None) -> None:
         found.insert(1, (share, "as this machine sees it"))
     for d, how in found:
         _detail(d, f"this machine: {d.name} ({how})", console)
+    from dlperf.hardware.peaks import clock_line, cpu_peaks
+
+    console.print(clock_line(cpu_peaks()), highlight=False, markup=False, soft_wrap=True)
     if not any(d.kind == "gpu" for d, _ in found):
         console.print("GPUs: none found (NVML sees no NVIDIA GPU)", highlight=False)
 
@@ -131,7 +136,7 @@ def hw_compare(names: tuple[str, ...]) -> None:
         raise click.UsageError("compare needs at least two devices")
     devs = [_find(n) for n in names]
     rows = [[f, *[format_figure(getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]]
-            for f in ("kind", "architecture", *FIGURES)]
+            for f in ("kind", "architecture", "peak_clock", *FIGURES)]
     for key, label in (("gflops_per_w", "GFLOP/s per W"), ("gflops_per_usd", "GFLOP/s per $")):
         rows.append([label, *[format_figure(d.efficiency()[key], ".3g") for d in devs]])
     new_console().print(rich_table("datasheet comparison", ["figure", *[d.id for d in devs]], rows))

@@ -2,6 +2,8 @@
 listed before it, and none imports `store`, `report`, `runner` or `cli`:
 
 - `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
+- `clock_probe`: the clock the cores sustain under the widest vector unit and their FMA rate, measured
+  by a small C probe compiled at run time;
 - `catalog`: the vendors' figures for 30+ devices, lookup by name;
 - `peaks`: theoretical peaks, derived from the probed facts and read from the catalog;
 - `identity`: the fingerprint, and the fields of it that identify an environment (`identity_hash`);

@@ -3,7 +3,9 @@ lookup by name, and this machine's devices mapped onto it.
 
 Every figure is a number or the explicit string "unknown"; every figure has a
 source (its own or the entry's default). Figures computed from published units
-x clock are listed in `derived`.
+x clock are listed in `derived`. Every peak figure of the catalog is stated at
+the vendor's rated boost clock (`peak_clock`, `peak_clock_mhz`), so that two
+entries compare on one basis.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ Num = float | Unknown
 
 #: Numeric figures, with units in their names.
 FIGURES = ("process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs", "peak_fp32_tflops",
-           "peak_fp16_tflops", "peak_int8_tops", "tdp_w", "launch_year", "launch_price_usd")
-TEXT = ("vendor", "kind", "architecture", "memory_type", "interface")
+           "peak_fp16_tflops", "peak_int8_tops", "peak_clock_mhz", "tdp_w", "launch_year", "launch_price_usd")
+TEXT = ("vendor", "kind", "architecture", "memory_type", "interface", "peak_clock")
+#: Which clock an entry's peak figures assume: the vendor's rated boost (the catalog's one basis), base,
+#: `measured` (this machine's CPU, `dlperf.hardware.clock_probe`) or unknown (a figure published without it).
+PeakClock = Literal["boost", "base", "measured", "unknown"]
 
 
 class Device(BaseModel):
@@ -42,6 +47,9 @@ class Device(BaseModel):
     peak_fp32_tflops: Num
     peak_fp16_tflops: Num
     peak_int8_tops: Num
+    #: The clock every peak figure above assumes (`PeakClock`), and that clock in MHz.
+    peak_clock: PeakClock
+    peak_clock_mhz: Num
     tdp_w: Num
     interface: str
     launch_year: Num

@@ -50,15 +50,23 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
     share = entry.core_share(cores) if entry is not None else 1.0
     read = peaks.cpu_peaks()  # the fingerprint's figures: derived here, the catalog's where it has them
     fp32, bw = read.get("fp32_flops_per_s"), read.get("mem_bw_bytes_per_s")
+    fp16, int8 = read.get("fp16_flops_per_s"), read.get("int8_ops_per_s")  # derived from the clock, labelled
 
     def scaled(field: str) -> float | None:
         v = entry.value(field) if entry is not None else None
         return v * share if v is not None else None
 
     tdp, price = scaled("tdp_w"), scaled("launch_price_usd")
+    if read.get("clock_measured"):
+        basis, mhz = "measured", read["clock_ghz"] * 1e3
+    elif entry is not None and "catalog_id" in read and "derived_fp32_flops_per_s" in read:  # the catalog's FP32
+        basis, mhz = entry.peak_clock, entry.value("peak_clock_mhz")
+    else:  # nominal or set by an override: said in the notes
+        basis, mhz = "unknown", read["clock_ghz"] * 1e3 if read.get("clock_ghz") else None
     isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
-    hardware = (f"{cores} physical cores, {read['vector_bits']}-bit vectors ({isa}), "
-                f"{read['clock_ghz'] or '?'} GHz ({read['clock_source']})")
+    clock = f"{read['clock_ghz']:.2f} GHz" if read.get("clock_ghz") else "? GHz"
+    hardware = (f"{cores} physical cores, {read['vector_bits']}-bit vectors ({isa}), {clock} "
+                f"({read['clock_source'].split(' (')[0]})")
     if entry is None:
         how = "not in the catalog"
         vendor = "AMD" if "amd" in model.lower() else "Intel" if "intel" in model.lower() else "unknown"
@@ -69,10 +77,13 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
     return Device(
         id="this-cpu", name=model or "this machine's CPU", vendor=vendor, kind="cpu",
         architecture=f"this machine: {hardware}; {how}", memory_type="unknown", interface="host",
+        peak_clock=basis,
         **_unknowns(peak_fp32_tflops=fp32 / 1e12 if fp32 else None, memory_bw_gbs=bw / 1e9 if bw else None,
-                    tdp_w=tdp, launch_price_usd=price),
-        derived=[f for f, v in (("peak_fp32_tflops", fp32), ("memory_bw_gbs", bw), ("tdp_w", tdp),
-                                ("launch_price_usd", price)) if v],
+                    peak_fp16_tflops=fp16 / 1e12 if fp16 else None, peak_int8_tops=int8 / 1e12 if int8 else None,
+                    tdp_w=tdp, launch_price_usd=price, peak_clock_mhz=mhz),
+        derived=[f for f, v in (("peak_fp32_tflops", fp32), ("memory_bw_gbs", bw), ("peak_fp16_tflops", fp16),
+                                ("peak_int8_tops", int8), ("tdp_w", tdp), ("launch_price_usd", price),
+                                ("peak_clock_mhz", mhz)) if v],
         notes=f"This machine's CPU, {how}: {read.get('peaks_source', '')}; {read.get('assumptions', '')}",
         sources={"default": DERIVED_SOURCE.format(how=f"/proc/cpuinfo and the catalog ({how})")}, detected=True)
 
@@ -91,7 +102,9 @@ def detect_gpus() -> list[tuple[Device, str]]:
         out.append((Device(
             id=f"this-gpu-{g['index']}", name=g["name"], vendor="NVIDIA", kind="gpu",
             architecture=p.get("architecture", "unknown"), memory_type="unknown", interface="unknown",
-            **_unknowns(memory_gb=g["memory_bytes"] / 1e9, peak_fp32_tflops=fp32 / 1e12 if fp32 else None,
+            peak_clock="boost" if p.get("sm_clock_mhz") else "unknown",  # NVML's maximum SM clock
+            **_unknowns(memory_gb=g["memory_bytes"] / 1e9, peak_clock_mhz=p.get("sm_clock_mhz"),
+                        peak_fp32_tflops=fp32 / 1e12 if fp32 else None,
                         peak_fp16_tflops=fp16 / 1e12 if fp16 else None, memory_bw_gbs=bw / 1e9 if bw else None),
             derived=[f for f, v in (("peak_fp32_tflops", fp32), ("peak_fp16_tflops", fp16), ("memory_bw_gbs", bw))
                      if v],

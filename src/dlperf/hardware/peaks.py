@@ -1,33 +1,45 @@
 """Theoretical peaks of this machine: FLOP/s by dtype and memory bandwidth, with their assumptions.
 
-A theoretical peak is arithmetic on datasheet-like facts, never a measurement;
-each figure carries the assumptions it rests on, and can be overridden:
-- DLPERF_CPU_CLOCK_GHZ: the clock the CPU sustains under vector load (the default,
-  read from cpufreq or /proc/cpuinfo, is often the base clock: turbo under AVX
-  load can be higher, so measured GEMM may exceed this "peak").
-- DLPERF_CPU_FMA_UNITS: vector FMA units per core (default 2, as on server
-  Xeons since Skylake-SP and on AMD Zen 4/5; some parts have 1).
+A CPU's FP32 peak is cores x clock x FMA units x FP32 lanes x 2. The clock and the FMA units are measured
+(`hardware.clock_probe`: the clock the cores sustain under the widest vector unit, and the FMA throughput),
+because the clock cpufreq or /proc/cpuinfo reports is often the base clock, below the clock under vector load.
+The nominal clock is kept beside it (`nominal_clock_ghz`). Where the probe cannot run (no C compiler), the
+nominal clock is used and the assumptions say so. BF16/AMX, FP16, INT8 and FP64 peaks are derived from the
+same clock and a per-cycle rate written down per instruction (labelled derived, not measured).
+Each figure carries the assumptions it rests on, and can be overridden:
+- DLPERF_CPU_CLOCK_GHZ: the clock the CPU sustains under vector load (replaces the measured clock).
+- DLPERF_CPU_FMA_UNITS: vector FMA units per core (replaces the measured count; 2 where nothing measured).
 - DLPERF_CPU_PEAK_FP32_GFLOPS: the whole FP32 figure, replacing the model.
 - DLPERF_MEM_BW_GBS: the memory bandwidth, which cannot be read inside a VM.
+A value that is not a finite number > 0 (or, for the FMA units, a whole number) is a `ConfigError`.
 GPU peaks come from the device's SM count and clock and a per-architecture table.
 Where the device has an entry in the hardware catalog, `catalog_peaks` replaces these derived figures
-with the catalog's (sourced) ones and keeps the derived ones beside them.
+with the catalog's (sourced) ones and keeps the derived ones beside them; a CPU whose clock was measured
+keeps its measured FP32 figure (the catalog's, at the vendor's rated clock, is kept beside it).
 
-Peaks are derived data: they change with the catalog and the overrides on the same machine, so they
-are recorded beside a run, never part of the environment's identity (`hardware.identity`).
+Peaks are derived data: they change with the catalog, the overrides and the measured clock on the same
+machine, so they are recorded beside a run, never part of the environment's identity (`hardware.identity`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
-from dlperf.hardware import probe
+from dlperf.errors import ConfigError
+from dlperf.hardware import clock_probe, probe
 from dlperf.hardware.catalog import match
+from dlperf.hardware.clock_probe import ClockProbe
 
 #: The environment variables that override a derived peak (recorded with each run).
 OVERRIDES = ("DLPERF_CPU_CLOCK_GHZ", "DLPERF_CPU_FMA_UNITS", "DLPERF_CPU_PEAK_FP32_GFLOPS", "DLPERF_MEM_BW_GBS")
+#: Overrides that must be whole numbers.
+_WHOLE = ("DLPERF_CPU_FMA_UNITS",)
+#: CPU flags (beyond `probe.cpu_flags`) that decide the per-dtype peaks.
+DTYPE_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16", "avx512_fp16", "avx512_vnni", "avx_vnni",
+                         "asimddp", "asimdhp"})
 
 #: FP32 lanes of one vector register, by the widest ISA present.
 _VECTOR_BITS = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("asimd", 128), ("neon", 128))
@@ -54,21 +66,33 @@ GPU_ARCH: dict[tuple[int, int], dict[str, Any]] = {
 }
 
 
-def _env_float(name: str) -> float | None:
-    value = os.environ.get(name)
-    if not value:
+def env_number(name: str) -> float | None:
+    """An override's value; None where unset or empty. Not a finite number > 0 (or, for `_WHOLE`, not a
+    whole number): a one-line `ConfigError` naming the variable and the value."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
         return None
     try:
-        return float(value)
+        value = float(raw)
     except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number") from None
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number")
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be greater than 0")
+    if name in _WHOLE and value != int(value):
+        raise ConfigError(f"{name}={raw!r} must be a whole number (1, 2, ...)")
+    return value
 
 
-def cpu_clock_ghz() -> tuple[float | None, str]:
-    """(clock in GHz, where it came from)."""
-    override = _env_float("DLPERF_CPU_CLOCK_GHZ")
-    if override:
-        return override, "DLPERF_CPU_CLOCK_GHZ"
+def check_overrides() -> None:
+    """Every `OVERRIDES` variable set is usable, or a `ConfigError` says which is not."""
+    for name in OVERRIDES:
+        env_number(name)
+
+
+def nominal_clock_ghz() -> tuple[float | None, str]:
+    """(the clock the OS reports in GHz, where it came from): cpufreq's maximum, else /proc/cpuinfo."""
     try:
         khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
         return khz / 1e6, "cpufreq cpuinfo_max_freq"
@@ -81,46 +105,118 @@ def cpu_clock_ghz() -> tuple[float | None, str]:
 
 
 def overrides_in_force() -> dict[str, str]:
-    """The `OVERRIDES` set in this process's environment, as set."""
-    return {name: os.environ[name] for name in OVERRIDES if os.environ.get(name)}
+    """The `OVERRIDES` set in this process's environment, as set (each checked: `ConfigError` if unusable)."""
+    check_overrides()
+    return {name: os.environ[name] for name in OVERRIDES if os.environ.get(name, "").strip()}
 
 
-def cpu_theoretical(physical_cores: int, flags: list[str]) -> dict[str, Any]:
-    """FP32 (and BF16 where the ISA has it) peak of the CPU, with every assumption spelled out."""
-    clock, clock_source = cpu_clock_ghz()
-    units = int(_env_float("DLPERF_CPU_FMA_UNITS") or 2)
-    bits = next((b for flag, b in _VECTOR_BITS if flag in flags), 128)
-    lanes = bits // 32
-    has_fma = "fma" in flags or "avx512f" in flags or "asimd" in flags
-    flops_per_lane = 2 if has_fma else 1
-    override = _env_float("DLPERF_CPU_PEAK_FP32_GFLOPS")
+def _ghz(v: float | None) -> str:
+    return "?" if v is None else f"{v:.3g}"
+
+
+def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
+                    clock: ClockProbe | None = None) -> dict[str, Any]:
+    """FP32 (and FP64, BF16, FP16, INT8 where the ISA has them) peaks of the CPU, every assumption spelled out.
+
+    `clock` is the clock probe's result (`clock_probe.sustained()`); None, or a probe that could not measure,
+    leaves the nominal clock and 2 FMA units per core, and the assumptions say so.
+    """
+    check_overrides()
+    flags = frozenset(flags)
+    nominal, nominal_source = nominal_clock_ghz()
+    measured = clock is not None and clock.measured
+    if measured:
+        assert clock is not None and clock.lanes and clock.fma_units
+        lanes, flops_per_lane = clock.lanes, 2  # the probe counts a multiply+add pair as an FMA unit
+    else:
+        lanes = next((b for flag, b in _VECTOR_BITS if flag in flags), 128) // 32
+        flops_per_lane = 2 if {"fma", "avx512f", "asimd"} & flags else 1
+    clock_override, units_override = env_number("DLPERF_CPU_CLOCK_GHZ"), env_number("DLPERF_CPU_FMA_UNITS")
+    why_not = clock.method if clock is not None and not measured else "no clock probe was run"
+    if clock_override:
+        ghz, clock_source = clock_override, "DLPERF_CPU_CLOCK_GHZ"
+    elif measured:
+        ghz, clock_source = clock.clock_ghz, clock.summary()  # type: ignore[union-attr]
+    else:
+        ghz, clock_source = nominal, f"{nominal_source}: nominal, not measured ({why_not})"
+    if units_override:
+        units, units_source = int(units_override), "DLPERF_CPU_FMA_UNITS"
+    elif measured:
+        units, units_source = clock.fma_units, "measured by the FMA probe"  # type: ignore[union-attr]
+    else:
+        units, units_source = 2, "assumed 2 (not measured; set DLPERF_CPU_FMA_UNITS)"
+    per_cycle = units * lanes * flops_per_lane
     out: dict[str, Any] = {
         "physical_cores": physical_cores,
-        "clock_ghz": clock,
+        "clock_ghz": ghz,
         "clock_source": clock_source,
-        "vector_bits": bits,
+        "clock_measured": measured and not clock_override,
+        "nominal_clock_ghz": nominal,
+        "nominal_clock_source": nominal_source,
+        "vector_bits": lanes * 32,
         "fma_units_per_core": units,
-        "assumptions": (f"{physical_cores} cores x {clock or '?'} GHz x {units} FMA units x {lanes} FP32 lanes "
-                        f"x {flops_per_lane} (FMA = 2 FLOPs); the clock under vector load may differ"),
+        "fma_units_source": units_source,
+        "fp32_flops_per_cycle_per_core": per_cycle,
+        "assumptions": (f"{physical_cores} cores x {_ghz(ghz)} GHz x {units} FMA units x {lanes} FP32 lanes "
+                        f"x {flops_per_lane} (FMA = 2 FLOPs); clock: {clock_source}; FMA units: {units_source}; "
+                        f"nominal clock {_ghz(nominal)} GHz ({nominal_source})"),
     }
+    if measured and clock is not None:
+        out["measured_fma_flops_per_s"] = clock.fma_flops_per_s_total
+    override = env_number("DLPERF_CPU_PEAK_FP32_GFLOPS")
     if override:
-        out["fp32_flops_per_s"] = override * 1e9
-        out["assumptions"] = "DLPERF_CPU_PEAK_FP32_GFLOPS"
-    elif clock:
-        out["fp32_flops_per_s"] = physical_cores * clock * 1e9 * units * lanes * flops_per_lane
+        out["fp32_flops_per_s"], out["fp32_source"] = override * 1e9, "DLPERF_CPU_PEAK_FP32_GFLOPS"
+        out["assumptions"] = f"DLPERF_CPU_PEAK_FP32_GFLOPS={override:g} (the model: {out['assumptions']})"
     else:
-        out["fp32_flops_per_s"] = None
-    if out["fp32_flops_per_s"] and "avx512_bf16" in flags:
-        # VDPBF16PS: two BF16 products per FP32 lane per FMA slot.
-        out["bf16_flops_per_s"] = 2 * out["fp32_flops_per_s"]
-    if out["fp32_flops_per_s"] and "amx_bf16" in flags and clock:
-        # AMX: 1024 BF16 multiply-adds per core per cycle (Sapphire Rapids).
-        out["bf16_flops_per_s"] = physical_cores * clock * 1e9 * 2048
-    bw = _env_float("DLPERF_MEM_BW_GBS")
+        out["fp32_flops_per_s"] = physical_cores * ghz * 1e9 * per_cycle if ghz else None
+        out["fp32_source"] = ("DLPERF_CPU_CLOCK_GHZ" if clock_override else "measured" if measured else "nominal")
+    out.update(_dtype_peaks(physical_cores, ghz, flags, units, lanes, per_cycle))
+    bw = env_number("DLPERF_MEM_BW_GBS")
     out["mem_bw_bytes_per_s"] = bw * 1e9 if bw else None
     out["mem_bw_source"] = "DLPERF_MEM_BW_GBS" if bw else (
         "unknown: DIMM speed and channels are not readable here (set DLPERF_MEM_BW_GBS); "
         "the measured copy bandwidth of `dlperf peaks` is used as the ceiling")
+    return out
+
+
+def _dtype_rates(flags: frozenset[str], units: int, lanes: int, fp32: int) -> dict[str, tuple[float | None, str]]:
+    """Per core per cycle, by dtype: (operations, the instruction and rate assumed) or (None, why none)."""
+    vnni_lanes = lanes if "avx512_vnni" in flags else min(lanes, 8)  # AVX-VNNI is 256 bits wide
+    return {
+        "fp64": (fp32 / 2, "FP64: half the FP32 lanes at the same FMA rate"),
+        "bf16": ((1024, "AMX TDPBF16PS: 16x16x32 BF16 multiply-adds per 16 cycles = 1024 FLOP/cycle")
+                 if "amx_bf16" in flags else
+                 (2 * fp32, "VDPBF16PS: 2 BF16 products per FP32 lane per FMA unit = 2x the FP32 rate")
+                 if "avx512_bf16" in flags else (None, "no BF16 instructions (avx512_bf16, amx_bf16)")),
+        "fp16": ((1024, "AMX TDPFP16PS: 16x16x32 FP16 multiply-adds per 16 cycles = 1024 FLOP/cycle")
+                 if "amx_fp16" in flags else
+                 (2 * fp32, "FP16 FMA on twice the FP32 lanes (VFMADDPH / FMLA .8h) = 2x the FP32 rate")
+                 if {"avx512_fp16", "asimdhp"} & flags else
+                 (None, "no FP16 arithmetic (avx512_fp16, amx_fp16, asimdhp): FP16 is converted and computed in FP32")),
+        "int8": ((2048, "AMX TDPBSSD: 16x16x64 INT8 multiply-adds per 16 cycles = 2048 ops/cycle")
+                 if "amx_int8" in flags else
+                 (units * vnni_lanes * 8, f"VPDPBUSD ({vnni_lanes * 32}-bit): 4 INT8 multiply-adds per 32-bit lane "
+                                          f"per FMA unit = {units} x {vnni_lanes} x 8 ops/cycle")
+                 if {"avx512_vnni", "avx_vnni"} & flags else
+                 (units * lanes * 8, f"SDOT: 4 INT8 multiply-adds per 32-bit lane = {units} x {lanes} x 8 ops/cycle")
+                 if "asimddp" in flags else (None, "no INT8 dot-product instructions (VNNI, AMX, SDOT)")),
+    }
+
+
+def _dtype_peaks(cores: int, ghz: float | None, flags: frozenset[str], units: int, lanes: int,
+                 fp32_per_cycle: int) -> dict[str, Any]:
+    """fp64/bf16/fp16 FLOP/s and int8 op/s from the clock and `_dtype_rates`, each labelled derived."""
+    out: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    for dtype, (rate, how) in _dtype_rates(flags, units, lanes, fp32_per_cycle).items():
+        key = "int8_ops_per_s" if dtype == "int8" else f"{dtype}_flops_per_s"
+        if rate is None or not ghz:
+            out[key] = None
+            notes[dtype] = how if rate is None else "no clock known"
+            continue
+        out[key] = cores * ghz * 1e9 * rate
+        notes[dtype] = f"derived (not measured): {cores} cores x {_ghz(ghz)} GHz x {rate:g}/cycle; {how}"
+    out["dtype_peaks_source"] = notes
     return out
 
 
@@ -145,8 +241,9 @@ def gpu_theoretical(*, major: int, minor: int, sm_count: int, sm_clock_mhz: floa
 
 
 def flop_peak(peaks: dict[str, Any], dtype: str) -> float | None:
-    """The theoretical FLOP/s for a dtype (float64 has no model here: None)."""
-    key = {"float32": "fp32_flops_per_s", "float16": "fp16_flops_per_s", "bfloat16": "bf16_flops_per_s"}.get(dtype)
+    """The theoretical FLOP/s for a dtype (op/s for int8); None where the device has no figure for it."""
+    key = {"float32": "fp32_flops_per_s", "float16": "fp16_flops_per_s", "bfloat16": "bf16_flops_per_s",
+           "float64": "fp64_flops_per_s", "int8": "int8_ops_per_s"}.get(dtype)
     return peaks.get(key) if key else None
 
 
@@ -156,9 +253,11 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
 
     `theoretical` is what dlperf derived from the device's own properties (cores x clock x ISA, or
     NVML's SMs x clock); it stays beside the catalog's figures as `derived_*` for comparison. A GPU takes
-    the vendor's FP32, FP16/BF16 and bandwidth. A CPU takes the package's FP32 scaled by the share of
-    its cores this machine sees (a VM's slice of a 96-core part gets 2/96 of it); its bandwidth is taken
-    only when the whole package is visible. A figure the catalog lacks keeps the derived value.
+    the vendor's FP32, FP16/BF16, INT8 and bandwidth. A CPU whose FP32 was derived from the nominal clock
+    takes the package's FP32 scaled by the share of its cores this machine sees (a VM's slice of a 96-core
+    part gets 2/96 of it); one measured here (or set by an override) keeps its own, the catalog's beside it.
+    A CPU's bandwidth is taken only when the whole package is visible. A figure the catalog lacks keeps the
+    derived value.
     """
     out = dict(theoretical)
     dev = match(name) if name else None
@@ -167,12 +266,18 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
         return out
     scale = dev.core_share(visible_cores)
     share = f" x {visible_cores}/{dev.cores} cores visible" if scale != 1.0 else ""
-    taken = []
+    taken, kept = [], ""
     fp32 = dev.value("peak_fp32_tflops")
-    if fp32 is not None:
+    if fp32 is not None and kind == "cpu" and theoretical.get("fp32_source", "nominal") != "nominal":
+        # This machine's cores were measured (or the user set their clock or peak): the datasheet's figure,
+        # at the vendor's rated clock, is kept beside it, never put in its place.
+        out["catalog_fp32_flops_per_s"] = fp32 * 1e12 * scale
+        kept = (f"; FP32 {theoretical['fp32_source']} here, the catalog's {fp32 * 1e3 * scale:.1f} GFLOP/s{share} "
+                f"(at the {dev.peak_clock} clock) kept as catalog_fp32_flops_per_s")
+    elif fp32 is not None:
         out["derived_fp32_flops_per_s"] = theoretical.get("fp32_flops_per_s")
         out["fp32_flops_per_s"] = fp32 * 1e12 * scale
-        taken.append("FP32")
+        taken.append(f"FP32 at the {dev.peak_clock} clock")
     fp16 = dev.value("peak_fp16_tflops")
     if fp16 is not None and kind != "cpu":
         out["derived_fp16_flops_per_s"] = theoretical.get("fp16_flops_per_s")
@@ -180,6 +285,11 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
         if theoretical.get("bf16_flops_per_s"):  # the architecture has BF16: the catalog's figure is FP16/BF16
             out["bf16_flops_per_s"] = fp16 * 1e12
         taken.append("FP16/BF16")
+    int8 = dev.value("peak_int8_tops")
+    if int8 is not None and kind != "cpu":
+        out["derived_int8_ops_per_s"] = theoretical.get("int8_ops_per_s")
+        out["int8_ops_per_s"] = int8 * 1e12
+        taken.append("INT8")
     bw = dev.value("memory_bw_gbs")
     if bw is not None and scale == 1.0:
         out["derived_mem_bw_bytes_per_s"] = theoretical.get("mem_bw_bytes_per_s")
@@ -188,20 +298,39 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
     out["catalog_id"] = dev.id
     if taken:
         out["peaks_source"] = (f"catalog entry {dev.id}: {', '.join(taken)}{share} "
-                               f"({dev.source('peak_fp32_tflops')})")
+                               f"({dev.source('peak_fp32_tflops')}){kept}")
         out["assumptions"] = f"{out['peaks_source']}; derived from the device's properties: " + str(
             theoretical.get("assumptions", ""))
+    elif kept:
+        out["peaks_source"] = f"catalog entry {dev.id}{kept}"
     else:
         out["peaks_source"] = f"catalog entry {dev.id} has no peak figures: derived on this machine"
     return out
 
 
 def cpu_peaks() -> dict[str, Any]:
-    """This machine's CPU peaks as the fingerprint records them: derived here, read from the catalog
-    where the CPU has an entry (scaled to the cores visible here)."""
+    """This machine's CPU peaks as the fingerprint records them: from the clock measured here (the probe is
+    skipped where DLPERF_CPU_CLOCK_GHZ and DLPERF_CPU_FMA_UNITS both replace it), read from the catalog where
+    the CPU has an entry and nothing was measured (scaled to the cores visible here)."""
+    check_overrides()
     cores = probe.physical_cores()
-    return catalog_peaks(cpu_theoretical(cores, probe.cpu_flags()), probe.cpu_model(), kind="cpu",
-                         visible_cores=cores)
+    flags = frozenset(probe.cpu_flags()) | (probe.cpu_flag_set() & DTYPE_FLAGS)
+    both = env_number("DLPERF_CPU_CLOCK_GHZ") and env_number("DLPERF_CPU_FMA_UNITS")
+    clock = None if both else clock_probe.sustained()
+    return catalog_peaks(cpu_theoretical(cores, flags, clock), probe.cpu_model(), kind="cpu", visible_cores=cores)
+
+
+def clock_line(peaks: dict[str, Any]) -> str:
+    """One line for `hw show`: the clock the CPU peak assumes, how it was found, and the nominal clock."""
+    source = str(peaks.get("clock_source", "unknown"))
+    clock = source if source.startswith("measured") else f"{_ghz(peaks.get('clock_ghz'))} GHz ({source})"
+    return (f"CPU clock for the peaks: {clock}; nominal clock {_ghz(peaks.get('nominal_clock_ghz'))} GHz "
+            f"({peaks.get('nominal_clock_source', 'unknown')}); FP32 peak {_gflops(peaks.get('fp32_flops_per_s'))} "
+            f"GFLOP/s")
+
+
+def _gflops(v: float | None) -> str:
+    return "unknown" if not v else f"{v / 1e9:.1f}"
 
 
 def gpu_peaks(gpu: dict[str, Any]) -> dict[str, Any] | None:

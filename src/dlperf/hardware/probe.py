@@ -48,6 +48,15 @@ def cpu_flags() -> list[str]:
     return []
 
 
+def cpu_flag_set() -> frozenset[str]:
+    """Every flag of the first CPU in /proc/cpuinfo (x86 `flags`, Arm `Features`): what the clock probe and
+    the per-dtype peaks read (`cpu_flags` keeps the short list that identifies an environment)."""
+    for line in cpuinfo_lines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
 def cpu_mhz() -> list[float]:
     """Every core's 'cpu MHz' line of /proc/cpuinfo (often the base clock in a VM); [] where none."""
     out = []
