@@ -244,7 +244,8 @@ def _result(lib: Any, fma: list[float], chain: list[float], share: float, thread
                       scalar_clock_ghz=scalar_hz / 1e9, fma_flops_per_s_per_core=per_core,
                       fma_flops_per_s_total=sum(fma), cpu_wall_ratio=share)
     ratio = per_core / (scalar_hz * lanes * 2) if scalar_hz > 0 else 0.0
-    if not (PLAUSIBLE_GHZ[0] <= scalar_hz / 1e9 <= PLAUSIBLE_GHZ[1] and PLAUSIBLE_UNITS[0] <= ratio <= PLAUSIBLE_UNITS[1]):
+    ghz_ok = PLAUSIBLE_GHZ[0] <= scalar_hz / 1e9 <= PLAUSIBLE_GHZ[1]
+    if not (ghz_ok and PLAUSIBLE_UNITS[0] <= ratio <= PLAUSIBLE_UNITS[1]):
         return _replace(base, fma_units_ratio=ratio,
                         method=(f"implausible probe result ({scalar_hz / 1e9:.2f} GHz add chain, FMA ratio "
                                 f"{ratio:.2f}): not used"))
