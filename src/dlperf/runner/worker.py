@@ -24,6 +24,8 @@ from dlperf.core.jobs import CaseJob, CaseSpec, CountersJob, FingerprintJob, One
 from dlperf.core.settings import RunSettings
 
 PR_SET_PDEATHSIG = 1
+#: Seconds of machine activity recorded just before and just after a case's measurement (the worker idle).
+ACTIVITY_WINDOW_S = 0.1
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -72,7 +74,9 @@ def _one_line(exc: BaseException) -> str:
 
 def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
+    from dlperf.core.validity import assess, cpu_util
     from dlperf.frameworks import UnsupportedError, get_framework
+    from dlperf.meters.activity import Monitor
     from dlperf.runner.derive import derive_metrics
     from dlperf.timing import measure
     from dlperf.workloads import get_workload
@@ -93,9 +97,18 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         built = workload.build(fw, device, params)
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
+        monitor = Monitor()
+        monitor.idle_window("before", ACTIVITY_WINDOW_S)
+        monitor.start("during", top=True)
         m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings))
+        monitor.stop("during")
+        monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.cost(params))
+        metrics["activity"] = monitor.record()
+        metrics["cpu_util"] = cpu_util(m)
+        metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
+                                                                 device=case.device)
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
         if settings.profile:
             from dlperf.profiling.cprof import profile
