@@ -96,9 +96,15 @@ def test_contended_processes_are_left_out_when_others_remain():
 
 def test_noisy_is_compared_and_marked_unknown_validity_is_silent():
     noisy = one([row("x", per_call(1e-3, 1))], [row("x", per_call(1.3e-3, 2), validity="noisy", reason="bimodal")])
-    assert noisy.verdict == "slower" and noisy.noisy and noisy.label == "slower (noisy)"
+    assert noisy.verdict == "slower" and noisy.noisy and noisy.label == "slower (noisy B: bimodal)"
+    assert noisy.validity_b == ["noisy"] and noisy.validity_a == [None]
     old = one([row("x", per_call(1e-3, 1))], [row("x", per_call(1.3e-3, 2))])  # validity None: stored before it
     assert not old.noisy and "valid" not in old.label and old.notes == []
+
+
+def test_times_that_have_no_logarithm_are_invalid():
+    c = one([row("x", [1e-3, 0.0, 1e-3, 1e-3, 1e-3])], [row("x", per_call(1e-3, 2))])
+    assert c.verdict == "invalid" and c.ratio is None and c.notes == ["A: sample times not positive and finite"]
 
 
 def test_gaps_and_failures():

@@ -85,6 +85,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     """
     from dlperf.hardware.identity import diff, identity
     from dlperf.report.compare import compare_runs, regressions, summarize
+    from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db)
     ra, rb = store.run(run_a), store.run(run_b)
@@ -97,7 +98,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     if fmt == "json":
         import json
 
-        doc = {"run_a": ra["id"], "run_b": rb["id"], "min_effect_pct": min_effect, "confidence": 0.95,
+        doc = {"run_a": ra["id"], "run_b": rb["id"], "min_effect_pct": min_effect, "confidence": CONFIDENCE,
                "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs],
                "derived_diffs": derived, "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}

@@ -62,7 +62,9 @@ class CaseComparison:
     p_value: float | None = None
     method: str | None = None  # samples (Hodges-Lehmann, Mann-Whitney) | processes (per-process medians, Welch)
     noisy: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why not compared, noisy processes, processes left out
+    validity_a: list[str | None] = field(default_factory=list)  # per successful process; None: not recorded
+    validity_b: list[str | None] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -72,7 +74,7 @@ class CaseComparison:
         elif self.verdict in ("only in A", "only in B"):
             text = f"only in run {self.verdict[-1]}"
         else:
-            text = self.verdict + (" (noisy)" if self.noisy else "")
+            text = self.verdict
         return text + (f" ({'; '.join(self.notes)})" if self.notes else "")
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,6 +138,12 @@ def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
         def statuses(rows: list[CaseResult]) -> str:
             return "/".join(sorted({r.status for r in rows}))
         return CaseComparison(key, "not comparable", notes=[f"{statuses(rows_a)} vs {statuses(rows_b)}"])
+    validities = {"validity_a": [r.m.validity for r in ok_a], "validity_b": [r.m.validity for r in ok_b]}
+    bad_times = [side for side, ok in (("A", ok_a), ("B", ok_b))
+                 if not all(t > 0 and math.isfinite(t) for r in ok for t in _per_call(r))]
+    if bad_times:  # a ratio of logs needs positive, finite times
+        return CaseComparison(key, "invalid", notes=[f"{side}: sample times not positive and finite"
+                                                     for side in bad_times], **validities)
     use_a = [r for r in ok_a if _validity(r) not in NOT_COMPARED]
     use_b = [r for r in ok_b if _validity(r) not in NOT_COMPARED]
     if not use_a or not use_b:
@@ -144,16 +152,18 @@ def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
         return CaseComparison(key, worst, len(use_a), len(use_b),
                               float(np.median(np.concatenate([_per_call(r) for r in ok_a]))),
                               float(np.median(np.concatenate([_per_call(r) for r in ok_b]))),
-                              notes=[_reasons(side, ok) for side, ok in blocked])
+                              notes=[_reasons(side, ok) for side, ok in blocked], **validities)
     samples_a, samples_b = [_per_call(r) for r in use_a], [_per_call(r) for r in use_b]
     effect = estimate(samples_a, samples_b, CONFIDENCE)
-    notes = [_excluded_note(side, [r for r in ok if _validity(r) in NOT_COMPARED], len(ok))
-             for side, ok, use in (("A", ok_a, use_a), ("B", ok_b, use_b)) if len(use) < len(ok)]
+    noisy = [(side, [r for r in use if _validity(r) == "noisy"]) for side, use in (("A", use_a), ("B", use_b))]
+    notes = [f"noisy {_reasons(side, rows)}" for side, rows in noisy if rows]
+    notes += [_excluded_note(side, [r for r in ok if _validity(r) in NOT_COMPARED], len(ok))
+              for side, ok, use in (("A", ok_a, use_a), ("B", ok_b, use_b)) if len(use) < len(ok)]
     return CaseComparison(
         key, verdict(effect.ci_low, effect.ci_high, min_effect), len(use_a), len(use_b),
         float(np.median(np.concatenate(samples_a))), float(np.median(np.concatenate(samples_b))),
         effect.ratio, effect.ci_low, effect.ci_high, effect.p_value, effect.method,
-        noisy=any(_validity(r) == "noisy" for r in use_a + use_b), notes=notes)
+        noisy=any(rows for _, rows in noisy), notes=notes, **validities)
 
 
 def compare_runs(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult],
