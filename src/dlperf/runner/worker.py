@@ -95,7 +95,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         fw.reset_peak_memory(device)
         m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings))
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
-        metrics = derive_metrics(m, workload.cost(params))
+        metrics = derive_metrics(m, workload.built_cost(params, built))
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
         if settings.profile:
             from dlperf.profiling.cprof import profile
