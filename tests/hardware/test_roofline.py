@@ -83,8 +83,8 @@ def test_reference_data_transcribed_from_the_study():
     assert "2,dot,65,GTX980,3869462.63,86.94" in lines  # Table 2, last row
     assert "3,sigmoid,2,GT710M,18031.07,11.35" in lines  # Table 3, first row
     header, rows = reference_layout(("add", "mul", "dot"))
-    assert header[:4] == ["MB", "GPU (study 002)", "add MFlop/s", "add Efic.%"]
-    assert rows[0][:2] == ["6", "GT710M"] and rows[0][6] == "133,021.16"  # dot's 5 MB shares the 6 MB row
+    assert header[:5] == ["MB", "GPU (study 002)", "dtype", "add MFlop/s", "add Efic.%"]
+    assert rows[0][:3] == ["6", "GT710M", "float32"] and rows[0][7] == "133,021.16"  # dot's 5 MB: the 6 MB row
 
 
 def test_ops_report_writes_study_layout_and_roofline(tmp_path):

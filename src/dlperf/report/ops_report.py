@@ -4,6 +4,7 @@ efficiency), the study's published figures beside it, and the roofline of every 
 from __future__ import annotations
 
 import csv
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,26 +53,45 @@ def ops_points(data: ReportData) -> list[OpsPoint]:
     return points
 
 
+#: Row order of dtypes within a size: the study's single precision first.
+DTYPE_ORDER = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+#: Study 002's figures are single precision (nvprof flop_count_sp / flop_sp_efficiency).
+REFERENCE_DTYPE = "float32"
+
+
 def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    """Rows (size, framework/device) x `ops` columns of 'MFlop/s | Efic.%' as in study 002."""
+    """Rows (size, framework/device, dtype) x `ops` columns of 'MFlop/s | Efic.%' as in study 002.
+
+    dtype is part of the row: a study with float32 and bfloat16 cases shows both, never one over the
+    other. Repetitions of a case (several results) are shown at their median."""
     ops = tuple(o for o in ops if any(p.op == o for p in points))
     points = [p for p in points if p.op in ops]
-    header = ["MB", "framework/device"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
-    index: dict[tuple[float, str], dict[str, OpsPoint]] = {}
+    header = ["MB", "framework/device", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    index: dict[tuple[float, str, str], dict[str, list[OpsPoint]]] = {}
     for p in points:
-        index.setdefault((p.size_mb, f"{p.framework}/{p.device}"), {})[p.op] = p
+        index.setdefault((p.size_mb, p.dtype, f"{p.framework}/{p.device}"), {}).setdefault(p.op, []).append(p)
     rows = []
-    for (size, label), by_op in sorted(index.items()):
-        row = [f"{size:g}", label]
+    for (size, dtype, label), by_op in sorted(index.items(), key=lambda kv: _row_order(*kv[0])):
+        row = [f"{size:g}", label, dtype]
         for o in ops:
-            pt = by_op.get(o)
-            if pt is None:
+            pts = by_op.get(o)
+            if not pts:
                 row += ["-", "-"]
             else:
-                row += [format_number(pt.metrics.flops_per_s, ",.2f", scale=1e6),
-                        format_number(pt.roof["pct_flop_peak"], ".2f")]
+                row += [format_number(_median([p.metrics.flops_per_s for p in pts]), ",.2f", scale=1e6),
+                        format_number(_median([p.roof["pct_flop_peak"] for p in pts]), ".2f")]
         rows.append(row)
     return header, rows
+
+
+def _row_order(size: float, dtype: str, label: str) -> tuple[float, int, str, str]:
+    return size, DTYPE_ORDER.get(dtype, len(DTYPE_ORDER)), dtype, label
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median of the known values (None where none is known)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
@@ -97,7 +117,7 @@ def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     with REFERENCE_CSV.open() as f:
         data = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if r["op"] in ops]
     ops = tuple(o for o in ops if any(r["op"] == o for r in data))
-    header = ["MB", "GPU (study 002)"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    header = ["MB", "GPU (study 002)", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
     index: dict[tuple[float, str], dict[str, dict[str, str]]] = {}
     order = {"GT710M": 0, "K40": 1, "GTX980": 2}
     for r in data:
@@ -105,7 +125,7 @@ def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
         index.setdefault((size, r["device"]), {})[r["op"]] = r
     rows = []
     for (size, gpu), by_op in sorted(index.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
-        row = [f"{size:g}", gpu]
+        row = [f"{size:g}", gpu, REFERENCE_DTYPE]
         for o in ops:
             r = by_op.get(o)
             row += [f"{float(r['mflops_per_s']):,.2f}", r["efficiency_pct"]] if r else ["-", "-"]
@@ -145,9 +165,9 @@ def sections(data: ReportData) -> list[Section]:
                      markdown="## Roofline\n\nNo ok ops case to place on a roofline.")]
     present = {p.op for p in points}
     out: list[Section] = [Heading("## Study 002 layout",
-                                  "MFlop/s and Efic. (% of the theoretical FLOP peak) per size and framework/device, "
-                                  "as in the study's Tables 2 and 3, each followed by the study's own figures (from "
-                                  f"{REFERENCE_CITATION}).")]
+                                  "MFlop/s and Efic. (% of the theoretical FLOP peak) per size, dtype and "
+                                  "framework/device, as in the study's Tables 2 and 3, each followed by the study's "
+                                  f"own figures (from {REFERENCE_CITATION}).")]
     for name, ops in OP_GROUPS:
         if not present & set(ops):
             continue

@@ -104,7 +104,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor.stop("during")
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
-        metrics = derive_metrics(m, workload.cost(params))
+        metrics = derive_metrics(m, workload.built_cost(params, built))
         metrics["activity"] = monitor.record()
         metrics["cpu_util"] = cpu_util(m)
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
