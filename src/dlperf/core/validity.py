@@ -86,7 +86,7 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
         over = threads is not None and cores is not None and threads + others > cores
         if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
             contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}"
-                             + (f", with {threads} threads of its own on {cores} cores" if over else ""))
+                             + (f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""))
     steal = during.get("steal_frac")
     if steal is not None and steal >= STEAL_CONTENDED_FRAC:
         contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")
