@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from dlperf.timing.shape import shape_flags
 from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import format_time
 
@@ -144,6 +145,11 @@ class Measurement:
             return None
         ratios = sorted(c / t for c, t in zip(self.sample_cpu_s, self.sample_times_s, strict=True) if t > 0)
         return quantile(ratios, 0.5) if ratios else None
+
+    @property
+    def shape_flags(self) -> list[str]:
+        """Why the median does not summarise these samples (bimodal, drifting), [] if it does (`timing.shape`)."""
+        return shape_flags(self.times_s)
 
     @property
     def noisy(self) -> bool:
