@@ -224,11 +224,14 @@ def test_real_cpu_clock_tells_a_busy_call_from_a_sleeping_one():
         while time.perf_counter() < end:
             pass
 
-    sleeping = measure(lambda: time.sleep(2e-3), min_samples=6, max_samples=6, min_run_time_s=0, warmup=0)
-    working = measure(busy, min_samples=6, max_samples=6, min_run_time_s=0, warmup=0)
+    sleeping = measure(lambda: time.sleep(2e-3), min_samples=10, max_samples=10, min_run_time_s=0, warmup=0)
+    working = measure(busy, min_samples=10, max_samples=10, min_run_time_s=0, warmup=0)
     assert sleeping.cpu_util is not None and sleeping.cpu_util < 0.2
-    # one busy thread: ~1 CPU second per wall second (less only if the machine deschedules it)
-    assert working.cpu_util is not None and 0.3 < working.cpu_util < 1.2
+    # One busy thread: ~1 CPU second per wall second, never much more; less in a sample where a busy
+    # machine descheduled it, so the check is on the best sample (one 2 ms sample fits a time slice).
+    assert working.cpu_util is not None and working.cpu_util < 1.2
+    best = max(c / t for c, t in zip(working.sample_cpu_s, working.sample_times_s, strict=True))
+    assert 0.8 < best < 1.2
 
 
 # -- calibration from several trials -------------------------------------------------------------------
