@@ -13,8 +13,9 @@ if a ratio is outside 5% (as timer_fidelity.py does); no figure is asserted in a
 On a loaded machine the timers disagree for a reason, not by chance: dlperf's samples last ~1 ms,
 shorter than a scheduler time slice, so most of them run undisturbed and the median is the
 undisturbed time (the preempted ones show as a slow cluster, CPU/wall far below 1, and a `bimodal`
-flag); torch's blocks last >= 10 ms (its block keeps overhead under 1e-4), so each one averages in
-its share of preemption. The ratio is a statement about timers on a quiet machine.
+flag); torch's blocks are a power of ten of calls keeping its overhead under 1e-4 of a block, for
+the add mostly 10,000 calls (8-16 ms here, seen also 1,000), so each one averages in its share of
+preemption. The ratio is a statement about timers on a quiet machine.
 
     python benchmarks/timer_vs_torch.py [--rounds 5] [--threads 2] [--min-run-time 1.0]
 """
