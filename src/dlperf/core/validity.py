@@ -47,8 +47,7 @@ def cpu_ratios(m: Measurement) -> list[float] | None:
 
 def cpu_util(m: Measurement) -> float | None:
     """Median CPU seconds per wall second over the samples: ~threads when every thread computes."""
-    ratios = cpu_ratios(m)
-    return quantile(sorted(ratios), 0.5) if ratios else None
+    return m.cpu_util
 
 
 def _others(rec: dict[str, Any]) -> str:
@@ -85,8 +84,8 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
     if others is not None:
         over = threads is not None and cores is not None and threads + others > cores
         if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
-            contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}"
-                             + (f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""))
+            own = f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""
+            contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}{own}")
     steal = during.get("steal_frac")
     if steal is not None and steal >= STEAL_CONTENDED_FRAC:
         contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")

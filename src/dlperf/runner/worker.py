@@ -108,7 +108,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         metrics["activity"] = monitor.record()
         metrics["cpu_util"] = cpu_util(m)
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
-                                                                 device=case.device)
+                                                                 device=case.device, shape=m.shape_flags)
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
         if settings.profile:
             from dlperf.profiling.cprof import profile
