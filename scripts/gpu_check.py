@@ -30,7 +30,9 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling gpu_evidence.py, wherever run from
 from gpu_evidence import (
@@ -43,6 +45,7 @@ from gpu_evidence import (
     run_summary,
 )
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("install", "tests", "studies")
 #: Seconds each step may take before it is stopped (SIGTERM, then SIGKILL 30 s later). Sized so that the
@@ -190,8 +193,25 @@ def run_ids(store: Path) -> set[str]:
     """The run ids in a dlperf SQLite store (none if it does not exist yet)."""
     if not store.exists():
         return set()
-    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as con:
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
         return {row[0] for row in con.execute("SELECT id FROM runs")}
+    except sqlite3.Error:  # a store that dlperf could not set up: no run in it
+        return set()
+    finally:
+        con.close()
+
+
+def guarded(check: Check, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """Run one part of the check; a bug or an unreadable file in it is recorded as a failed step, and the
+    check goes on to write its README."""
+    try:
+        return fn(check, *args, **kwargs)
+    except Exception as exc:
+        check.outcomes.append(StepOutcome(name, "(gpu_check.py itself)", now_utc(), 0.0, None, check.commit,
+                                          failed_anyway=True, note=f"gpu_check.py raised {type(exc).__name__}: {exc}"))
+        print(f"gpu-check: {name}: FAILED inside gpu_check.py ({type(exc).__name__}: {exc})", flush=True)
+        return None
 
 
 def git_commit() -> str:
@@ -368,13 +388,13 @@ def main(argv: list[str] | None = None) -> int:
             check.step("install", ["make", "--no-print-directory", "install-gpu", f"VENV={args.venv}",
                                    f"PYTHON={sys.executable}"], TIMEOUTS_S["install"], out / "logs" / "install.log")
     if "tests" in steps:
-        tests(check)
+        guarded(check, "tests", tests)
     plan, ncu = [StudyPlan(**p) for p in state["plan"]], state["meta"].get("ncu")
     if "studies" in steps:
-        plan, ncu = studies(check, args.study, not args.no_counters)
+        plan, ncu = guarded(check, "studies", studies, args.study, not args.no_counters) or ([], None)
         if not args.study:  # a fresh store: the earlier runs and their reports are gone
             state["steps"] = {k: v for k, v in state["steps"].items() if not k.startswith(("study:", "report:"))}
-    facts(check, ncu, args.nvidia_smi)
+    guarded(check, "facts", facts, ncu, args.nvidia_smi)
     for o in check.outcomes:
         state["steps"][o.name] = o.as_dict()
     meta = {"gpu_name": gpu_name, "gpus": gpus, "kind": out.name, "date_utc": now_utc(), "commit": check.commit,

@@ -265,3 +265,21 @@ def test_a_planned_study_is_run_reported_and_summarised(tmp_path):
     assert run_id in (where / "show.txt").read_text() and run_id in (where / "run.txt").read_text()
     assert (where / "report.md").read_text().startswith("#") and (where / "report.txt").read_text()
     assert json.loads((where / "results.json").read_text())["run"]["id"] == run_id
+
+
+def test_a_bug_inside_the_check_is_a_failed_step_and_the_check_goes_on(tmp_path):
+    check = _check(tmp_path)
+
+    def broken(c: gpu_check.Check) -> None:
+        raise KeyError("plans")
+
+    assert gpu_check.guarded(check, "studies", broken) is None
+    (o,) = check.outcomes
+    assert o.failed and o.name == "studies" and o.note == "gpu_check.py raised KeyError: 'plans'"
+    assert gpu_check.guarded(check, "facts", lambda c, x: x * 2, 21) == 42
+
+
+def test_run_ids_of_a_store_that_is_not_one(tmp_path):
+    assert gpu_check.run_ids(tmp_path / "absent.db") == set()
+    (tmp_path / "empty.db").write_bytes(b"")
+    assert gpu_check.run_ids(tmp_path / "empty.db") == set()
