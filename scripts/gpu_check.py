@@ -48,8 +48,9 @@ from gpu_evidence import (
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("install", "tests", "studies")
-#: Seconds each step may take before it is stopped (SIGTERM, then SIGKILL 30 s later). Sized so that the
-#: whole check fits in about 25 minutes on one H100 and each group of steps below fits a 10-minute command.
+#: Seconds each step may take before it is stopped (SIGTERM, then SIGKILL 30 s later). The tests and the
+#: studies add up to 27 minutes at most (the install aside), and each group of steps in
+#: results/evidence/README.md fits a 10-minute command. Not yet checked against real durations on a GPU.
 TIMEOUTS_S = {"install": 1800, "tests": 480, "facts": 120, "report": 120,
               "study:peaks": 140, "study:ops": 400, "study:backends": 180, "study:mlp": 180, "study:cnn": 240}
 STUDY_TIMEOUT_S = 300  # a shipped study not named above
