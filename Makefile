@@ -40,7 +40,7 @@ run: install-default
 	$(BIN)/dlperf run smoke --quick
 
 test: install-all
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest
 
 # make gpu-check [STEPS="install tests studies"] [STUDIES="peaks ops"] [GPU_PYTHON=/path/to/python3]
@@ -61,6 +61,7 @@ bench: install-all
 	$(BIN)/python benchmarks/ops_roofline.py
 	$(BIN)/python benchmarks/mlp_overhead.py
 	$(BIN)/python benchmarks/nn_vs_torch.py
+	$(BIN)/python benchmarks/contention.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
