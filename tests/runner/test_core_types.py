@@ -14,6 +14,7 @@ from dlperf.core.jobs import (
     JOB_TYPES,
     CaseJob,
     CaseSpec,
+    CeilingsJob,
     CountersJob,
     FingerprintJob,
     Job,
@@ -92,6 +93,7 @@ JOBS = [
     OneStepJob(case=CASE, settings=SETTINGS.with_overrides(mem_limit_mb=2048)),
     CountersJob(case=CASE, settings=SETTINGS, calls=3),
     FingerprintJob(frameworks=["numpy", "torch"], threads=4),
+    CeilingsJob(frameworks=["numpy", "torch"], devices=["cpu"], threads=2, quick=True),
     ProbeJob(),
 ]
 
