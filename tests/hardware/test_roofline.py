@@ -188,7 +188,7 @@ def test_a_run_without_ceilings_uses_only_peaks_runs_finished_before_it(tmp_path
     run_id = _ops_run(store, HOST, datetime(2026, 1, 2, tzinfo=UTC))
     first = _roofline(store, run_id, tmp_path)
     (header, rows), lines = first
-    assert any(f"from the peaks run {before} of this host, which finished before" in line for line in lines)
+    assert any(f"from peaks run {before} (same host, finished before this run began)" in line for line in lines)
     assert {r[header.index("level")] for r in rows} == {"DRAM?"}
     assert {r[header.index("check")] for r in rows} == {"above DRAM ceiling (no cache sizes)"}  # 150 and 30 > 20
     _peaks_run(store, HOST, [("numpy", "copy", 500e9)], datetime(2026, 1, 3, tzinfo=UTC))
@@ -196,7 +196,7 @@ def test_a_run_without_ceilings_uses_only_peaks_runs_finished_before_it(tmp_path
     # with no peaks run before it, the report says so and draws no memory ceiling
     alone = _ops_run(store, dict(HOST, hostname_sha256="other"), datetime(2026, 1, 4, tzinfo=UTC))
     (_, rows), lines = _roofline(store, alone, tmp_path)
-    assert "no peaks run of this host finished before this run started" in lines[0]
+    assert "no peaks run of this host finished before this run began" in lines[0]
     assert all(r[-1] == "ok" and r[header.index("% level BW")] == "-" for r in rows)
 
 

@@ -177,10 +177,10 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
         bw = max(dev_measured.get("copy", 0.0), dev_measured.get("triad", 0.0)) or None
         bw_source = (f"measured copy/triad bandwidth (peaks run {peaks_run})" if bw
                      else "no bandwidth ceiling: run `dlperf peaks` or set DLPERF_MEM_BW_GBS")
-    why = (stored or {}).get("error") or "no ceilings stored with this run (it predates them)"
-    pinned = (f"from the peaks run {peaks_run} of this host, which finished before this run started" if peaks_run
-              else "and no peaks run of this host finished before this run started")
-    origin = f"{why}; no cache sizes, so every case is charged to DRAM (level 'DRAM?'); DRAM ceiling {pinned}"
+    why = (stored or {}).get("error") or "no ceilings stored with this run"
+    pinned = (f"from peaks run {peaks_run} (same host, finished before this run began)" if peaks_run
+              else "none: no peaks run of this host finished before this run began")
+    origin = f"{why}, nor cache sizes: every case is charged to 'DRAM?'; DRAM ceiling {pinned}"
     return Ceilings(fp, flop_source, (LevelCeiling(DRAM, None, bw, None, bw_source),), dev_measured.get("gemm"),
                     origin=origin, dram_theoretical=theo_bw, dram_theoretical_source=theo_bw_source,
                     gemm_source=f"peaks run {peaks_run}" if dev_measured.get("gemm") else "")
