@@ -83,6 +83,19 @@ def _pct(value: float | None, bad: bool) -> str:
     return format_number(value, ".2f") + (" !" if bad and value is not None else "")
 
 
+#: Above this spread (ceiling's IQR/median plus the case's, %), a case below the flag line is not called ok.
+JUDGE_MAX_SPREAD_PCT = 100.0
+
+
+def _check(roof: dict[str, Any]) -> str:
+    """The case's flag; "ok" where its spread lets it be judged; else says it cannot be judged."""
+    if roof["flag"]:
+        return roof["flag"]
+    if roof["level"] is not None and roof["tolerance_pct"] > JUDGE_MAX_SPREAD_PCT:
+        return f"spread {roof['tolerance_pct']:.0f}%: not judged"
+    return "ok"
+
+
 def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
     """Per case: dtype, its memory level, AI, FLOP/s, bytes/s, % of the compute peak and of its level's
     ceiling, % of the attainable, the binding ceiling, the spread and a check."""
@@ -98,7 +111,7 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
             format_number(m.arithmetic_intensity), format_number(m.flops_per_s, scale=1e9),
             format_number(m.bytes_per_s, scale=1e9),
             _pct(r["pct_flop_peak"], flag == "above compute peak"), _pct(r["pct_bw_peak"], "ceiling" in flag),
-            _pct(r["pct_attainable"], bool(flag)), r["binds"] or MISSING, format_iqr(m.iqr_rel), flag or "ok",
+            _pct(r["pct_attainable"], bool(flag)), r["binds"] or MISSING, format_iqr(m.iqr_rel), _check(r),
         ])
     return header, rows
 
