@@ -250,3 +250,11 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     assert run_cli("run", str(STUDIES / "peaks_tiny.yaml"), db=db).returncode == 0
     again = run_cli("report", run_id, "--plot-dir", str(plots), db=db)
     assert again.returncode == 0 and again.stdout == out
+
+
+def test_a_case_too_noisy_to_judge_is_not_called_ok():
+    from dlperf.report.ops_report import _check
+
+    base = {"arithmetic_intensity": 1 / 12, "bytes_per_call": MIB, "bytes_per_s": 100e9, "flops_per_s": 100e9 / 12}
+    assert _check(roofline_point(base | {"iqr_rel": 0.05}, CACHED)) == "ok"
+    assert _check(roofline_point(base | {"iqr_rel": 2.0}, CACHED)) == "spread 203%: not judged"
