@@ -110,7 +110,7 @@ def test_every_mode_has_one_job_type():
     union = typing.get_args(typing.get_args(Job)[0])
     assert set(union) == set(JOB_TYPES) == {type(j) for j in JOBS}
     modes = [t.model_fields["mode"].default for t in JOB_TYPES]
-    assert sorted(modes) == sorted(set(modes)) == ["case", "counters", "fingerprint", "one-step", "probe"]
+    assert sorted(modes) == sorted(set(modes)) == ["case", "ceilings", "counters", "fingerprint", "one-step", "probe"]
     with pytest.raises(ValidationError):
         read_job('{"mode": "nonsense"}')
     assert JOBS[0].mem_limit_mb == 512 and JOBS[3].mem_limit_mb is None
