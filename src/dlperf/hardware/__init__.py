@@ -2,6 +2,7 @@
 listed before it, and none imports `store`, `report`, `runner` or `cli`:
 
 - `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
+- `caches`: the cache levels the host reports, and the memory level a working set fits in;
 - `catalog`: the vendors' figures for 30+ devices, lookup by name;
 - `peaks`: theoretical peaks, derived from the probed facts and read from the catalog;
 - `identity`: the fingerprint, and the fields of it that identify an environment (`identity_hash`);

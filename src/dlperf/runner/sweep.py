@@ -19,6 +19,7 @@ from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
 from dlperf.meters.activity import wait_idle
+from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
@@ -137,9 +138,13 @@ def run_study(
         )
         resumed = found is not None
         run_id = found
+    run_derived = derived(fp)
+    if study.workload in CEILING_WORKLOADS and not resumed:  # the ceilings its roofline is judged against
+        run_derived["ceilings"] = measure_run_ceilings([c.framework for c in cases], [c.device for c in cases],
+                                                       threads, quick=study.variant == "quick" or settings.budget_s < 1)
     new_run = NewRun(study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
                      filters=filters, settings=settings.stored(), env_id=env_id, n_cases=len(cases),
-                     derived=derived(fp))
+                     derived=run_derived)
 
     def interrupted(run_id: str) -> str:
         stored = len(store.done_cases(run_id))

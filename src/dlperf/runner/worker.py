@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.core.jobs import CaseJob, CaseSpec, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
+from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
 
 PR_SET_PDEATHSIG = 1
@@ -249,6 +249,13 @@ def collect_fingerprint(job: FingerprintJob) -> dict[str, Any]:
     return {"status": "ok", "fingerprint": fingerprint(job.frameworks, job.threads)}
 
 
+def measure_ceilings(job: CeilingsJob) -> dict[str, Any]:
+    """The run's ceilings per memory level and its GEMM FLOP/s (runner.ceilings)."""
+    from dlperf.runner.ceilings import measure_in_worker
+
+    return measure_in_worker(job)
+
+
 def run_counted(job: CountersJob) -> dict[str, Any]:
     """Run the case's step under Nsight Compute: one warm call, then `calls` calls inside
     the NVTX range ncu is told to profile. Nothing is timed here."""
@@ -302,6 +309,7 @@ HANDLERS: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     OneStepJob: run_one_step,
     CountersJob: run_counted,
     FingerprintJob: collect_fingerprint,
+    CeilingsJob: measure_ceilings,
     ProbeJob: probe_frameworks,
 }
 
