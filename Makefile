@@ -1,6 +1,8 @@
 # Two commands do everything on a fresh machine:
 #   make run    - create .venv, install the embedded default (NumPy + PyTorch CPU), run the quick smoke study
 #   make test   - create .venv, install every framework that installs here + dev tools, run the whole suite
+# On a machine with an NVIDIA GPU:
+#   make gpu-check - GPU evidence under results/evidence/<gpu>/ (results/evidence/README.md says what and how)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +10,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test venv install-default install-all bench clean
+.PHONY: run test venv install-default install-all install-gpu gpu-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,15 +26,34 @@ $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
 	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,dev]"
 	touch $@
 
+# The GPU extras (NVML, CuPy, NVTX) on top of everything; GPU_EXTRA_PKGS adds more, e.g. "jax[cuda12]".
+GPU_EXTRA_PKGS ?=
+$(VENV)/.gpu-installed: pyproject.toml $(VENV)/.all-installed
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,dev,gpu]" $(GPU_EXTRA_PKGS)
+	touch $@
+
 install-default: $(VENV)/.default-installed
 install-all: $(VENV)/.all-installed
+install-gpu: $(VENV)/.gpu-installed
 
 run: install-default
 	$(BIN)/dlperf run smoke --quick
 
 test: install-all
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest
+
+# make gpu-check [STEPS="install tests studies"] [STUDIES="peaks ops"] [GPU_PYTHON=/path/to/python3]
+# Each step has a time-out and a failed step does not stop the next; exit 1 if any failed. Without an
+# NVIDIA GPU: one line and exit 2, before anything is installed. GPU_PYTHON: an interpreter that already has
+# dlperf's dependencies (nothing is installed). GPU_CHECK_ARGS: more options of scripts/gpu_check.py.
+STEPS ?=
+STUDIES ?=
+GPU_PYTHON ?=
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@$(PYTHON) scripts/gpu_check.py --venv $(VENV) $(addprefix --step ,$(STEPS)) $(addprefix --study ,$(STUDIES)) \
+		$(if $(GPU_PYTHON),--python $(GPU_PYTHON)) $(GPU_CHECK_ARGS)
 
 bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py
@@ -40,6 +61,7 @@ bench: install-all
 	$(BIN)/python benchmarks/ops_roofline.py
 	$(BIN)/python benchmarks/mlp_overhead.py
 	$(BIN)/python benchmarks/nn_vs_torch.py
+	$(BIN)/python benchmarks/contention.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,73 +1,119 @@
-"""Timer fidelity: dlperf.measure's median vs torch.utils.benchmark's, in one process.
+"""dlperf's measure() against torch.utils.benchmark (blocked_autorange and adaptive_autorange), one process.
 
-Target (issue 2): for a 1024x1024 fp32 torch matmul and a 10-element torch add,
-the two medians agree within 5%. Both timers time the *same* callable, so what is
-compared is the timing machinery, not two ways of writing the call. The two are
-interleaved over several rounds (dlperf, torch, dlperf, torch, ...) so that drift
-in a shared machine's load hits both alike; the ratio of the medians of the
-rounds is reported. Prints both ratios and dlperf's per-sample overhead in ns;
-exits 1 if a ratio is outside the target.
+Issue 13's check of the timer after its changes (CPU time read per sample, block calibrated from
+several trials): on a 1024x1024 fp32 torch matmul and a 10-element torch add, dlperf's median over
+each of torch.utils.benchmark's medians, printed as a ratio with "within 5%" or "OUTSIDE 5%". All
+three time the same callable, so what differs is the timing machinery. They run interleaved, in a
+rotating order, over several rounds (dlperf, blocked, adaptive; blocked, adaptive, dlperf; ...), so
+a noisy moment of a shared machine hits all three alike; each ratio is of the medians over rounds.
+Also printed, from dlperf's measurements: calls per sample, the process's CPU seconds per wall
+second (`cpu_util`), any shape flag (bimodal, drifting) a round raised, and the load average. Exits 1
+if a ratio is outside 5%; no figure is asserted in a test.
 
-    python benchmarks/timer_fidelity.py [--rounds 5] [--threads 2]
+On a loaded machine the timers disagree for a reason, not by chance: dlperf's samples last ~1 ms,
+shorter than a scheduler time slice, so most of them run undisturbed and the median is the
+undisturbed time (the preempted ones show as a slow cluster, CPU/wall far below 1, and a `bimodal`
+flag); torch's blocks are a power of ten of calls keeping its overhead under 1e-4 of a block, for
+the add mostly 10,000 calls (8-16 ms here, seen also 1,000), so each one averages in its share of
+preemption. The ratio is a statement about timers on a quiet machine.
+
+    python benchmarks/timer_fidelity.py [--rounds 5] [--threads 2] [--min-run-time 1.0]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import statistics
 import sys
+from collections.abc import Callable
 
 TARGET = 0.05
+
+
+def _timers(torch_timer: type, fn: Callable[[], object], threads: int, min_run_time_s: float
+            ) -> dict[str, Callable[[], tuple[float, object]]]:
+    """The three timers of one callable; each returns (median seconds per call, the timer's result)."""
+    from dlperf.timing import measure
+
+    def ours() -> tuple[float, object]:
+        m = measure(fn, min_run_time_s=min_run_time_s, max_time_s=2 * min_run_time_s)
+        return m.median_s, m
+
+    def blocked() -> tuple[float, object]:
+        t = torch_timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+        r = t.blocked_autorange(min_run_time=min_run_time_s)
+        return r.median, r
+
+    def adaptive() -> tuple[float, object]:
+        t = torch_timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+        r = t.adaptive_autorange(max_run_time=4 * min_run_time_s)
+        return r.median, r
+
+    return {"dlperf": ours, "blocked_autorange": blocked, "adaptive_autorange": adaptive}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    ap.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing, both timers")
+    ap.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing (adaptive: up to 4x)")
     args = ap.parse_args()
 
     import torch
     from torch.utils.benchmark import Timer
 
-    from dlperf.timing import measure
-
     if args.threads:
         torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
     torch.manual_seed(0)
-    cases = {}
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    c = torch.empty(1024, 1024)
-    cases["matmul 1024x1024 fp32"] = functools.partial(torch.matmul, a, b, out=c)
-    x, y = torch.randn(10), torch.randn(10)
-    z = torch.empty(10)
-    cases["add 10 elements fp32"] = functools.partial(torch.add, x, y, out=z)
-
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} interleaved rounds, "
-          f"{args.min_run_time:g} s per timing")
+    a, b, c = torch.randn(1024, 1024), torch.randn(1024, 1024), torch.empty(1024, 1024)
+    x, y, z = torch.randn(10), torch.randn(10), torch.empty(10)
+    cases = {
+        "matmul 1024x1024 fp32": functools.partial(torch.matmul, a, b, out=c),
+        "add 10 elements fp32": functools.partial(torch.add, x, y, out=z),
+    }
+    print(f"torch {torch.__version__}, {threads} threads, {args.rounds} interleaved rounds, "
+          f"{args.min_run_time:g} s per timing; {_load()}")
     failed = False
     for name, fn in cases.items():
-        ours, theirs, overheads, blocks = [], [], [], []
-        for _ in range(args.rounds):
-            m = measure(fn, min_run_time_s=args.min_run_time, max_time_s=args.min_run_time * 2)
-            ours.append(m.median_s)
-            overheads.append(m.timer_overhead_s)
-            blocks.append(m.block_size)
-            t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-            theirs.append(t.blocked_autorange(min_run_time=args.min_run_time).median)
-        d, r = statistics.median(ours), statistics.median(theirs)
-        ratio = d / r
-        ok = abs(ratio - 1) <= TARGET
-        failed |= not ok
-        overhead_ns = statistics.median(overheads) * 1e9
-        sample_s = d * statistics.median(blocks)
-        print(f"{name:24s} dlperf median {d * 1e6:10.3f} us | torch.utils.benchmark median {r * 1e6:10.3f} us | "
-              f"ratio dlperf/torch {ratio:.4f} ({'within' if ok else 'OUTSIDE'} {TARGET:.0%})")
-        print(f"{'':24s} dlperf timer overhead {overhead_ns:.0f} ns per sample = {overhead_ns * 1e-9 / sample_s:.4%} "
-              f"of a sample ({statistics.median(blocks):.0f} calls per sample); per-round ratios "
-              + ", ".join(f"{o / t:.3f}" for o, t in zip(ours, theirs, strict=True)))
+        timers = _timers(Timer, fn, threads, args.min_run_time)
+        order = list(timers)
+        medians: dict[str, list[float]] = {k: [] for k in order}
+        ours = []
+        for i in range(args.rounds):
+            for key in order[i % 3:] + order[:i % 3]:
+                median_s, result = timers[key]()
+                medians[key].append(median_s)
+                if key == "dlperf":
+                    ours.append(result)
+        d = statistics.median(medians["dlperf"])
+        print(f"{name}: dlperf median {d * 1e6:.3f} us")
+        for key in order[1:]:
+            r = statistics.median(medians[key])
+            ratio = d / r
+            ok = abs(ratio - 1) <= TARGET
+            failed |= not ok
+            per_round = ", ".join(f"{o / t:.3f}" for o, t in zip(medians["dlperf"], medians[key], strict=True))
+            print(f"  vs {key:18s} {r * 1e6:10.3f} us: ratio dlperf/torch {ratio:.4f} "
+                  f"({'within' if ok else 'OUTSIDE'} {TARGET:.0%}); per round {per_round}")
+        utils = [m.cpu_util for m in ours if m.cpu_util is not None]
+        flags = sorted({f for m in ours for f in m.shape_flags})
+        print(f"  dlperf: {statistics.median(m.block_size for m in ours):.0f} calls per sample, "
+              f"{statistics.median(m.n_samples for m in ours):.0f} samples, CPU s per wall s "
+              f"{statistics.median(utils) if utils else float('nan'):.2f} (of {threads} threads), "
+              f"shape flags: {'; '.join(flags) if flags else 'none'}")
+    print(f"at the end: {_load()}")
     return 1 if failed else 0
+
+
+def _load() -> str:
+    """The 1-minute load average against the CPU count: a busy machine makes the timers disagree."""
+    try:
+        return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    except OSError:
+        return "load average unknown"
 
 
 if __name__ == "__main__":

@@ -2,38 +2,76 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from dlperf.cli.readers import peaks_runs
 from dlperf.core.result import CaseResult
-from dlperf.hardware.roofline import Ceilings, ceilings, measured_peaks, roofline_point
+from dlperf.hardware.caches import DRAM
+from dlperf.hardware.roofline import Ceilings, LevelCeiling, ceilings, measured_peaks, roofline_point
 from dlperf.report.ops_report import REFERENCE_CSV, reference_layout
 from dlperf.store import Store
 from tests.conftest import STUDIES, run_cli
 
-C = Ceilings(flop_peak=100e9, flop_source="t", bw_peak=10e9, bw_source="m", gemm_measured=80e9)
+KIB, MIB = 2**10, 2**20
+LEVELS = (LevelCeiling("L1", 96 * KIB, 400e9, 0.02, "t"), LevelCeiling("L2", 2 * MIB, 200e9, 0.03, "t"),
+          LevelCeiling("LLC", 32 * MIB, 100e9, 0.05, "t"), LevelCeiling(DRAM, None, 10e9, 0.01, "t"))
+C = Ceilings(flop_peak=100e9, flop_source="t", levels=(LevelCeiling(DRAM, None, 10e9, None, "m"),), gemm_measured=80e9)
+CACHED = Ceilings(flop_peak=100e9, flop_source="t", levels=LEVELS, gemm_measured=80e9, caches_known=True)
 
 
 def test_memory_bound_point():
     # AI 1 FLOP/byte: the memory roof is 10 GFLOP/s, below the 100 GFLOP/s compute roof.
-    r = roofline_point({"flops_per_s": 5e9, "bytes_per_s": 5e9, "arithmetic_intensity": 1.0}, C)
+    r = roofline_point({"flops_per_s": 5e9, "bytes_per_s": 5e9, "arithmetic_intensity": 1.0,
+                        "bytes_per_call": 1e9}, C)
     assert r["binds"] == "memory" and r["attainable_flops_per_s"] == 10e9
     assert r["pct_attainable"] == pytest.approx(50) and r["pct_flop_peak"] == pytest.approx(5)
-    assert r["pct_bw_peak"] == pytest.approx(50)
+    assert r["pct_bw_peak"] == pytest.approx(50) and r["flag"] is None
 
 
 def test_compute_bound_point():
-    r = roofline_point({"flops_per_s": 60e9, "bytes_per_s": 0.6e9, "arithmetic_intensity": 100.0}, C)
+    r = roofline_point({"flops_per_s": 60e9, "bytes_per_s": 0.6e9, "arithmetic_intensity": 100.0,
+                        "bytes_per_call": 12 * MIB}, C)
     assert r["binds"] == "compute" and r["attainable_flops_per_s"] == 100e9 and r["pct_attainable"] == 60
 
 
 def test_missing_ceiling_gives_none_not_a_guess():
-    r = roofline_point({"flops_per_s": 1e9, "bytes_per_s": 1e9, "arithmetic_intensity": 1.0},
-                       Ceilings(None, "none", 10e9, "m", None))
+    r = roofline_point({"flops_per_s": 1e9, "bytes_per_s": 1e9, "arithmetic_intensity": 1.0, "bytes_per_call": 8.0},
+                       Ceilings(None, "none", (LevelCeiling(DRAM, None, 10e9, None, "m"),), None))
     assert r["pct_flop_peak"] is None and r["binds"] is None and r["pct_bw_peak"] == 10
+
+
+@pytest.mark.parametrize(("working_set", "level", "ceiling"), [
+    (48 * KIB, "L1", 400e9), (96 * KIB, "L1", 400e9), (2 * MIB, "L2", 200e9), (8 * MIB, "LLC", 100e9),
+    (64 * MIB, DRAM, 10e9)])
+def test_each_case_is_judged_against_its_own_level(working_set, level, ceiling):
+    """The torch add at 2 MiB that ran at 164 GB/s was 1322% of DRAM; in L2 it is what L2 allows."""
+    m = {"flops_per_s": 164e9 / 12, "bytes_per_s": 164e9, "arithmetic_intensity": 1 / 12,
+         "bytes_per_call": working_set, "iqr_rel": 0.01}
+    r = roofline_point(m, CACHED)
+    assert r["level"] == level and r["level_bw"] == ceiling
+    assert r["pct_bw_peak"] == pytest.approx(100 * 164e9 / ceiling)
+    assert r["attainable_flops_per_s"] == pytest.approx(ceiling / 12)
+    assert (r["flag"] is None) == (164e9 <= ceiling * 1.05)  # tolerance: the ceiling's IQR + the case's
+
+
+def test_above_a_ceiling_by_more_than_the_spread_is_flagged():
+    base = {"arithmetic_intensity": 1 / 12, "bytes_per_call": MIB}  # L2: 200 GB/s, IQR 3%
+    within = roofline_point(base | {"bytes_per_s": 206e9, "flops_per_s": 206e9 / 12, "iqr_rel": 0.02}, CACHED)
+    assert within["flag"] is None and within["tolerance_pct"] == pytest.approx(5)
+    above = roofline_point(base | {"bytes_per_s": 212e9, "flops_per_s": 212e9 / 12, "iqr_rel": 0.02}, CACHED)
+    assert above["flag"] == "above L2 ceiling"
+    # a run without cache sizes judges everything against DRAM, and says the level is not known
+    legacy = roofline_point(base | {"bytes_per_s": 50e9, "flops_per_s": 50e9 / 12, "iqr_rel": 0.0}, C)
+    assert legacy["level"] == "DRAM?" and legacy["flag"] == "above DRAM ceiling (no cache sizes)"
+
+
+def test_above_the_compute_peak_is_a_bug_at_any_spread():
+    r = roofline_point({"flops_per_s": 100.5e9, "bytes_per_s": 1e9, "arithmetic_intensity": 100.5,
+                        "bytes_per_call": 64 * MIB, "iqr_rel": 0.5}, CACHED)
+    assert r["pct_flop_peak"] > 100 and r["flag"] == "above compute peak"
 
 
 def _peaks_run(store, env, rows, started):
@@ -45,7 +83,8 @@ def _peaks_run(store, env, rows, started):
     from dlperf.store.schema import runs
 
     with store.engine.begin() as conn:
-        conn.execute(update(runs).where(runs.c.id == run_id).values(started_at=started))
+        conn.execute(update(runs).where(runs.c.id == run_id).values(started_at=started, status="complete",
+                                                                      finished_at=started + timedelta(minutes=1)))
     for i, (fw, kind, value) in enumerate(rows):
         key = "flops_per_s" if kind == "gemm" else "bytes_per_s"
         now = datetime.now(UTC)
@@ -74,7 +113,91 @@ def test_measured_peaks_newest_per_framework_best_per_device(tmp_path):
     assert measured_peaks([], host) == ({}, None)
     c = ceilings({"cpu_peaks_theoretical": {"fp32_flops_per_s": 300e9, "mem_bw_bytes_per_s": None}}, "cpu",
                  "float32", best, used)
-    assert c.flop_peak == 300e9 and c.bw_peak == 25e9 and "measured" in c.bw_source and c.gemm_measured == 100e9
+    assert c.flop_peak == 300e9 and c.bw_peak == 25e9 and "measured" in c.dram.source and c.gemm_measured == 100e9
+
+
+def _stored_ceilings(dram_bw: float) -> dict:
+    """What runner.ceilings stores with a run (one device, three cache levels and DRAM)."""
+    def level(name, cap, bw, ws):
+        return {"name": name, "capacity_bytes": cap, "working_set_bytes": ws, "bytes_per_s": bw,
+                "bytes_per_s_median": bw * 0.95, "iqr_rel": 0.02, "kernel": "copy", "framework": "numpy",
+                "figures": []}
+    caches = {"source": "sysfs (test)", "levels": [
+        {"level": 1, "type": "Data", "size_bytes": 48 * KIB, "instances": 2, "cpus_per_instance": 1},
+        {"level": 2, "type": "Unified", "size_bytes": MIB, "instances": 2, "cpus_per_instance": 1},
+        {"level": 3, "type": "Unified", "size_bytes": 32 * MIB, "instances": 1, "cpus_per_instance": 2}]}
+    return {"version": 1, "threads": 2, "devices": {"cpu": {
+        "device": "cpu", "threads": 2, "caches": caches, "errors": {},
+        "levels": [level("L1", 96 * KIB, 300e9, 32 * KIB), level("L2", 2 * MIB, 200e9, MIB),
+                   level("LLC", 32 * MIB, 150e9, 16 * MIB), level(DRAM, None, dram_bw, 128 * MIB)],
+        "gemm": {"flops_per_s": 190e9, "framework": "torch", "n": 512, "iqr_rel": 0.01}}}}
+
+
+def _ops_run(store, env, started, derived=None):
+    """An ops run with two add cases: 1 MiB (L2) at 150 GB/s and 64 MiB (DRAM) at 30 GB/s."""
+    from sqlalchemy import update
+
+    from dlperf.store.schema import runs
+
+    env_id = store.environment_id(env, str(sorted(env.items())))
+    run_id = store.create_run(study="ops", variant="quick", study_hash="h", study_path="p", filters={},
+                              settings={}, env_id=env_id, n_cases=2, dlperf_version="0", derived=derived)
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.id == run_id).values(started_at=started))
+    for size_mb, bw in ((1, 150e9), (64, 30e9)):
+        now = datetime.now(UTC)
+        store.add_result(CaseResult.from_row({
+            "run_id": run_id, "case_key": f"add/{size_mb}", "repetition": 0, "workload": "ops", "framework": "numpy",
+            "device": "cpu", "params": {"op": "add", "size_mb": size_mb, "dtype": "float32"}, "status": "ok",
+            "reason": None, "measurement": None, "env_id": env_id, "wall_s": 1.0, "started_at": now,
+            "finished_at": now, "metrics": {"flops_per_s": bw / 12, "bytes_per_s": bw, "arithmetic_intensity": 1 / 12,
+                                            "bytes_per_call": size_mb * MIB, "iqr_rel": 0.01}}))
+    return run_id
+
+
+HOST = {"cpu_model": "X", "hostname_sha256": "h", "threads": 2, "cpu_physical_cores": 2, "gpus": [],
+        "cpu_peaks_theoretical": {"fp32_flops_per_s": 300e9, "mem_bw_bytes_per_s": None}}
+
+
+def _roofline(store, run_id, tmp_path):
+    from dlperf.cli.readers import report_data
+    from dlperf.report.ops_report import ceiling_lines, ops_points, roofline_rows
+
+    points = ops_points(report_data(store, run_id, tmp_path / "plots"))
+    return roofline_rows(points), ceiling_lines(points)
+
+
+def test_a_run_is_judged_by_its_own_ceilings_whatever_is_stored_later(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    run_id = _ops_run(store, HOST, datetime(2026, 1, 2, tzinfo=UTC), derived={"ceilings": _stored_ceilings(40e9)})
+    (header, rows), lines = _roofline(store, run_id, tmp_path)
+    by_mb = {r[3]: dict(zip(header, r, strict=True)) for r in rows}
+    assert by_mb["1"]["level"] == "L2" and by_mb["1"]["% level BW"] == "75.00" and by_mb["1"]["check"] == "ok"
+    assert by_mb["64"]["level"] == DRAM and by_mb["64"]["% level BW"] == "75.00" and by_mb["64"]["dtype"] == "float32"
+    assert lines[0].startswith("cpu: measured at the start of this run")
+    assert any(line.strip().startswith("L2 (holds 2 MiB") and "200.0 GB/s (numpy copy at 1 MiB" in line
+               for line in lines)
+    # a later peaks run of the same host, even a much faster one, changes nothing
+    _peaks_run(store, HOST, [("numpy", "copy", 999e9), ("numpy", "gemm", 999e9)], datetime(2026, 1, 3, tzinfo=UTC))
+    assert _roofline(store, run_id, tmp_path) == ((header, rows), lines)
+
+
+def test_a_run_without_ceilings_uses_only_peaks_runs_finished_before_it(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    before = _peaks_run(store, HOST, [("numpy", "copy", 20e9)], datetime(2026, 1, 1, tzinfo=UTC))
+    run_id = _ops_run(store, HOST, datetime(2026, 1, 2, tzinfo=UTC))
+    first = _roofline(store, run_id, tmp_path)
+    (header, rows), lines = first
+    assert any(f"from peaks run {before} (same host, finished before this run began)" in line for line in lines)
+    assert {r[header.index("level")] for r in rows} == {"DRAM?"}
+    assert {r[header.index("check")] for r in rows} == {"above DRAM ceiling (no cache sizes)"}  # 150 and 30 > 20
+    _peaks_run(store, HOST, [("numpy", "copy", 500e9)], datetime(2026, 1, 3, tzinfo=UTC))
+    assert _roofline(store, run_id, tmp_path) == first
+    # with no peaks run before it, the report says so and draws no memory ceiling
+    alone = _ops_run(store, dict(HOST, hostname_sha256="other"), datetime(2026, 1, 4, tzinfo=UTC))
+    (_, rows), lines = _roofline(store, alone, tmp_path)
+    assert "no peaks run of this host finished before this run began" in lines[0]
+    assert all(r[-1] == "ok" and r[header.index("% level BW")] == "-" for r in rows)
 
 
 def test_reference_data_transcribed_from_the_study():
@@ -83,32 +206,55 @@ def test_reference_data_transcribed_from_the_study():
     assert "2,dot,65,GTX980,3869462.63,86.94" in lines  # Table 2, last row
     assert "3,sigmoid,2,GT710M,18031.07,11.35" in lines  # Table 3, first row
     header, rows = reference_layout(("add", "mul", "dot"))
-    assert header[:4] == ["MB", "GPU (study 002)", "add MFlop/s", "add Efic.%"]
-    assert rows[0][:2] == ["6", "GT710M"] and rows[0][6] == "133,021.16"  # dot's 5 MB shares the 6 MB row
+    assert header[:5] == ["MB", "GPU (study 002)", "dtype", "add MFlop/s", "add Efic.%"]
+    assert rows[0][:3] == ["6", "GT710M", "float32"] and rows[0][7] == "133,021.16"  # dot's 5 MB: the 6 MB row
 
 
-def test_ops_report_writes_study_layout_and_roofline(tmp_path):
+def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(tmp_path):
+    """End to end: a tiny ops run measures every level's ceiling at its start and stores them with the run;
+    its report judges each case against its own level and is the same after a later peaks run."""
     db = tmp_path / "r.sqlite"
     ops_study = tmp_path / "ops_tiny.yaml"
     ops_study.write_text((STUDIES / "ops_tiny.yaml").read_text())
-    assert run_cli("run", str(STUDIES / "peaks_tiny.yaml"), db=db).returncode == 0
     ran = run_cli("run", str(ops_study), db=db, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    # the run itself shows FLOP/s, bytes/s and both efficiencies per case, and writes the plot
-    assert "% FLOP peak" in ran.stdout and "% BW peak" in ran.stdout and "Table 2 layout" in ran.stdout
-    assert list((tmp_path / "reports").glob("ops_tiny-*/roofline.png"))
+    # the run itself shows FLOP/s, bytes/s, the level and both efficiencies per case, and writes the plot
+    assert "% FLOP peak" in ran.stdout and "% level BW" in ran.stdout and "Table 2 layout" in ran.stdout
+    run_id = Store(db).resolve_run("latest")
+    assert list((tmp_path / "reports" / run_id).glob(f"roofline-{run_id}.png"))
+    stored = Store(db).run(run_id)["derived"]["ceilings"]
+    cpu = stored["devices"]["cpu"]
+    names = [lv["name"] for lv in cpu["levels"]]
+    assert names[-1] == DRAM and len(names) == len(cpu["caches"]["levels"]) + 1
+    for lv in cpu["levels"]:  # every level's ceiling, with its kernel, framework, working set and spread
+        assert lv["bytes_per_s"] > 0 and lv["kernel"] in ("copy", "add", "triad"), lv
+        assert lv["framework"] in ("numpy", "torch") and lv["working_set_bytes"] > 0 and lv["iqr_rel"] >= 0
+        assert lv["capacity_bytes"] is None or lv["working_set_bytes"] <= lv["capacity_bytes"]
+    assert cpu["gemm"]["flops_per_s"] > 0 and cpu["errors"] == {}
     plots = tmp_path / "plots"
-    res = run_cli("report", "ops_tiny", "--plot-dir", str(plots), db=db)
+    res = run_cli("report", run_id, "--plot-dir", str(plots), db=db)
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "Table 2 layout, this machine" in out and "Table 2 as published" in out
     assert "add Efic.%" in out and "binds" in out and "memory" in out
-    assert "measured copy/triad bandwidth" in out
-    for name in ("roofline.png", "roofline.svg"):
+    assert "cpu: measured at the start of this run" in out and "DLPERF_* overrides act when a run starts" in out
+    for name in (f"roofline-{run_id}.png", f"roofline-{run_id}.svg"):
         assert (plots / name).stat().st_size > 10_000
     md_path = tmp_path / "report.md"
-    md = run_cli("report", "ops_tiny", "--format", "markdown", "-o", str(md_path), "--plot-dir", str(plots), db=db)
+    md = run_cli("report", run_id, "--format", "markdown", "-o", str(md_path), "--plot-dir", str(plots), db=db)
     assert md.returncode == 0, md.stderr
     text = md_path.read_text()
-    assert "![roofline](plots/roofline.png)" in text and "### Table 2: as published" in text
-    assert Path(plots / "roofline.svg").read_text().lstrip().startswith("<?xml")
+    assert f"![roofline](plots/roofline-{run_id}.png)" in text and "### Table 2: as published" in text
+    assert Path(plots / f"roofline-{run_id}.svg").read_text().lstrip().startswith("<?xml")
+    # a peaks run measured afterwards changes nothing in this run's report
+    assert run_cli("run", str(STUDIES / "peaks_tiny.yaml"), db=db).returncode == 0
+    again = run_cli("report", run_id, "--plot-dir", str(plots), db=db)
+    assert again.returncode == 0 and again.stdout == out
+
+
+def test_a_case_too_noisy_to_judge_is_not_called_ok():
+    from dlperf.report.ops_report import _check
+
+    base = {"arithmetic_intensity": 1 / 12, "bytes_per_call": MIB, "bytes_per_s": 100e9, "flops_per_s": 100e9 / 12}
+    assert _check(roofline_point(base | {"iqr_rel": 0.05}, CACHED)) == "ok"
+    assert _check(roofline_point(base | {"iqr_rel": 2.0}, CACHED)) == "spread 203%: not judged"

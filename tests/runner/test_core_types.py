@@ -14,6 +14,7 @@ from dlperf.core.jobs import (
     JOB_TYPES,
     CaseJob,
     CaseSpec,
+    CeilingsJob,
     CountersJob,
     FingerprintJob,
     Job,
@@ -92,6 +93,7 @@ JOBS = [
     OneStepJob(case=CASE, settings=SETTINGS.with_overrides(mem_limit_mb=2048)),
     CountersJob(case=CASE, settings=SETTINGS, calls=3),
     FingerprintJob(frameworks=["numpy", "torch"], threads=4),
+    CeilingsJob(frameworks=["numpy", "torch"], devices=["cpu"], threads=2, quick=True),
     ProbeJob(),
 ]
 
@@ -108,7 +110,7 @@ def test_every_mode_has_one_job_type():
     union = typing.get_args(typing.get_args(Job)[0])
     assert set(union) == set(JOB_TYPES) == {type(j) for j in JOBS}
     modes = [t.model_fields["mode"].default for t in JOB_TYPES]
-    assert sorted(modes) == sorted(set(modes)) == ["case", "counters", "fingerprint", "one-step", "probe"]
+    assert sorted(modes) == sorted(set(modes)) == ["case", "ceilings", "counters", "fingerprint", "one-step", "probe"]
     with pytest.raises(ValidationError):
         read_job('{"mode": "nonsense"}')
     assert JOBS[0].mem_limit_mb == 512 and JOBS[3].mem_limit_mb is None

@@ -1,47 +1,146 @@
-"""compare: ratio of medians and Mann-Whitney U on raw samples; equal distributions are 'within noise'."""
+"""compare: verdicts against a minimum effect (a significant 1% is no change, 30% is slower), repetitions pooled
+per case, validity (contended or invalid never compared, noisy marked, unknown silent), the geometric mean and
+the regressions a CI gate fails on."""
 
 from __future__ import annotations
 
-import random
+import math
 from datetime import UTC, datetime
 
-from dlperf.core.result import CaseResult
-from dlperf.report.compare import compare_measurements, compare_runs
-from dlperf.timing import Measurement
+import numpy as np
+import pytest
+
+from dlperf.core.result import CaseResult, Metrics
+from dlperf.report.compare import CaseComparison, compare_runs, regressions, summarize, verdict
 
 
-def sample(scale: float, seed: int, n: int = 40) -> Measurement:
-    rng = random.Random(seed)
-    return Measurement(sample_times_s=tuple(scale * rng.lognormvariate(0, 0.05) for _ in range(n)),
-                       sample_iters=(1,) * n)
+def per_call(scale: float, seed: int, n: int = 400, sigma: float = 0.05) -> list[float]:
+    """Seeded synthetic per-call times around `scale` seconds (log-normal, as timings roughly are)."""
+    return list(scale * np.random.default_rng(seed).lognormal(0.0, sigma, n))
 
 
-def test_same_distribution_is_within_noise():
-    ratio, p, verdict = compare_measurements(sample(1e-3, 1), sample(1e-3, 2))
-    assert verdict == "within noise" and p >= 0.05 and abs(ratio - 1) < 0.05
-
-
-def test_real_change_is_detected_in_both_directions():
-    assert compare_measurements(sample(1e-3, 1), sample(1.2e-3, 2))[2] == "slower"
-    assert compare_measurements(sample(1e-3, 1), sample(0.8e-3, 2))[2] == "faster"
-
-
-def test_too_few_samples():
-    few = Measurement(sample_times_s=(1.0, 1.1), sample_iters=(1, 1))
-    assert compare_measurements(few, few)[2] == "too few samples"
-
-
-def _row(key, status, m=None):
+def row(key: str, times: list[float] | None, rep: int = 0, status: str = "ok", validity: str | None = None,
+        reason: str | None = None) -> CaseResult:
     now = datetime.now(UTC)
-    return CaseResult(run_id="r", case_key=key, repetition=0, workload="ops", framework="numpy", device="cpu",
-                      params={}, status=status, measurement=m.to_dict() if m else None, env_id=1, started_at=now,
+    metrics = Metrics(validity=validity, validity_reason=reason) if validity else Metrics()
+    m = {"sample_times_s": times, "sample_iters": [1] * len(times)} if times else None
+    return CaseResult(run_id="r", case_key=key, repetition=rep, workload="ops", framework="numpy", device="cpu",
+                      params={}, status=status, measurement=m, metrics=metrics, env_id=1, started_at=now,
                       finished_at=now)
 
 
-def test_compare_runs_matches_cases_and_reports_gaps():
-    a = [_row("x", "ok", sample(1e-3, 1)), _row("y", "ok", sample(1e-3, 3)), _row("only_a", "ok", sample(1, 4))]
-    b = [_row("x", "ok", sample(2e-3, 2)), _row("y", "oom"), _row("only_b", "ok", sample(1, 5))]
+def one(a: list[CaseResult], b: list[CaseResult], **kw) -> CaseComparison:
+    (c,) = compare_runs(a, b, **kw)
+    return c
+
+
+def test_verdict_thresholds_are_symmetric_on_the_log_scale():
+    assert verdict(1.06, 1.2) == "slower" and verdict(1.0 / 1.2, 1.0 / 1.06) == "faster"
+    assert verdict(0.96, 1.04) == "no change"
+    assert verdict(1.02, 1.08) == "inconclusive"  # clear of 1, not clear of the 5% minimum effect
+    assert verdict(0.9, 1.1) == "inconclusive"
+    assert verdict(1.02, 1.08, min_effect=0.01) == "slower"
+    assert verdict(None, None) == "too few samples"
+
+
+def test_a_one_percent_shift_with_many_samples_is_significant_but_no_change():
+    c = one([row("x", per_call(1e-3, 1, 2000))], [row("x", per_call(1.01e-3, 2, 2000))])
+    assert c.p_value < 0.05  # the old rule would have called it slower
+    assert c.ratio == pytest.approx(1.01, abs=0.005)
+    assert c.verdict == "no change" and 1 / 1.05 <= c.ci_low < c.ratio < c.ci_high <= 1.05
+
+
+def test_a_thirty_percent_shift_is_slower_and_the_reverse_is_faster():
+    a, b = [row("x", per_call(1e-3, 1))], [row("x", per_call(1.3e-3, 2))]
+    slower, faster = one(a, b), one(b, a)
+    assert slower.verdict == "slower" and slower.ci_low > 1.05 and slower.ratio == pytest.approx(1.3, rel=0.02)
+    assert faster.verdict == "faster" and faster.ratio == pytest.approx(1 / 1.3, rel=0.02)
+    assert slower.label == "slower" and slower.method == "samples"
+
+
+def test_same_distribution_is_no_change_and_few_samples_give_no_interval():
+    assert one([row("x", per_call(1e-3, 1))], [row("x", per_call(1e-3, 2))]).verdict == "no change"
+    few = one([row("x", [1.0, 1.1, 1.05])], [row("x", [1.3, 1.4, 1.35])])
+    assert few.verdict == "too few samples" and few.ci_low is None and few.ratio == pytest.approx(1.3, rel=0.05)
+
+
+def test_repetitions_are_pooled_into_one_comparison_per_case():
+    a = [row("x", per_call(1e-3, s, 100), rep=s) for s in range(4)]
+    b = [row("x", per_call(1.3e-3, 10 + s, 100), rep=s) for s in range(4)]
+    c = one(a, b)
+    assert (c.processes_a, c.processes_b, c.method, c.verdict) == (4, 4, "processes", "slower")
+    two = one(a[:2], b[:2])
+    assert (two.processes_a, two.method) == (2, "samples")
+    assert two.median_a_s == pytest.approx(float(np.median(per_call(1e-3, 0, 100) + per_call(1e-3, 1, 100))))
+
+
+def test_contended_or_invalid_is_never_compared():
+    a = [row("x", per_call(232e-6, 1))]
+    b = [row("x", per_call(7.96e-3, 2), validity="contended", reason="load 3.1 on 2 cores")]
+    c = one(a, b)
+    assert c.verdict == "contended" and c.ratio is None and c.p_value is None
+    assert c.label == "contended: not compared (B: load 3.1 on 2 cores)"
+    assert c.median_b_s == pytest.approx(7.96e-3, rel=0.05)  # the figures are shown, not judged
+    both = one([row("x", per_call(1e-3, 3), validity="invalid", reason="timer overhead 30%")], b)
+    assert both.verdict == "invalid" and both.notes == ["A: timer overhead 30%", "B: load 3.1 on 2 cores"]
+    assert regressions([c, both], 0.0) == []
+
+
+def test_contended_processes_are_left_out_when_others_remain():
+    a = [row("x", per_call(1e-3, s), rep=s) for s in range(2)]
+    b = [row("x", per_call(1e-3, 5), rep=0), row("x", per_call(30e-3, 6), rep=1, validity="contended", reason="r")]
+    c = one(a, b)
+    assert c.verdict == "no change" and c.processes_b == 1
+    assert c.notes == ["B: 1 of 2 processes left out (contended)"]
+
+
+def test_noisy_is_compared_and_marked_unknown_validity_is_silent():
+    noisy = one([row("x", per_call(1e-3, 1))], [row("x", per_call(1.3e-3, 2), validity="noisy", reason="bimodal")])
+    assert noisy.verdict == "slower" and noisy.noisy and noisy.label == "slower (noisy B: bimodal)"
+    assert noisy.validity_b == ["noisy"] and noisy.validity_a == [None]
+    old = one([row("x", per_call(1e-3, 1))], [row("x", per_call(1.3e-3, 2))])  # validity None: stored before it
+    assert not old.noisy and "valid" not in old.label and old.notes == []
+
+
+def test_times_that_have_no_logarithm_are_invalid():
+    c = one([row("x", [1e-3, 0.0, 1e-3, 1e-3, 1e-3])], [row("x", per_call(1e-3, 2))])
+    assert c.verdict == "invalid" and c.ratio is None and c.notes == ["A: sample times not positive and finite"]
+
+
+def test_gaps_and_failures():
+    a = [row("x", per_call(1e-3, 1)), row("y", per_call(1e-3, 3)), row("only_a", per_call(1, 4))]
+    b = [row("x", per_call(2e-3, 2)), row("y", None, status="oom"), row("only_b", per_call(1, 5))]
     out = {c.case_key: c for c in compare_runs(a, b)}
-    assert out["x"].verdict == "slower" and abs(out["x"].ratio - 2) < 0.1
-    assert out["y"].verdict == "not comparable (ok vs oom)"
-    assert out["only_a"].verdict == "only in run A" and out["only_b"].verdict == "only in run B"
+    assert out["x"].verdict == "slower" and abs(out["x"].ratio - 2) < 0.05
+    assert out["y"].verdict == "not comparable" and out["y"].label == "not comparable (ok vs oom)"
+    assert out["only_a"].label == "only in run A" and out["only_b"].label == "only in run B"
+
+
+def test_geometric_mean_on_a_hand_computed_example():
+    # B's samples are A's times c exactly, so every case's Hodges-Lehmann ratio is c (the pairwise differences
+    # of log times are symmetric about log c) and the geometric mean is (1.3 * 0.8 * 1.0 * 1.25) ** (1/4).
+    factors = {"a": 1.3, "b": 0.8, "c": 1.0, "d": 1.25}
+    rows_a = [row(k, per_call(1e-3, i)) for i, k in enumerate(factors)]
+    rows_b = [row(k, [f * t for t in per_call(1e-3, i)]) for i, (k, f) in enumerate(factors.items())]
+    rows_b.append(row("e", per_call(1e-3, 9), validity="contended", reason="r"))
+    rows_a.append(row("e", per_call(1e-3, 8)))
+    out = compare_runs(rows_a, rows_b)
+    assert [c.ratio for c in out[:4]] == pytest.approx(list(factors.values()), rel=1e-12)
+    s = summarize(out)
+    assert s.n_compared == 4 and s.geomean == pytest.approx(1.3 ** 0.25, rel=1e-12)
+    assert s.counts == {"slower": 2, "faster": 1, "no change": 1, "contended": 1}
+    assert s.ci_low <= s.geomean <= s.ci_high and 0.8 <= s.ci_low and s.ci_high <= 1.3
+    assert summarize(out) == s  # the bootstrap is seeded
+    assert summarize(out[:2]).ci_low is None and summarize(out[:2]).geomean == pytest.approx(math.sqrt(1.3 * 0.8))
+    assert summarize(out[4:]).geomean is None
+
+
+def test_regressions_need_the_whole_interval_beyond_the_threshold():
+    def case(lo, hi, v="slower"):
+        return CaseComparison("k", v, 1, 1, 1.0, 1.1, (lo * hi) ** 0.5, lo, hi, 0.01, "samples")
+
+    clear, borderline = case(1.06, 1.10), case(1.04, 1.10, "inconclusive")
+    assert regressions([clear, borderline], 5) == [clear]
+    assert regressions([clear, borderline], 3) == [clear, borderline]
+    assert regressions([clear], 6) == []  # 1.06 is not above 1.06
+    assert regressions([case(1.06, 1.10, "contended")], 0) == []

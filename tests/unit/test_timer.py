@@ -157,3 +157,126 @@ def test_public_entry_point_is_the_function():
     assert callable(dlperf.measure)
     m = dlperf.measure(lambda: None, max_time_s=0.05, min_run_time_s=0.01)
     assert isinstance(m, dlperf.Measurement) and m.n_samples >= 6
+
+
+# -- CPU time per sample -------------------------------------------------------------------------------
+
+
+def test_cpu_time_is_recorded_per_sample_and_summarised(fake_clock):
+    """A fake CPU clock that runs at half the wall clock's pace: cpu_util is exactly 0.5."""
+    from tests.conftest import FakeClock
+
+    cpu = FakeClock(start=0.0)
+
+    def fn():
+        fake_clock.advance(1e-3)
+        cpu.advance(0.5e-3)
+
+    m = measure(fn, clock=fake_clock, cpu_clock=cpu, block_size=2, warmup=0, min_samples=6, max_samples=6,
+                min_run_time_s=0)
+    assert m.sample_cpu_s == pytest.approx((1e-3,) * 6, rel=1e-9)
+    assert m.cpu_util == pytest.approx(0.5, rel=1e-9)
+    assert m.summary()["cpu_util"] == pytest.approx(0.5, rel=1e-9)
+    again = type(m).from_dict(m.to_dict())
+    assert again.sample_cpu_s == m.sample_cpu_s and again.cpu_util == m.cpu_util
+
+
+def test_cpu_util_is_none_when_not_recorded():
+    from dlperf.timing import Measurement
+
+    m = Measurement(sample_times_s=(1e-3, 2e-3), sample_iters=(1, 1))
+    assert m.cpu_util is None and m.summary()["cpu_util"] is None
+    # the median of per-sample ratios, not the ratio of sums
+    m = Measurement(sample_times_s=(1.0, 1.0, 10.0), sample_iters=(1, 1, 1), sample_cpu_s=(1.0, 0.9, 1.0))
+    assert m.cpu_util == pytest.approx(0.9)
+
+
+def test_cpu_time_is_recorded_with_a_device_timer(fake_clock):
+    from tests.conftest import FakeClock
+
+    cpu = FakeClock(start=0.0)
+
+    class EventTimer:
+        name = "fake_event"
+
+        def start(self):
+            pass
+
+        def stop(self):
+            return 4e-3
+
+    def fn():
+        fake_clock.advance(1e-3)
+        cpu.advance(1e-3)
+
+    m = measure(fn, clock=fake_clock, cpu_clock=cpu, device_timer=EventTimer(), block_size=1, warmup=0,
+                min_samples=6, max_samples=6, min_run_time_s=0)
+    assert m.sample_cpu_s == pytest.approx((1e-3,) * 6, rel=1e-9)
+    assert m.cpu_util == pytest.approx(0.25, rel=1e-9)  # CPU seconds per device second
+
+
+def test_real_cpu_clock_tells_a_busy_call_from_a_sleeping_one():
+    """process_time against perf_counter: a call that sleeps shows almost no CPU time, a busy one ~1 s/s."""
+    import time
+
+    def busy():
+        end = time.perf_counter() + 2e-3
+        while time.perf_counter() < end:
+            pass
+
+    sleeping = measure(lambda: time.sleep(2e-3), min_samples=10, max_samples=10, min_run_time_s=0, warmup=0)
+    working = measure(busy, min_samples=10, max_samples=10, min_run_time_s=0, warmup=0)
+    assert sleeping.cpu_util is not None and sleeping.cpu_util < 0.2
+    # One busy thread: ~1 CPU second per wall second, never much more; less in a sample where a busy
+    # machine descheduled it, so the check is on the best sample (one 2 ms sample fits a time slice).
+    assert working.cpu_util is not None and working.cpu_util < 1.2
+    best = max(c / t for c, t in zip(working.sample_cpu_s, working.sample_times_s, strict=True))
+    assert 0.8 < best < 1.2
+
+
+# -- calibration from several trials -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+@pytest.mark.parametrize("seed", range(12))
+def test_a_stall_during_calibration_does_not_shrink_the_block(warmup, seed):
+    """Calls of ~1 us (seeded jitter of 1%) and one stall of 1-20 ms on a call during calibration (the
+    very first calibration trial for half the seeds): the block still makes samples of >= 1 ms. With
+    the block from one trial, a stall on the first trial gave block = 1 and 1 us samples."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    rng = random.Random(seed)
+    first_calibration_call = 1 + warmup
+    stall_at = first_calibration_call if seed % 2 == 0 else first_calibration_call + rng.randrange(300)
+    stall_s = rng.uniform(1e-3, 20e-3)
+    calls = 0
+
+    def fn():
+        nonlocal calls
+        clock.advance(1e-6 * (1 + 0.01 * rng.random()) + (stall_s if calls == stall_at else 0.0))
+        calls += 1
+
+    m = measure(fn, clock=clock, warmup=warmup, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=20,
+                max_samples=20)
+    # the block is set from the fastest trial's per-call time; a sample's calls average about as much
+    assert m.block_size >= 990
+    assert min(m.sample_times_s) >= 1e-3 * (1 - 5e-3)
+    assert quantile(sorted(m.sample_times_s), 0.5) >= 1e-3
+
+
+def test_a_call_longer_than_a_sample_costs_one_calibration_call_after_warmup(fake_clock):
+    """The warm-up calls are trials of one call each, so a slow call is not run three more times."""
+    fn = _workload(fake_clock, [2e-3] * 100)
+    m = measure(fn, clock=fake_clock, warmup=2, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6,
+                max_samples=6)
+    assert m.block_size == 1
+    assert m.warmup_iters == 3 and m.warmup_s == pytest.approx(6e-3)
+
+
+def test_a_slow_warmup_call_does_not_shrink_the_block(fake_clock):
+    """A first warm-up call that is still cold (10 ms) is outvoted by the calibration trials."""
+    fn = _workload(fake_clock, [50e-3, 10e-3] + [1e-6] * 10_000_000)
+    m = measure(fn, clock=fake_clock, warmup=2, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6,
+                max_samples=6)
+    assert m.block_size == 1000

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf.core.result import CaseResult
+from dlperf.report.tables import short_reason
 from dlperf.runner.events import RunEvents
 from dlperf.units import NOT_MEASURED, format_iqr, format_mib, format_time
 
@@ -38,6 +39,13 @@ class ConsoleEvents(RunEvents):
         else:
             self.console.print(f"run [bold]{run_id}[/]: {n_cases} cases of {escape(what)}")
 
+    def threads_chosen(self, threads: int, why: str) -> None:
+        self.console.print(escape(f"threads: {threads} ({why})"), highlight=False)
+
+    def waiting(self, max_wait_s: float) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=f"waiting for idle CPU (max {max_wait_s:g} s)")
+
     @contextlib.contextmanager
     def cases(self, total: int, done: int) -> Iterator[None]:
         if not self.console.is_terminal:
@@ -58,6 +66,8 @@ class ConsoleEvents(RunEvents):
         if status == "ok":
             m = result.m
             detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"
+            if m.validity not in (None, "valid"):
+                detail += f" - {m.validity}: {short_reason(m.validity_reason)}"
         else:
             detail = result.reason or ""
         line = (f"{escape(f'[{index}/{total}] {result.case_key}{rep}:')} [{_STATUS_STYLE.get(status, 'red')}]"
@@ -65,6 +75,7 @@ class ConsoleEvents(RunEvents):
         console = self._progress.console if self._progress is not None else self.console
         console.print(line, highlight=False)
         if self._progress is not None:
+            self._progress.update(self._task, description="cases")
             self._progress.advance(self._task)
 
     def search_opened(self, run_id: str, *, model: str, framework: str, device: str,

@@ -5,6 +5,7 @@ results that `hw measured` and `recommend` calibrate on."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,24 +16,31 @@ from dlperf.store import Store
 
 
 def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData:
-    """Everything a study report needs: the run, its environment with the derived figures (peaks) it was
-    measured under, its typed results, and, for a run with ops cases, the measured peaks of the same host
-    (the roofline's ceilings)."""
+    """Everything a study report needs: the run, its environment with the derived figures (peaks, and the
+    ceilings measured at its start) it was measured under, its typed results, and, for a run with ops cases
+    but no ceilings of its own, the measured peaks of `peaks` runs of the same host that finished before
+    it started: a report reads only what existed when its run began, so it never changes afterwards."""
     run_id = store.resolve_run(run_ref)
     run_row, env = store.run(run_id), store.run_environment(run_id)
     results = store.results(run_id)
-    peaks = measured_peaks(peaks_runs(store, [env]), env) if any(r.workload == "ops" for r in results) else ({}, None)
+    stored = (run_row.get("derived") or {}).get("ceilings") or {}
+    peaks: tuple[dict[str, dict[str, float]], str | None] = ({}, None)
+    if any(r.workload == "ops" for r in results) and not stored.get("devices"):
+        peaks = measured_peaks(peaks_runs(store, [env], finished_before=run_row["started_at"]), env)
     return ReportData(run_row, env, results, plot_dir or Path("reports") / run_id, peaks)
 
 
-def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]]) -> PeaksRuns:
-    """The `peaks` runs of any of these environments' hosts, newest first, each as (the environment it
-    ran in, its result rows) for `hardware.roofline.measured_peaks`."""
+def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]], finished_before: datetime | None = None) -> PeaksRuns:
+    """The `peaks` runs of any of these environments' hosts (only those finished before `finished_before`,
+    where given), newest first, each as (the environment it ran in, its result rows) for
+    `hardware.roofline.measured_peaks`."""
     hosts = list(hosts)
     if not hosts:
         return []
     out = []
     for run in store.runs_of_study("peaks"):  # newest first
+        if finished_before is not None and (run.get("finished_at") is None or run["finished_at"] >= finished_before):
+            continue
         env = store.run_environment(run["id"])
         if any(same_host(env, host) for host in hosts):
             out.append((env, store.results(run["id"])))

@@ -6,6 +6,7 @@ choice."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -42,24 +43,83 @@ def show(run_ref: str, db: str | None) -> None:
     render_terminal(run_row, store.run_environment(run_row["id"]), store.results(run_row["id"]), new_console())
 
 
-@click.command()
+class Percent(click.ParamType):
+    """A percentage: a finite number >= 0 (`5` or `5%`), kept in percent."""
+
+    name = "PCT"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        import math
+
+        try:
+            pct = float(str(value).strip().removesuffix("%"))
+        except ValueError:
+            self.fail(f"{value!r} is not a percentage (a number such as 5 or 2.5)", param, ctx)
+        if not math.isfinite(pct) or pct < 0:
+            self.fail(f"{value!r} must be a finite percentage >= 0", param, ctx)
+        return pct
+
+
+REGRESSION_EXIT = 1
+
+
+@click.command(epilog=f"Exit status: 0; {REGRESSION_EXIT} with --fail-on-regression when a case regressed; "
+               "2 on bad input.")
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
+@click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
+              help="smallest change that counts: a case is faster or slower only when its whole 95% CI of B/A "
+                   "lies beyond this; inside it, no change")
+@click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
+              help=f"exit {REGRESSION_EXIT} when a compared case (not contended, not invalid) is slower by more "
+                   "than PCT, its whole 95% CI above 1+PCT/100; the cases are listed")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @db_option
-def compare(run_a: str, run_b: str, db: str | None) -> None:
-    """Per-case ratio RUN_B / RUN_A of median times, with a Mann-Whitney U test on the raw samples."""
-    from rich.markup import escape
-    from rich.table import Table
+def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, fmt: str, db: str | None) -> None:
+    """Per-case ratio RUN_B / RUN_A of per-call times, with its 95% CI, a p-value and a verdict.
 
+    A case's repetitions (one worker process each) are pooled. The ratio is the Hodges-Lehmann estimate on
+    log times with its distribution-free CI (Mann-Whitney); with >= 3 processes on both sides, the ratio
+    of per-process medians with Welch's t. Contended or invalid cases are never called faster or slower.
+    The last line is the geometric mean of B/A over the compared cases.
+    """
     from dlperf.hardware.identity import diff, identity
-    from dlperf.report.compare import ALPHA, compare_runs
+    from dlperf.report.compare import compare_runs, regressions, summarize
+    from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db)
     ra, rb = store.run(run_a), store.run(run_b)
-    console = new_console()
     env_a, env_b = store.run_environment(ra["id"]), store.run_environment(rb["id"])
     diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
     derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}]
+    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]), min_effect / 100)
+    summary = summarize(rows)
+    failed = regressions(rows, fail_pct) if fail_pct is not None else []
+    if fmt == "json":
+        import json
+
+        doc = {"run_a": ra["id"], "run_b": rb["id"], "min_effect_pct": min_effect, "confidence": CONFIDENCE,
+               "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs],
+               "derived_diffs": derived, "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
+               "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
+        click.echo(json.dumps(doc, indent=2, default=str))
+    else:
+        _print_compare(ra["id"], rb["id"], diffs, derived, rows, summary, min_effect, fail_pct, failed)
+    if failed:
+        click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
+                   + ", ".join(c.case_key for c in failed), err=True)
+        raise click.exceptions.Exit(REGRESSION_EXIT)
+
+
+def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], rows: list[Any], summary: Any,
+                   min_effect: float, fail_pct: float | None, failed: list[Any]) -> None:
+    """`compare`'s table: the environment warning, one row per case, what the columns mean, the summary."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from dlperf.report.compare import VERDICTS
+
+    console = new_console()
     if derived and not diffs:
         console.print(escape(f"same environment; derived figures differ ({', '.join(derived[:4])})"),
                       highlight=False)
@@ -68,17 +128,36 @@ def compare(run_a: str, run_b: str, db: str | None) -> None:
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
             console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
-    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]))
-    table = Table(title=f"compare A={ra['id']}  B={rb['id']}", title_justify="left")
-    for col in ("case", "A median", "B median", "B/A", "p (MWU)", "verdict"):
-        table.add_column(col, overflow="fold")
+    table = Table(title=f"compare A={id_a}  B={id_b}", title_justify="left")
+    for col in ("case", "A median", "B median", "B/A [95% CI]", "p", "verdict"):
+        table.add_column(escape(col), overflow="fold")
     for c in rows:
-        case = c.case_key + (f" #{c.repetition}" if c.repetition else "")
-        style = {"faster": "green", "slower": "red"}.get(c.verdict)
-        table.add_row(escape(case), format_time(c.median_a_s), format_time(c.median_b_s),
-                      format_number(c.ratio, ".3f"), format_number(c.p_value, ".3g"), c.verdict, style=style)
+        procs = f" [{c.processes_a} vs {c.processes_b} processes]" if max(c.processes_a, c.processes_b) > 1 else ""
+        ratio = format_number(c.ratio, ".3f")
+        if c.ci_low is not None and c.ci_high is not None:
+            ratio += f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
+        style = {"faster": "green", "slower": "red", "contended": "yellow", "invalid": "yellow"}.get(c.verdict)
+        table.add_row(escape(c.case_key + procs), format_time(c.median_a_s), format_time(c.median_b_s), escape(ratio),
+                      format_number(c.p_value, ".3g"), escape(c.label), style=style)
     console.print(table)
-    console.print(f"B/A < 1: B is faster. 'within noise': Mann-Whitney U two-sided p >= {ALPHA}.", highlight=False)
+    up = 1 + min_effect / 100
+    console.print(f"B/A < 1: B is faster. At --min-effect {min_effect:g}%: slower = the whole 95% CI above {up:.3g}, "
+                  f"faster = below {1 / up:.3g}, no change = between the two, inconclusive = crossing one.",
+                  highlight=False)
+    console.print("B/A and CI: Hodges-Lehmann on log per-call times, p: Mann-Whitney U; with >= 3 processes on "
+                  "both sides: per-process medians, p: Welch's t.", highlight=False)
+    counts = ", ".join(f"{summary.counts[v]} {v}" for v in VERDICTS if summary.counts.get(v))
+    if summary.geomean is None:
+        console.print(escape(f"no case compared ({counts or 'no cases'})"), highlight=False)
+    else:
+        ci = (f" [95% CI {summary.ci_low:.3f}, {summary.ci_high:.3f}, bootstrap over cases]"
+              if summary.ci_low is not None else "")
+        console.print(escape(f"geometric mean B/A over {summary.n_compared} compared cases: {summary.geomean:.3f}"
+                             f"{ci}; {counts}"), highlight=False)
+    if fail_pct is not None:
+        verdict_line = (f"regressions beyond +{fail_pct:g}% (whole CI above {1 + fail_pct / 100:.3g}): "
+                        + (", ".join(c.case_key for c in failed) if failed else "none"))
+        console.print(escape(verdict_line), highlight=False)
 
 
 @click.command()

@@ -26,7 +26,11 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
               help="worker time-out per case, seconds (overrides the study)")
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (default: physical cores)")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads (default: the physical cores other processes leave idle at the start)")
+@click.option("--wait-idle", "wait_idle_s", type=click.FloatRange(min=0, min_open=True), is_flag=False,
+              flag_value=60.0, default=None, metavar="[SECONDS]",
+              help="before each case, wait up to SECONDS (default 60) for other processes to leave the CPU")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
 @click.option("--energy-estimate", type=click.Choice(["tdp"]), default=None,
@@ -44,7 +48,7 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
-        counters: bool, profile: bool | None, steps: int | None, db: str | None) -> None:
+        counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.cli.progress import ConsoleEvents
     from dlperf.cli.readers import report_data
@@ -73,7 +77,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         retry_failed=retry_failed,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
                    "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
-        counters=counters, events=ConsoleEvents(console),
+        counters=counters, events=ConsoleEvents(console), wait_idle_s=wait_idle_s,
     )
     data = report_data(store, summary.run_id, None)
     render_terminal(data.run, data.env, data.results, console)

@@ -77,15 +77,27 @@ class FingerprintJob(_Job):
     threads: int | None = None
 
 
+class CeilingsJob(_Job):
+    """Measure the run's ceilings: bandwidth per memory level and GEMM FLOP/s on each device
+    (`runner.ceilings`), with the run's frameworks and thread count."""
+
+    mode: Literal["ceilings"] = "ceilings"
+    frameworks: list[str]
+    devices: list[str]
+    threads: int | None = None
+    quick: bool = False
+
+
 class ProbeJob(_Job):
     """Version and devices of every registered framework (`dlperf doctor`)."""
 
     mode: Literal["probe"] = "probe"
 
 
-Job = Annotated[CaseJob | OneStepJob | CountersJob | FingerprintJob | ProbeJob, Field(discriminator="mode")]
+Job = Annotated[CaseJob | OneStepJob | CountersJob | FingerprintJob | CeilingsJob | ProbeJob,
+                Field(discriminator="mode")]
 #: Every job type, for code that must handle each (the worker's dispatch table).
-JOB_TYPES: tuple[type[_Job], ...] = (CaseJob, OneStepJob, CountersJob, FingerprintJob, ProbeJob)
+JOB_TYPES: tuple[type[_Job], ...] = (CaseJob, OneStepJob, CountersJob, FingerprintJob, CeilingsJob, ProbeJob)
 
 JOB_ADAPTER: TypeAdapter[Job] = TypeAdapter(Job)
 

@@ -164,6 +164,13 @@ class CaseResult(BaseModel):
             if metrics.get("steps_per_epoch") is not None:
                 fresh["time_per_epoch_s_derived"] = stats["median_s"] * metrics["steps_per_epoch"]
             metrics.update({k: v for k, v in fresh.items() if k in metrics})
+            if "validity" in metrics:  # judged again from the raw samples and activity, never trusted from disk
+                from dlperf.core.validity import assess
+
+                measured = Measurement.from_dict(data["measurement"])
+                metrics["validity"], metrics["validity_reason"] = assess(
+                    measured, metrics.get("activity"), threads=metrics.get("threads"), device=data["device"],
+                    shape=measured.shape_flags)
         data["metrics"] = Metrics.model_validate(metrics) if data.get("metrics") is not None else None
         return cls.model_validate(data)
 

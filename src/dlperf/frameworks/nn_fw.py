@@ -38,6 +38,19 @@ class NnFramework(Framework):
         self.import_module()
         return ["cpu"]
 
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes this backend computes in (its `DTYPES`)."""
+        from dlperf.nn import operators as ops
+
+        self.import_module()
+        return ops.dtypes(self.backend)
+
+    def check_dtype(self, dtype: str) -> None:
+        """UnsupportedError, with the reason, for a dtype this backend does not compute in (never a silent cast)."""
+        supported = self.dtypes()
+        if dtype not in supported:
+            raise UnsupportedError(f"{self.name} computes in {'/'.join(supported)} only, not {dtype}")
+
     def sync(self, device: str) -> None:
         return None
 

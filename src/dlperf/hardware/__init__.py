@@ -2,6 +2,7 @@
 listed before it, and none imports `store`, `report`, `runner` or `cli`:
 
 - `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
+- `caches`: the cache levels the host reports, and the memory level a working set fits in;
 - `clock_probe`: the clock the cores sustain under the widest vector unit and their FMA rate, measured
   by a small C probe compiled at run time;
 - `catalog`: the vendors' figures for 30+ devices, lookup by name;

@@ -1,14 +1,20 @@
-"""Roofline: each case's FLOP/s and bytes/s against the ceiling that binds it.
+"""Cache-aware roofline: each case's FLOP/s and bytes/s against the ceilings of its own run.
 
-Ceilings, per device and dtype:
-- compute: the theoretical FLOP peak of the environment fingerprint (the study's
-  "Efic." is FLOP/s as a % of it);
-- memory: the theoretical bandwidth where known, else the best copy/triad
-  bandwidth *measured* by `dlperf peaks` on the same host (labelled as such).
-attainable(AI) = min(compute, AI x memory); the binding ceiling is the smaller.
+Ceilings, per device (and dtype for compute):
+- compute: the theoretical FLOP peak of the run's environment (the study's "Efic." is FLOP/s as a % of
+  it), with the measured GEMM FLOP/s beside it;
+- memory, one ceiling per level (L1, L2, ..., LLC, DRAM): the bandwidths measured at the start of the
+  run itself and stored with it (`runner.ceilings`, `runs.derived["ceilings"]`), each with the spread
+  (IQR/median) of its measurement. A case is charged to the smallest level whose capacity (for the
+  run's thread count) holds its working set, the bytes of the arrays it touches (`bytes_per_call`).
+- A run stored before ceilings were measured with runs has no cache sizes: its only memory ceiling is
+  DRAM, from the theoretical bandwidth or the best copy/triad of a `dlperf peaks` run of the same host
+  that finished before the run started (the caller passes only those), named in the source.
+attainable(AI) = min(compute, AI x the level's bandwidth); the binding ceiling is the smaller.
+Nothing here reads the clock or the machine: a report of a run is the same whenever it is drawn.
 
-Analysis over rows only: the caller reads the store (the environment a run ran in, with its own
-derived peaks; the peaks runs and their results) and passes them in.
+Analysis over rows only: the caller reads the store and passes the run's environment (with its own
+derived figures) and the peaks runs in.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import flop_peak
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
@@ -24,12 +31,51 @@ HOST_KEYS = ("cpu_model", "hostname_sha256", "threads", "cpu_physical_cores")
 
 
 @dataclass(frozen=True)
+class LevelCeiling:
+    """One memory level's bandwidth ceiling."""
+
+    name: str
+    #: Bytes the level holds for the run's threads; None for DRAM (holds anything).
+    capacity_bytes: int | None
+    bytes_per_s: float | None
+    #: IQR/median of the measurement behind the figure (None where not measured with the run).
+    spread_rel: float | None
+    source: str
+
+
+@dataclass(frozen=True)
 class Ceilings:
     flop_peak: float | None
     flop_source: str
-    bw_peak: float | None
-    bw_source: str
+    #: Memory levels, fastest first, DRAM last.
+    levels: tuple[LevelCeiling, ...]
     gemm_measured: float | None
+    #: Where the ceilings come from (measured with the run, or the peaks run they were pinned to).
+    origin: str = ""
+    #: Whether the run stored its cache sizes (without them every case is charged to DRAM).
+    caches_known: bool = False
+    dram_theoretical: float | None = None
+    dram_theoretical_source: str = ""
+    gemm_source: str = ""
+
+    @property
+    def bw_peak(self) -> float | None:
+        """The DRAM ceiling."""
+        return self.dram.bytes_per_s if self.dram else None
+
+    @property
+    def dram(self) -> LevelCeiling | None:
+        return next((lv for lv in self.levels if lv.name == DRAM), None)
+
+    def level_for(self, working_set_bytes: float | None) -> LevelCeiling | None:
+        """The smallest level whose capacity holds the working set (DRAM where none does); None where the
+        working set is unknown."""
+        if working_set_bytes is None or not self.levels:
+            return None
+        for lv in self.levels:
+            if lv.capacity_bytes is None or working_set_bytes <= lv.capacity_bytes:
+                return lv
+        return self.levels[-1]
 
 
 def same_host(env_a: dict[str, Any], env_b: dict[str, Any]) -> bool:
@@ -81,34 +127,93 @@ def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
     return env.get("cpu_peaks_theoretical") or {}
 
 
+def short_size(n_bytes: float) -> str:
+    """Bytes in binary units, short: 48 KiB, 1.5 MiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
+    errors = dev.get("errors") or {}
+    out = []
+    for lv in dev.get("levels") or []:
+        if lv.get("bytes_per_s"):
+            source = (f"{lv['framework']} {lv['kernel']} at {short_size(lv['working_set_bytes'])}, "
+                      f"IQR {100 * (lv.get('iqr_rel') or 0):.1f}%")
+        else:
+            why = "; ".join(f"{k}: {v}" for k, v in errors.items() if k.endswith(f" {lv['name']}")) or "no figure"
+            source = f"not measured ({why})"
+        out.append(LevelCeiling(lv["name"], lv.get("capacity_bytes"), lv.get("bytes_per_s"), lv.get("iqr_rel"),
+                                source))
+    return tuple(out)
+
+
 def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, dict[str, float]],
-             peaks_run: str | None) -> Ceilings:
+             peaks_run: str | None, stored: dict[str, Any] | None = None) -> Ceilings:
+    """The ceilings a case of `device` and `dtype` is judged against: those measured with its run
+    (`stored`: the run's derived["ceilings"]) where it has them, else the DRAM ceiling of `measured`
+    (the peaks runs the caller pinned: same host, finished before the run started)."""
     theo = device_theoretical(env, device)
     fp = flop_peak(theo, dtype)
     flop_source = f"theoretical {dtype} peak" if fp else f"no theoretical {dtype} peak for {device}"
+    theo_bw = theo.get("mem_bw_bytes_per_s")
+    theo_bw_source = "theoretical" if theo_bw else "no theoretical bandwidth recorded (DLPERF_MEM_BW_GBS gives one)"
+    dev = ((stored or {}).get("devices") or {}).get(device)
+    if dev:
+        gemm = dev.get("gemm") or {}
+        caches = dev.get("caches") or {}
+        return Ceilings(
+            fp, flop_source, _stored_levels(dev), gemm.get("flops_per_s"),
+            origin=(f"measured at the start of this run ({dev.get('threads')} threads, best sample per kernel; "
+                    f"cache sizes: {caches.get('source', 'not recorded')})"),
+            caches_known=bool(caches.get("levels")), dram_theoretical=theo_bw, dram_theoretical_source=theo_bw_source,
+            gemm_source=f"{gemm['framework']} matmul n={gemm['n']}, with the run" if gemm else "")
     dev_measured = measured.get(device, {})  # keyed by the device as the studies name it
-    bw = theo.get("mem_bw_bytes_per_s")
-    if bw:
-        bw_source = "theoretical bandwidth"
+    if theo_bw:
+        bw, bw_source = theo_bw, "theoretical bandwidth"
     else:
         bw = max(dev_measured.get("copy", 0.0), dev_measured.get("triad", 0.0)) or None
         bw_source = (f"measured copy/triad bandwidth (peaks run {peaks_run})" if bw
                      else "no bandwidth ceiling: run `dlperf peaks` or set DLPERF_MEM_BW_GBS")
-    return Ceilings(fp, flop_source, bw, bw_source, dev_measured.get("gemm"))
+    why = (stored or {}).get("error") or "no ceilings stored with this run"
+    pinned = (f"from peaks run {peaks_run} (same host, finished before this run began)" if peaks_run
+              else "none: no peaks run of this host finished before this run began")
+    origin = f"{why}, nor cache sizes: every case is charged to 'DRAM?'; DRAM ceiling {pinned}"
+    return Ceilings(fp, flop_source, (LevelCeiling(DRAM, None, bw, None, bw_source),), dev_measured.get("gemm"),
+                    origin=origin, dram_theoretical=theo_bw, dram_theoretical_source=theo_bw_source,
+                    gemm_source=f"peaks run {peaks_run}" if dev_measured.get("gemm") else "")
 
 
 def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
-    """% of each peak, the roofline's attainable FLOP/s, % of it, and which ceiling binds."""
+    """Where a case stands: its memory level (by its working set, `bytes_per_call`), % of that level's
+    ceiling and of the compute peak, the attainable FLOP/s, % of it, which ceiling binds, and a flag.
+
+    flag: "above <level> ceiling" where bytes/s exceed the level's ceiling by more than the measured
+    spread (the ceiling's IQR/median plus the case's): the ceiling or the cost model is wrong;
+    "above compute peak" where FLOP/s exceed the compute peak at all: a bug (peak or cost model).
+    """
     flops, nbytes, ai = metrics.get("flops_per_s"), metrics.get("bytes_per_s"), metrics.get("arithmetic_intensity")
+    level = c.level_for(metrics.get("bytes_per_call"))
+    bw = level.bytes_per_s if level else None
+    spread = (level.spread_rel or 0.0) + (metrics.get("iqr_rel") or 0.0) if level else 0.0
     out: dict[str, Any] = {
+        "level": (level.name if c.caches_known else f"{level.name}?") if level else None,
+        "level_bw": bw,
         "pct_flop_peak": 100 * flops / c.flop_peak if flops is not None and c.flop_peak else None,
-        "pct_bw_peak": 100 * nbytes / c.bw_peak if nbytes is not None and c.bw_peak else None,
-        "attainable_flops_per_s": None, "pct_attainable": None, "binds": None,
+        "pct_bw_peak": 100 * nbytes / bw if nbytes is not None and bw else None,
+        "tolerance_pct": 100 * spread,
+        "attainable_flops_per_s": None, "pct_attainable": None, "binds": None, "flag": None,
     }
-    if ai is not None and c.flop_peak and c.bw_peak:
-        memory_roof = ai * c.bw_peak
+    if ai is not None and c.flop_peak and bw:
+        memory_roof = ai * bw
         out["attainable_flops_per_s"] = min(c.flop_peak, memory_roof)
         out["binds"] = "memory" if memory_roof < c.flop_peak else "compute"
         if flops is not None:
             out["pct_attainable"] = 100 * flops / out["attainable_flops_per_s"]
+    if out["pct_flop_peak"] is not None and out["pct_flop_peak"] > 100:
+        out["flag"] = "above compute peak"
+    elif level is not None and out["pct_bw_peak"] is not None and out["pct_bw_peak"] > 100 + out["tolerance_pct"]:
+        out["flag"] = f"above {level.name} ceiling" + ("" if c.caches_known else " (no cache sizes)")
     return out

@@ -2,6 +2,8 @@
 
 Arrays: the current backend's (see operators). Shape-only operations (reshape,
 transpose of axes) are array methods; all arithmetic goes through `ops`.
+Parameters are made in the layer's `dtype` (float64 unless asked) and stay in it:
+the operators keep their operands' dtype.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ class Layer:
 class Dense(Layer):
     """y = x @ W + b. He-normal initialisation (for ReLU nets)."""
 
-    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator) -> None:
+    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator, dtype: str = "float64") -> None:
         super().__init__()
-        self.params = {"W": rng.standard_normal((n_in, n_out)) * math.sqrt(2.0 / n_in), "b": np.zeros(n_out)}
+        self.params = {"W": (rng.standard_normal((n_in, n_out)) * math.sqrt(2.0 / n_in)).astype(dtype),
+                       "b": np.zeros(n_out, dtype=dtype)}
 
     def forward(self, x: Any) -> Any:
         self.x = x
@@ -47,11 +50,13 @@ class Dense(Layer):
 class Conv2D(Layer):
     """Cross-correlation over NCHW input with K filters of C x k x k, stride and zero padding, plus a bias."""
 
-    def __init__(self, c_in: int, c_out: int, k: int, rng: np.random.Generator, stride: int = 1, pad: int = 0):
+    def __init__(self, c_in: int, c_out: int, k: int, rng: np.random.Generator, stride: int = 1, pad: int = 0,
+                 dtype: str = "float64"):
         super().__init__()
         self.stride, self.pad = stride, pad
         fan_in = c_in * k * k
-        self.params = {"W": rng.standard_normal((c_out, c_in, k, k)) * math.sqrt(2.0 / fan_in), "b": np.zeros(c_out)}
+        self.params = {"W": (rng.standard_normal((c_out, c_in, k, k)) * math.sqrt(2.0 / fan_in)).astype(dtype),
+                       "b": np.zeros(c_out, dtype=dtype)}
 
     def forward(self, x: Any) -> Any:
         self.x = x

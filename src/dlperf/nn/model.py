@@ -39,6 +39,19 @@ class Sequential:
     def __init__(self, layers: list[Layer]) -> None:
         self.layers = layers
 
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The parameters' dtype (the layers make them in one), or None for a model without parameters."""
+        for layer in self.layers:
+            for v in layer.params.values():
+                return np.dtype(v.dtype)
+        return None
+
+    def _batch(self, X: np.ndarray) -> Any:
+        """A batch in the current backend's arrays, in the parameters' dtype (so nothing widens a float32 model)."""
+        dt = self.dtype
+        return ops.backend().asarray(X if dt is None else np.asarray(X, dtype=dt))
+
     def to_backend(self) -> None:
         """Move parameters into the current backend's arrays (a no-op between the NumPy-based ones)."""
         b = ops.backend()
@@ -65,7 +78,6 @@ class Sequential:
             momentum: float = 0.9, seed: int = 0, max_batches: int | None = None) -> History:
         """Mini-batch SGD; `max_batches` stops early (the sequential backend measures on fewer batches)."""
         self.to_backend()
-        b = ops.backend()
         opt = SGD(lr, momentum)
         rng = np.random.default_rng(seed)
         hist = History()
@@ -75,13 +87,13 @@ class Sequential:
                 if max_batches is not None and hist.batches >= max_batches:
                     return hist
                 idx = order[start:start + batch_size]
-                hist.loss.append(self.train_step(b.asarray(X[idx]), y[idx], opt))
+                hist.loss.append(self.train_step(self._batch(X[idx]), y[idx], opt))
                 hist.batches += 1
         return hist
 
     def predict(self, X: np.ndarray, batch_size: int = 256) -> np.ndarray:
         b = ops.backend()
-        out = [np.asarray(b.to_numpy(self.forward(b.asarray(X[i:i + batch_size])))).argmax(axis=1)
+        out = [np.asarray(b.to_numpy(self.forward(self._batch(X[i:i + batch_size])))).argmax(axis=1)
                for i in range(0, len(X), batch_size)]
         return np.concatenate(out)
 

@@ -8,6 +8,8 @@
 Every backend module defines the same functions (see PRIMITIVES). Arrays are the
 backend's own (NumPy for sequential and vectorized, CuPy for cuda); `asarray`
 and `to_numpy` move data in and out. Layers are written only in terms of these.
+Each backend names the dtypes it computes in (`DTYPES`, see `dtypes()`) and
+keeps arrays in them: a float32 array is never silently widened to float64.
 """
 
 from __future__ import annotations
@@ -48,11 +50,16 @@ def _load(mode: str) -> ModuleType:
     check = getattr(module, "check_available", None)
     if check is not None:
         check()
-    missing = [p for p in PRIMITIVES if not hasattr(module, p)]
+    missing = [p for p in (*PRIMITIVES, "DTYPES") if not hasattr(module, p)]
     if missing:
         raise NotImplementedError(f"backend {mode!r} lacks {', '.join(missing)}")
     _LOADED[mode] = module
     return module
+
+
+def dtypes(mode: str | None = None) -> tuple[str, ...]:
+    """The dtypes backend `mode` (default: the current one) computes in, e.g. ("float32", "float64")."""
+    return tuple(_load(mode or get_mode()).DTYPES)
 
 
 def get_mode() -> str:

@@ -2,7 +2,9 @@
 largest batch that fits, and the kernel-family table (Table 1).
 
 Peak memory is the worker's peak RSS on a CPU and the allocator's peak on a GPU,
-as measured; the kernel table shows calls and self time per training step.
+as measured; the kernel table shows calls and self time per training step. The
+precision (fp32 or amp) is a column of every table and part of every key: a study
+that runs both shows both, never one in place of the other.
 """
 
 from __future__ import annotations
@@ -37,25 +39,25 @@ def cnn_results(results: list[CaseResult]) -> list[CaseResult]:
 
 
 def time_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "framework", "device", "image", "batch", "status", "time/step", "IQR", "s/image", "images/s",
-              "GFLOP/s", "peak memory"]
+    header = ["model", "framework", "device", "image", "precision", "batch", "status", "time/step", "IQR", "s/image",
+              "images/s", "GFLOP/s", "peak memory"]
     rows = []
     for r in sorted(cnn_results(results), key=lambda r: (_series(r), r.params["batch"])):
         s = _series(r)
         mem, _ = r.peak_memory()
         if r.ok:
             m = r.m
-            rows.append([s[0], s[1], s[2], str(s[3]), str(r.params["batch"]), "ok", format_time(m.median_s),
+            rows.append([s[0], s[1], s[2], str(s[3]), s[4], str(r.params["batch"]), "ok", format_time(m.median_s),
                          format_iqr(m.iqr_rel), format_number(m.time_per_sample_s), format_number(m.samples_per_s),
                          format_number(m.flops_per_s, scale=1e9), format_mib(mem or None)])
         else:
-            rows.append([s[0], s[1], s[2], str(s[3]), str(r.params["batch"]), r.status, "-", "-", "-", "-", "-",
+            rows.append([s[0], s[1], s[2], str(s[3]), s[4], str(r.params["batch"]), r.status, "-", "-", "-", "-", "-",
                          format_mib(mem or None)])
     return header, rows
 
 
 def largest_batch_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "framework", "device", "image", "largest batch that ran", "peak memory there",
+    header = ["model", "framework", "device", "image", "precision", "largest batch that ran", "peak memory there",
               "first out-of-memory batch"]
     by: dict[Series, list[CaseResult]] = defaultdict(list)
     for r in cnn_results(results):
@@ -65,20 +67,21 @@ def largest_batch_rows(results: list[CaseResult]) -> tuple[list[str], list[list[
         ok = [r for r in by[s] if r.ok]
         oom = [r.params["batch"] for r in by[s] if r.status == "oom"]
         best = max(ok, key=lambda r: r.params["batch"]) if ok else None
-        rows.append([s[0], s[1], s[2], str(s[3]), str(best.params["batch"]) if best else "none",
+        rows.append([s[0], s[1], s[2], str(s[3]), s[4], str(best.params["batch"]) if best else "none",
                      format_mib(best.peak_memory()[0] or None) if best else MISSING,
                      str(min(oom)) if oom else "none (all batches ran)"])
     return header, rows
 
 
 def kernel_tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """Per model: family x (framework, device) calls and self time per step, at the largest profiled batch."""
-    profiled: dict[tuple[str, str, str], CaseResult] = {}
+    """Per model: family x (framework, device, precision) calls and self time per step, at the largest profiled
+    batch."""
+    profiled: dict[tuple[str, str, str, str], CaseResult] = {}
     for r in cnn_results(results):
         if not r.ok or not r.m.kernels:
             continue
         s = _series(r)
-        key = (s[0], s[1], s[2])
+        key = (s[0], s[1], s[2], s[4])
         if key not in profiled or r.params["batch"] > profiled[key].params["batch"]:
             profiled[key] = r
     tables = []
@@ -90,7 +93,7 @@ def kernel_tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[
         for k in cols:
             clock = main_clock(kernels[k])
             what = "kernels" if clock == "cuda" else "ops"
-            header += [f"{k[1]} {k[2]} calls ({what})", f"{k[1]} {k[2]} time/step"]
+            header += [f"{k[1]} {k[2]} {k[3]} calls ({what})", f"{k[1]} {k[2]} {k[3]} time/step"]
         totals = {k: sum(v["time_s"] for v in fams[k].values()) or 1.0 for k in cols}
         rows = []
         for fam in FAMILY_ORDER:
@@ -102,7 +105,7 @@ def kernel_tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[
                 row += [f"{f['calls']:.0f}", f"{format_time(f['time_s'])} ({f['time_s'] / totals[k]:.0%})"] if f else \
                     ["-", "-"]
             rows.append(row)
-        batches = ", ".join(f"{k[1]} {k[2]} batch {profiled[k].params['batch']}" for k in cols)
+        batches = ", ".join(f"{k[1]} {k[2]} {k[3]} batch {profiled[k].params['batch']}" for k in cols)
         tables.append((f"{model}: kernel families per training step ({batches})", header, rows))
     return tables
 

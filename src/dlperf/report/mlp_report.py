@@ -23,17 +23,26 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _dtype(r: CaseResult) -> str:
+    """The case's dtype (the schema's default where a stored case predates the field)."""
+    from dlperf.workloads.mlp import MlpParams
+
+    return MlpParams.model_validate(r.params).dtype
+
+
 def mlp_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
-    """(header, rows) per framework/variant/size/device, and (header, rows) of the GPU/CPU speedup."""
-    groups: dict[tuple[str, str, str, str], list[CaseResult]] = defaultdict(list)
+    """(header, rows) per framework/variant/size/dtype/device, and (header, rows) of the GPU/CPU speedup.
+
+    dtype is part of the key: float32 and float64 cases are separate rows, never repetitions of one."""
+    groups: dict[tuple[str, str, str, str, str], list[CaseResult]] = defaultdict(list)
     for r in results:
         if r.ok and r.workload == "mlp":
             p = r.params
-            groups[(r.framework, p["variant"], p["size"], r.device)].append(r)
-    header = ["framework", "variant", "size", "device", "reps", "time/iter", "IQR", "time/run (derived)", "GFLOP/s",
-              "energy/run", "EDP/run (J s)", "mean power"]
+            groups[(r.framework, p["variant"], p["size"], _dtype(r), r.device)].append(r)
+    header = ["framework", "variant", "size", "dtype", "device", "reps", "time/iter", "IQR", "time/run (derived)",
+              "GFLOP/s", "energy/run", "EDP/run (J s)", "mean power"]
     rows, per_iter = [], {}
-    for key in sorted(groups, key=lambda k: (k[0], k[1], SIZE_ORDER.get(k[2], 9), k[3])):
+    for key in sorted(groups, key=lambda k: (k[0], k[1], SIZE_ORDER.get(k[2], 9), k[3], k[4])):
         rs = groups[key]
         iters = rs[0].params["iterations"]
         t_iter = _median([r.m.median_s for r in rs])
@@ -48,16 +57,17 @@ def mlp_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]], lis
         else:
             energy_cells = ["not measured", "-", "-"]
         iqr = _median([r.m.iqr_rel for r in rs])  # spread of per-iteration times (median over reps)
-        rows.append([key[0], key[1], key[2], key[3], str(len(rs)), format_time(t_iter), format_iqr(iqr),
+        rows.append([*key, str(len(rs)), format_time(t_iter), format_iqr(iqr),
                      format_time(t_iter * iters), format_number(gflops, scale=1e9), *energy_cells])
-    sp_header = ["framework", "variant", "size", "CPU time/iter", "GPU time/iter", "GPU speedup"]
+    sp_header = ["framework", "variant", "size", "dtype", "CPU time/iter", "GPU time/iter", "GPU speedup"]
     sp_rows = []
-    for (fw, variant, size, device), t_cpu in per_iter.items():
+    for (fw, variant, size, dtype, device), t_cpu in per_iter.items():
         if device != "cpu":
             continue
-        gpu = [(d, t) for (f, v, s, d), t in per_iter.items() if (f, v, s) == (fw, variant, size) and d != "cpu"]
+        gpu = [(d, t) for (f, v, s, dt, d), t in per_iter.items()
+               if (f, v, s, dt) == (fw, variant, size, dtype) and d != "cpu"]
         for d, t_gpu in gpu:
-            sp_rows.append([fw, variant, size, format_time(t_cpu), f"{format_time(t_gpu)} ({d})",
+            sp_rows.append([fw, variant, size, dtype, format_time(t_cpu), f"{format_time(t_gpu)} ({d})",
                             f"{t_cpu / t_gpu:.1f}x"])
     return header, rows, sp_header, sp_rows
 

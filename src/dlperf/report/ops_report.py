@@ -4,12 +4,15 @@ efficiency), the study's published figures beside it, and the roofline of every 
 from __future__ import annotations
 
 import csv
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlperf.core.result import Metrics
-from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
+from dlperf.hardware.caches import DRAM
+from dlperf.hardware.peaks import overrides_in_force
+from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point, short_size
 from dlperf.report.plots import roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
@@ -39,55 +42,99 @@ class OpsPoint:
 
 
 def ops_points(data: ReportData) -> list[OpsPoint]:
-    """Roofline figures of every ok case (rates from the median; see hardware.roofline)."""
+    """Roofline figures of every ok case (rates from the median; see hardware.roofline), against the
+    ceilings stored with the run, else those of the peaks runs the reader pinned (finished before it)."""
     measured, peaks_run = data.measured_peaks
+    stored = (data.run.get("derived") or {}).get("ceilings")
     points = []
     for r in data.of("ops"):
         if not r.ok:
             continue
         p = r.params
-        c = ceilings(data.env, r.device, p["dtype"], measured, peaks_run)
+        c = ceilings(data.env, r.device, p["dtype"], measured, peaks_run, stored)
         points.append(OpsPoint(r.framework, r.device, p["op"], float(p["size_mb"]), p["dtype"], r.m,
                                roofline_point(r.m.as_dict(), c), c))
     return points
 
 
+#: Row order of dtypes within a size: the study's single precision first.
+DTYPE_ORDER = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+#: Study 002's figures are single precision (nvprof flop_count_sp / flop_sp_efficiency).
+REFERENCE_DTYPE = "float32"
+
+
 def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    """Rows (size, framework/device) x `ops` columns of 'MFlop/s | Efic.%' as in study 002."""
+    """Rows (size, framework/device, dtype) x `ops` columns of 'MFlop/s | Efic.%' as in study 002.
+
+    dtype is part of the row: a study with float32 and bfloat16 cases shows both, never one over the
+    other. Repetitions of a case (several results) are shown at their median."""
     ops = tuple(o for o in ops if any(p.op == o for p in points))
     points = [p for p in points if p.op in ops]
-    header = ["MB", "framework/device"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
-    index: dict[tuple[float, str], dict[str, OpsPoint]] = {}
+    header = ["MB", "framework/device", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    index: dict[tuple[float, str, str], dict[str, list[OpsPoint]]] = {}
     for p in points:
-        index.setdefault((p.size_mb, f"{p.framework}/{p.device}"), {})[p.op] = p
+        index.setdefault((p.size_mb, p.dtype, f"{p.framework}/{p.device}"), {}).setdefault(p.op, []).append(p)
     rows = []
-    for (size, label), by_op in sorted(index.items()):
-        row = [f"{size:g}", label]
+    for (size, dtype, label), by_op in sorted(index.items(), key=lambda kv: _row_order(*kv[0])):
+        row = [f"{size:g}", label, dtype]
         for o in ops:
-            pt = by_op.get(o)
-            if pt is None:
+            pts = by_op.get(o)
+            if not pts:
                 row += ["-", "-"]
             else:
-                row += [format_number(pt.metrics.flops_per_s, ",.2f", scale=1e6),
-                        format_number(pt.roof["pct_flop_peak"], ".2f")]
+                row += [format_number(_median([p.metrics.flops_per_s for p in pts]), ",.2f", scale=1e6),
+                        format_number(_median([p.roof["pct_flop_peak"] for p in pts]), ".2f")]
         rows.append(row)
     return header, rows
 
 
+def _row_order(size: float, dtype: str, label: str) -> tuple[float, int, str, str]:
+    return size, DTYPE_ORDER.get(dtype, len(DTYPE_ORDER)), dtype, label
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median of the known values (None where none is known)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _pct(value: float | None, bad: bool) -> str:
+    """A percentage; one that cannot be true is never shown plain: it carries a '!'."""
+    return format_number(value, ".2f") + (" !" if bad and value is not None else "")
+
+
+#: Above this spread (ceiling's IQR/median plus the case's, %), a case below the flag line is not called ok.
+JUDGE_MAX_SPREAD_PCT = 100.0
+
+
+def _check(roof: dict[str, Any], validity: str | None = None) -> str:
+    """The case's flag; "ok" where its spread lets it be judged; else says it cannot be judged
+    (a contended or invalid measurement is slower than the machine: never judged against a ceiling)."""
+    if roof["flag"]:
+        return roof["flag"]
+    if validity in ("contended", "invalid"):
+        return f"{validity}: not judged"
+    if roof["level"] is not None and roof["tolerance_pct"] > JUDGE_MAX_SPREAD_PCT:
+        return f"spread {roof['tolerance_pct']:.0f}%: not judged"
+    return "ok"
+
+
 def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
-    """Per case: AI, FLOP/s, bytes/s, both efficiencies, attainable, % of it, the binding ceiling."""
-    header = ["framework/device", "op", "MB", "FLOP/byte", "GFLOP/s", "GB/s", "% FLOP peak", "% BW peak",
-              "attainable GFLOP/s", "% attainable", "binds", "IQR"]
+    """Per case: dtype, its memory level, AI, FLOP/s, bytes/s, % of the compute peak and of its level's
+    ceiling, % of the attainable, the binding ceiling, the spread and a check."""
+    header = ["framework/device", "op", "dtype", "MB", "level", "FLOP/byte", "GFLOP/s", "GB/s", "% FLOP peak",
+              "% level BW", "% attainable", "binds", "IQR", "check"]
     rows = []
-    for p in sorted(points, key=lambda q: (q.framework, q.device, STUDY_OP_ORDER.index(q.op), q.size_mb)):
+    order = {o: i for i, o in enumerate(STUDY_OP_ORDER)}
+    for p in sorted(points, key=lambda q: (q.framework, q.device, q.dtype, order.get(q.op, 99), q.size_mb)):
         m, r = p.metrics, p.roof
+        flag = r["flag"] or ""
         rows.append([
-            f"{p.framework}/{p.device}", p.op, f"{p.size_mb:g}",
+            f"{p.framework}/{p.device}", p.op, p.dtype, f"{p.size_mb:g}", r["level"] or MISSING,
             format_number(m.arithmetic_intensity), format_number(m.flops_per_s, scale=1e9),
             format_number(m.bytes_per_s, scale=1e9),
-            format_number(r["pct_flop_peak"], ".2f"), format_number(r["pct_bw_peak"], ".2f"),
-            format_number(r["attainable_flops_per_s"], scale=1e9),
-            format_number(r["pct_attainable"], ".2f"), r["binds"] or MISSING, format_iqr(m.iqr_rel),
+            _pct(r["pct_flop_peak"], flag == "above compute peak"), _pct(r["pct_bw_peak"], "ceiling" in flag),
+            _pct(r["pct_attainable"], bool(flag)), r["binds"] or MISSING, format_iqr(m.iqr_rel), _check(r, m.validity),
         ])
     return header, rows
 
@@ -97,7 +144,7 @@ def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     with REFERENCE_CSV.open() as f:
         data = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if r["op"] in ops]
     ops = tuple(o for o in ops if any(r["op"] == o for r in data))
-    header = ["MB", "GPU (study 002)"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
+    header = ["MB", "GPU (study 002)", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
     index: dict[tuple[float, str], dict[str, dict[str, str]]] = {}
     order = {"GT710M": 0, "K40": 1, "GTX980": 2}
     for r in data:
@@ -105,7 +152,7 @@ def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
         index.setdefault((size, r["device"]), {})[r["op"]] = r
     rows = []
     for (size, gpu), by_op in sorted(index.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
-        row = [f"{size:g}", gpu]
+        row = [f"{size:g}", gpu, REFERENCE_DTYPE]
         for o in ops:
             r = by_op.get(o)
             row += [f"{float(r['mflops_per_s']):,.2f}", r["efficiency_pct"]] if r else ["-", "-"]
@@ -118,21 +165,52 @@ def _dot_row_size(dot_mb: float) -> float:
     return {5: 6.0, 9: 12.0, 17: 24.0, 33: 48.0, 65: 96.0}.get(int(dot_mb), dot_mb)
 
 
+def _gbs(x: float | None) -> str:
+    return "unknown" if x is None else f"{x / 1e9:.1f} GB/s"
+
+
 def ceiling_lines(points: list[OpsPoint]) -> list[str]:
-    seen = {}
+    """Per device: where its ceilings come from, every memory level's ceiling, and the compute peak per dtype."""
+    by_device: dict[str, dict[str, Ceilings]] = {}
     for p in points:
-        seen[(p.device, p.dtype)] = p.ceilings
+        by_device.setdefault(p.device, {})[p.dtype] = p.ceilings
     out = []
-    for (device, dtype), c in sorted(seen.items()):
-        fp = "unknown" if c.flop_peak is None else f"{c.flop_peak / 1e9:.1f} GFLOP/s"
-        bw = "unknown" if c.bw_peak is None else f"{c.bw_peak / 1e9:.1f} GB/s"
-        gemm = "" if c.gemm_measured is None else f"; measured GEMM {c.gemm_measured / 1e9:.1f} GFLOP/s"
-        out.append(f"{device} {dtype}: compute {fp} ({c.flop_source}); memory {bw} ({c.bw_source}){gemm}")
+    for device, by_dtype in sorted(by_device.items()):
+        c = next(iter(by_dtype.values()))
+        out.append(f"{device}: {c.origin}")
+        for lv in c.levels:
+            cap = "" if lv.capacity_bytes is None else f" (holds {short_size(lv.capacity_bytes)} for the run's threads)"
+            extra = ""
+            if lv.name == DRAM and lv.source != "theoretical bandwidth":
+                extra = f"; theoretical {_gbs(c.dram_theoretical)}" if c.dram_theoretical else (
+                    f"; {c.dram_theoretical_source}")
+            out.append(f"  {lv.name}{cap}: {_gbs(lv.bytes_per_s)} ({lv.source}){extra}")
+        for dtype, cd in sorted(by_dtype.items()):
+            fp = "unknown" if cd.flop_peak is None else f"{cd.flop_peak / 1e9:.1f} GFLOP/s"
+            gemm = "" if cd.gemm_measured is None else (
+                f"; measured GEMM {cd.gemm_measured / 1e9:.1f} GFLOP/s ({cd.gemm_source})")
+            out.append(f"  compute {dtype}: {fp} ({cd.flop_source}){gemm}")
     return out
 
 
-ABOVE_ROOF = ("{n} case(s) run above the roofline (>100% of attainable): their working set fits in cache, whose "
-              "bandwidth exceeds the measured DRAM copy ceiling")
+OVERRIDES_NOTE = ("DLPERF_* overrides act when a run starts and are stored with it; set when a report is drawn, they "
+                  "change nothing: a run is judged against the figures it was measured under")
+FLAG_NOTES = {
+    "ceiling": ("{n} case(s) above their memory level's ceiling by more than the measured spread (the ceiling's "
+                "IQR plus the case's): the ceiling or the cost model is wrong"),
+    "no cache sizes": ("{n} case(s) above the DRAM ceiling, and this run stored no cache sizes: their working set "
+                       "probably lives in a cache, whose bandwidth exceeds DRAM's"),
+    "compute": "{n} case(s) above the compute peak: impossible, so a bug in the peak or in the cost model",
+}
+
+
+def flag_notes(points: list[OpsPoint]) -> list[str]:
+    """One line per kind of flag raised, with its meaning."""
+    flags = [p.roof["flag"] for p in points if p.roof["flag"]]
+    counts = {"compute": sum(f == "above compute peak" for f in flags),
+              "no cache sizes": sum(f.endswith("(no cache sizes)") for f in flags)}
+    counts["ceiling"] = len(flags) - counts["compute"] - counts["no cache sizes"]
+    return [FLAG_NOTES[k].format(n=n) for k, n in counts.items() if n]
 
 
 def sections(data: ReportData) -> list[Section]:
@@ -145,9 +223,9 @@ def sections(data: ReportData) -> list[Section]:
                      markdown="## Roofline\n\nNo ok ops case to place on a roofline.")]
     present = {p.op for p in points}
     out: list[Section] = [Heading("## Study 002 layout",
-                                  "MFlop/s and Efic. (% of the theoretical FLOP peak) per size and framework/device, "
-                                  "as in the study's Tables 2 and 3, each followed by the study's own figures (from "
-                                  f"{REFERENCE_CITATION}).")]
+                                  "MFlop/s and Efic. (% of the theoretical FLOP peak) per size, dtype and "
+                                  "framework/device, as in the study's Tables 2 and 3, each followed by the study's "
+                                  f"own figures (from {REFERENCE_CITATION}).")]
     for name, ops in OP_GROUPS:
         if not present & set(ops):
             continue
@@ -157,18 +235,23 @@ def sections(data: ReportData) -> list[Section]:
             out.append(Table(f"{name} as published: study 002, Theano on three GPUs (nvprof)",
                              *reference_layout(ops), heading=f"### {name}: as published"))
     out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
-    above = [p for p in points if (p.roof["pct_attainable"] or 0) > 100]
-    above_text = ABOVE_ROOF.format(n=len(above)) if above else None
+    notes = flag_notes(points)
+    lines = ceiling_lines(points)
+    overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(sorted(overrides_in_force()))})"
+                                  if overrides_in_force() else "")
     paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
-                          f"roofline of run {data.run['id']} ({len(points)} cases)")
+                          f"roofline of run {data.run['id']} ({len(points)} cases)", stem=f"roofline-{data.run['id']}")
     # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.
     out.append(Figure(paths, "roofline", heading="## Roofline", only="markdown",
-                      markdown_notes=["Ceilings:", "", *[f"- {line}" for line in ceiling_lines(points)], ""]))
-    if above_text:
-        out.append(Note(above_text, markdown=above_text + ".", terminal=False))
-    out.append(Table("roofline: each case against the ceiling that binds it", *roofline_rows(points)))
-    if above_text:
-        out.append(Note(above_text, markdown=""))
+                      markdown_notes=["Ceilings:", "", *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
+                                                         for line in lines], "",
+                                      overrides + "."]))
+    for note in notes:
+        out.append(Note(note, markdown=note + ".", terminal=False))
+    out.append(Table("roofline: each case against the ceilings of its memory level and the compute peak",
+                     *roofline_rows(points), text_cols=(-1,)))
+    for note in notes:
+        out.append(Note(note, markdown=""))
     out.append(Figure(paths, "roofline", label="roofline plot", only="terminal",
-                      notes=["ceilings:", *[f"  {line}" for line in ceiling_lines(points)]]))
+                      notes=["ceilings:", *[f"  {line}" for line in lines], overrides]))
     return out

@@ -43,12 +43,15 @@ def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120) -> list[Path
     return paths
 
 
-def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, title: str) -> list[Path]:
-    """Log-log FLOP/s against arithmetic intensity: both ceilings per device, each case placed.
+def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, title: str,
+                  stem: str = "roofline") -> list[Path]:
+    """Log-log FLOP/s against arithmetic intensity: every memory level's ceiling and the compute roof per
+    device, each case placed.
 
     `points` are the ops report's `OpsPoint`s (op, framework, device, size_mb, metrics, ceilings);
     colour is the op (in `op_order`), marker the framework; each op's largest size carries a label.
-    Returns the written files (roofline.png, roofline.svg).
+    Each level's line is min(compute peak, AI x its bandwidth), labelled with the level and its GB/s.
+    Returns the written files (STEM.png, STEM.svg; the report names them by run id).
     """
     plt = _pyplot()
 
@@ -65,15 +68,27 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
     devices = {}
     for p in placed:
         devices[p.device] = p.ceilings
+    blues = plt.get_cmap("Blues")
     for i, (device, c) in enumerate(sorted(devices.items())):
         style = ["-", "--", ":"][i % 3]
-        if c.flop_peak and c.bw_peak:
-            ridge = c.flop_peak / c.bw_peak
+        for k, lv in enumerate(c.levels):
+            if not lv.bytes_per_s:
+                continue
+            roof = c.flop_peak or float("inf")
+            ridge = roof / lv.bytes_per_s
             xs = [x_lo, min(max(ridge, x_lo), x_hi), x_hi]
-            ax.plot(xs, [min(c.flop_peak, x * c.bw_peak) for x in xs], "k" + style, lw=1.6,
-                    label=f"{device} roofline: {c.bw_peak / 1e9:.0f} GB/s, {c.flop_peak / 1e9:.0f} GFLOP/s")
-        elif c.flop_peak:
-            ax.axhline(c.flop_peak, color="k", ls=style, lw=1.2, label=f"{device} FLOP peak")
+            colour = blues(0.95 - 0.55 * k / max(1, len(c.levels) - 1))
+            label = f"{device} {lv.name}: {lv.bytes_per_s / 1e9:.0f} GB/s"
+            ax.plot(xs, [min(roof, x * lv.bytes_per_s) for x in xs], color=colour, ls=style, lw=1.4, label=label)
+            ax.annotate(f"{lv.name} {lv.bytes_per_s / 1e9:.0f} GB/s", (x_lo * 1.15, x_lo * 1.15 * lv.bytes_per_s),
+                        xytext=(0, 3), textcoords="offset points", fontsize=7.5, color=colour, rotation=0)
+        if c.dram_theoretical and c.dram and c.dram.bytes_per_s != c.dram_theoretical:
+            xs = [x_lo, x_hi]
+            ax.plot(xs, [x * c.dram_theoretical for x in xs], color="tab:red", ls=":", lw=1,
+                    label=f"{device} DRAM theoretical: {c.dram_theoretical / 1e9:.0f} GB/s")
+        if c.flop_peak:
+            ax.axhline(c.flop_peak, color="k", ls=style, lw=1.6,
+                       label=f"{device} compute peak {c.flop_peak / 1e9:.0f} GFLOP/s")
         if c.gemm_measured:
             ax.axhline(c.gemm_measured, color="0.5", ls=style, lw=1,
                        label=f"{device} measured GEMM {c.gemm_measured / 1e9:.0f} GFLOP/s")
@@ -102,7 +117,7 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7.5, loc="upper left", ncol=2, framealpha=0.9)
     fig.tight_layout()
-    return save_figure(fig, out_dir, "roofline", dpi=130)
+    return save_figure(fig, out_dir, stem, dpi=130)
 
 
 def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]], out_dir: Path) -> list[Path]:

@@ -5,6 +5,8 @@ Study reports add their own sections after it (`report.registry`); this table is
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
-COLUMNS = ("framework", "device", "params", "status", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
+COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
 
 
@@ -43,6 +45,12 @@ def params_text(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+def short_reason(reason: str | None, limit: int = 90) -> str:
+    """The first finding of a validity reason, cut to `limit` characters (the whole is in `export`)."""
+    first = (reason or "").split("; ")[0].split(" (")[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
 def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
     """Display strings for each result; every time shown carries its IQR and sample count."""
     rows = []
@@ -51,13 +59,16 @@ def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
         rep = f" #{r.repetition}" if r.repetition else ""
         ok = r.ok
         note = r.reason or ""
-        if ok and m.noisy:
+        if ok and m.validity not in (None, "valid"):
+            note = short_reason(m.validity_reason)
+        elif ok and m.noisy:
             note = "noisy"  # IQR/median > 10%: the IQR column has the figure
         rows.append({
             "framework": r.framework,
             "device": r.device,
             "params": params_text(r.params) + rep,
             "status": r.status,
+            "validity": (m.validity or "unknown") if ok else "-",
             "median": format_time(m.median_s) if ok else "-",
             "IQR": format_iqr(m.iqr_rel) if ok else MISSING,
             "n": f"{m.n_samples}x{m.block_size}" if ok else "-",
@@ -69,6 +80,43 @@ def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
             "note": note,
         })
     return rows
+
+
+def validity_line(results: list[CaseResult]) -> str:
+    """How many measured cases are valid, noisy, contended or invalid, and what that means."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if r.ok:
+            key = r.m.validity or "unknown"
+            counts[key] = counts.get(key, 0) + 1
+    text = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no measured case"
+    return (f"validity: {text} (contended: other work took the CPU while it ran, so the figure is slower than "
+            f"this machine; unknown: measured before dlperf recorded it)")
+
+
+def across_processes(results: list[CaseResult]) -> list[list[str]]:
+    """Per case run in several worker processes: the median of their medians, the spread within one process
+    (median IQR/median) and across processes ((max - min) / median of the medians); [] when none repeats."""
+    groups: dict[str, list[CaseResult]] = {}
+    for r in results:
+        if r.ok and r.m.median_s:
+            groups.setdefault(r.case_key, []).append(r)
+    rows = []
+    for key, group in groups.items():
+        if len(group) < 2:
+            continue
+        medians = sorted(float(r.m.median_s) for r in group)  # type: ignore[arg-type]
+        within = sorted(float(r.m.iqr_rel or 0.0) for r in group)
+        mid = statistics.median(medians)
+        across = (medians[-1] - medians[0]) / mid if mid > 0 else math.inf
+        flags = sorted({r.m.validity for r in group if r.m.validity not in (None, "valid")})
+        rows.append([key, str(len(group)), format_time(mid), format_iqr(statistics.median(within)),
+                     format_iqr(across), ", ".join(flags) or "-"])
+    return rows
+
+
+ACROSS_COLUMNS = ("case", "processes", "median of medians", "spread within one (IQR)", "spread across (max-min)",
+                  "flags")
 
 
 def environment_lines(env: dict[str, Any]) -> list[str]:
@@ -108,6 +156,15 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     stored = len(results)
     console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
+    console.print(escape(validity_line(results)), highlight=False)
+    across = across_processes(results)
+    if across:
+        rep_table = Table(title="repetitions in separate worker processes", title_justify="left")
+        for col in ACROSS_COLUMNS:
+            rep_table.add_column(col, justify="left" if col in ("case", "flags") else "right", overflow="fold")
+        for row in across:
+            rep_table.add_row(*(escape(x) for x in row))
+        console.print(rep_table)
     for reason in energy_reasons(results):
         console.print(escape(f"energy: {reason}"), highlight=False)
     if any(r.m.energy_estimate is not None for r in results):
@@ -126,9 +183,14 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[Case
     out += [f"- energy: {reason}" for reason in energy_reasons(results)]
     out += ["", "## Results", "",
             "Times are per call: the median over samples, IQR as a fraction of the median, and "
-            "samples x calls per sample. Rates are computed from the median.", ""]
+            "samples x calls per sample. Rates are computed from the median.", "", validity_line(results), ""]
     out.append("| " + " | ".join(COLUMNS) + " |")
     out.append("|" + "|".join("---" for _ in COLUMNS) + "|")
     for row in result_rows(results):
         out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
+    across = across_processes(results)
+    if across:
+        out += ["", "### Repetitions in separate worker processes", "",
+                "| " + " | ".join(ACROSS_COLUMNS) + " |", "|" + "|".join("---" for _ in ACROSS_COLUMNS) + "|"]
+        out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in across]
     return "\n".join(out) + "\n"

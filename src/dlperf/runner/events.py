@@ -19,6 +19,12 @@ class RunEvents:
     def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
         """A run starts or resumes: `n_stored` of its `n_cases` are already stored; `what` names the study."""
 
+    def threads_chosen(self, threads: int, why: str) -> None:
+        """The run's CPU thread count was chosen by dlperf (not given with --threads), for this reason."""
+
+    def waiting(self, max_wait_s: float) -> None:
+        """The sweep waits (at most `max_wait_s`) for other processes to leave the CPU before a case."""
+
     @contextlib.contextmanager
     def cases(self, total: int, done: int) -> Iterator[None]:
         """The block in which the remaining cases run (a progress bar lives this long)."""

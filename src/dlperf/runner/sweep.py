@@ -18,11 +18,13 @@ from dlperf.core.status import FAILED_STATUSES
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
-from dlperf.hardware.probe import default_threads
+from dlperf.meters.activity import wait_idle
+from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
+from dlperf.runner.threads import choose_threads, with_wait
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 
@@ -88,20 +90,30 @@ def run_study(
     overrides: dict[str, Any] | None = None,
     counters: bool = False,
     events: RunEvents | None = None,
+    wait_idle_s: float | None = None,
 ) -> SweepSummary:
-    """Run every case of `study` not yet stored for its run; return what happened."""
+    """Run every case of `study` not yet stored for its run; return what happened.
+
+    With `wait_idle_s`, each case first waits (at most that long) for other processes to leave the CPU.
+    Repetitions run interleaved (every case once, then every case again: A B C A B C), each in its own
+    fresh worker, so one bad moment hits one repetition of several cases rather than all of one case.
+    """
     events = events or RunEvents()
     frameworks, devices = list(frameworks or []), list(devices or [])
-    settings = study.settings.with_overrides(**(overrides or {})).with_threads(default_threads())
-    threads = settings.threads
     cases = filter_cases(study, frameworks, devices)
-
-    fp = collect_fingerprint([c.framework for c in cases], threads)
-    env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
+    settings = study.settings.with_overrides(**(overrides or {}))
     filters: dict[str, Any] = {"frameworks": sorted(frameworks), "devices": sorted(devices),
                                "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
     if counters:
         filters["counters"] = True  # a run with counters is not the same run as one without
+    if settings.threads is None:
+        threads, why = choose_threads(store, study, filters, resume=resume, new=new)
+        events.threads_chosen(threads, why)
+        settings = settings.with_threads(threads)
+    threads = settings.threads
+
+    fp = collect_fingerprint([c.framework for c in cases], threads)
+    env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
 
     if resume:
         run_id = store.resolve_run(resume)
@@ -126,9 +138,13 @@ def run_study(
         )
         resumed = found is not None
         run_id = found
+    run_derived = derived(fp)
+    if study.workload in CEILING_WORKLOADS and not resumed:  # the ceilings its roofline is judged against
+        run_derived["ceilings"] = measure_run_ceilings([c.framework for c in cases], [c.device for c in cases],
+                                                       threads, quick=study.variant == "quick" or settings.budget_s < 1)
     new_run = NewRun(study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
                      filters=filters, settings=settings.stored(), env_id=env_id, n_cases=len(cases),
-                     derived=derived(fp))
+                     derived=run_derived)
 
     def interrupted(run_id: str) -> str:
         stored = len(store.done_cases(run_id))
@@ -138,15 +154,17 @@ def run_study(
     with open_run(store, new_run, resume_id=run_id, interrupted=interrupted) as run:
         if retry_failed:
             store.delete_results(run.run_id, FAILED_STATUSES)
-        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, events)
+        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, events,
+                         wait_idle_s)
     return summary
 
 
 def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, env_id: int, resumed: bool,
-           counters: bool, study: Study, events: RunEvents) -> SweepSummary:
+           counters: bool, study: Study, events: RunEvents, wait_idle_s: float | None = None) -> SweepSummary:
     """Run and store every case of `cases` the run lacks, telling `events` of each."""
     done = store.done_cases(run_id)
-    todo = [c for c in cases if (c.key, c.repetition) not in done]
+    order = sorted(range(len(cases)), key=lambda i: (cases[i].repetition, i))  # A B C A B C
+    todo = [cases[i] for i in order if (cases[i].key, cases[i].repetition) not in done]
     summary = SweepSummary(run_id, resumed, len(cases), len(cases) - len(todo))
     events.run_opened(run_id, resumed=resumed, n_cases=len(cases), n_stored=summary.n_skipped,
                       what=f"study {study.name} ({study.variant})")
@@ -154,7 +172,15 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, 
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
-            row = _skip_after_oom(case, oom_at, run_id, env_id) or run_case(case, settings, run_id, env_id, counters)
+            row = _skip_after_oom(case, oom_at, run_id, env_id)
+            if row is None:
+                waited = None
+                if wait_idle_s:
+                    events.waiting(wait_idle_s)
+                    waited = wait_idle(wait_idle_s)
+                row = run_case(case, settings, run_id, env_id, counters)
+                if waited is not None:
+                    row = with_wait(row, waited)
             _note_oom(row, oom_at)
             store.add_result(row)
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.core.jobs import CaseJob, CaseSpec, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
+from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
 
 PR_SET_PDEATHSIG = 1
+#: Seconds of machine activity recorded just before and just after a case's measurement (the worker idle).
+ACTIVITY_WINDOW_S = 0.1
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -72,7 +74,9 @@ def _one_line(exc: BaseException) -> str:
 
 def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
+    from dlperf.core.validity import assess, cpu_util
     from dlperf.frameworks import UnsupportedError, get_framework
+    from dlperf.meters.activity import Monitor
     from dlperf.runner.derive import derive_metrics
     from dlperf.timing import measure
     from dlperf.workloads import get_workload
@@ -93,9 +97,18 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         built = workload.build(fw, device, params)
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
+        monitor = Monitor()
+        monitor.idle_window("before", ACTIVITY_WINDOW_S)
+        monitor.start("during", top=True)
         m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings))
+        monitor.stop("during")
+        monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
-        metrics = derive_metrics(m, workload.cost(params))
+        metrics = derive_metrics(m, workload.built_cost(params, built))
+        metrics["activity"] = monitor.record()
+        metrics["cpu_util"] = cpu_util(m)
+        metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
+                                                                 device=case.device, shape=m.shape_flags)
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
         if settings.profile:
             from dlperf.profiling.cprof import profile
@@ -236,6 +249,13 @@ def collect_fingerprint(job: FingerprintJob) -> dict[str, Any]:
     return {"status": "ok", "fingerprint": fingerprint(job.frameworks, job.threads)}
 
 
+def measure_ceilings(job: CeilingsJob) -> dict[str, Any]:
+    """The run's ceilings per memory level and its GEMM FLOP/s (runner.ceilings)."""
+    from dlperf.runner.ceilings import measure_in_worker
+
+    return measure_in_worker(job)
+
+
 def run_counted(job: CountersJob) -> dict[str, Any]:
     """Run the case's step under Nsight Compute: one warm call, then `calls` calls inside
     the NVTX range ncu is told to profile. Nothing is timed here."""
@@ -289,6 +309,7 @@ HANDLERS: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     OneStepJob: run_one_step,
     CountersJob: run_counted,
     FingerprintJob: collect_fingerprint,
+    CeilingsJob: measure_ceilings,
     ProbeJob: probe_frameworks,
 }
 

@@ -145,15 +145,16 @@ class Store:
         return run_id
 
     def find_resumable(self, *, study: str, variant: str, study_hash: str, filters: dict[str, Any],
-                       env_id: int) -> str | None:
-        """The newest unfinished run of the same study, variant, filters and environment."""
+                       env_id: int | None) -> str | None:
+        """The newest unfinished run of the same study, variant, filters and environment (any, for None)."""
+        query = (select(runs.c.id, runs.c.filters)
+                 .where(runs.c.study == study, runs.c.variant == variant, runs.c.study_hash == study_hash,
+                        runs.c.status != "complete")
+                 .order_by(runs.c.started_at.desc()))
+        if env_id is not None:
+            query = query.where(runs.c.env_id == env_id)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(runs.c.id, runs.c.filters)
-                .where(runs.c.study == study, runs.c.variant == variant, runs.c.study_hash == study_hash,
-                       runs.c.env_id == env_id, runs.c.status != "complete")
-                .order_by(runs.c.started_at.desc())
-            ).all()
+            rows = conn.execute(query).all()
         for row in rows:
             if row.filters == filters:
                 return str(row.id)

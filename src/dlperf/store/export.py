@@ -14,6 +14,9 @@ CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "ma
                "n_samples", "block_size", "noisy", "first_call_s", "samples_per_s", "flops_per_s", "bytes_per_s",
                "peak_rss_bytes", "peak_device_mem_bytes")
 
+#: Trust columns: validity, its reason, the process's CPU per wall second, others' cores while it ran.
+VALIDITY_COLUMNS = ("validity", "validity_reason", "cpu_util")
+
 
 def to_json(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
     """Everything: the run, its environment, and each result with its raw samples and recomputed statistics."""
@@ -31,10 +34,11 @@ def to_csv(results: list[CaseResult]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["run_id", "case_key", "repetition", "workload", "framework", "device", *param_keys,
-                     "status", "reason", *CSV_METRICS, "env_id"])
+                     "status", "reason", *CSV_METRICS, *VALIDITY_COLUMNS, "env_id"])
     for r in results:
         m = r.m
         writer.writerow([r.run_id, r.case_key, r.repetition, r.workload, r.framework, r.device,
                          *(r.params.get(k, "") for k in param_keys), r.status, r.reason or "",
-                         *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS), r.env_id])
+                         *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS),
+                         *("" if m.get(c) is None else m.get(c) for c in VALIDITY_COLUMNS), r.env_id])
     return buf.getvalue()

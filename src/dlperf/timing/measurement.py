@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from dlperf.timing.shape import shape_flags
 from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import format_time
 
@@ -132,6 +133,25 @@ class Measurement:
         return (ci[1] - ci[0]) / self.median_s
 
     @property
+    def cpu_util(self) -> float | None:
+        """The process's CPU seconds per wall second during a sample, median over samples.
+
+        About the thread count for a busy multi-threaded op and ~1 for one busy thread; far below
+        that, the process was descheduled or waiting (contention, I/O, a device). With a device
+        timer it is CPU seconds per device second. None where no CPU time was recorded (or every
+        sample lasted 0 s, as under a fake clock that does not move).
+        """
+        if self.sample_cpu_s is None:
+            return None
+        ratios = sorted(c / t for c, t in zip(self.sample_cpu_s, self.sample_times_s, strict=True) if t > 0)
+        return quantile(ratios, 0.5) if ratios else None
+
+    @property
+    def shape_flags(self) -> list[str]:
+        """Why the median does not summarise these samples (bimodal, drifting), [] if it does (`timing.shape`)."""
+        return shape_flags(self.times_s)
+
+    @property
     def noisy(self) -> bool:
         """True when IQR/median exceeds 10%: the median is not to be trusted to a few %."""
         return self.n_samples > 1 and self.iqr_rel > NOISE_IQR_REL
@@ -156,6 +176,7 @@ class Measurement:
             "ci95_high_s": ci[1] if ci else None,
             "ci95_rel_width": self.ci95_rel_width,
             "noisy": self.noisy,
+            "cpu_util": self.cpu_util,
             "first_call_s": self.first_call_s,
             "block_size": self.block_size,
             "timer_overhead_s": self.timer_overhead_s,

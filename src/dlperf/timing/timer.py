@@ -17,6 +17,9 @@ Clock = Callable[[], float]
 
 #: The block size is chosen so timer overhead stays below this fraction of a sample.
 MAX_OVERHEAD_FRACTION = 1e-3
+#: Calibration trusts no single trial: the block comes from the fastest of at least this many trials at
+#: the final trial size (warm-up calls count as trials of one call).
+CALIBRATION_TRIALS = 3
 
 
 class DeviceTimer(Protocol):
@@ -66,6 +69,7 @@ def measure(
     min_sample_time_s: float = 1e-3,
     block_size: int | None = None,
     clock: Clock = time.perf_counter,
+    cpu_clock: Clock = time.process_time,
     disable_gc: bool = True,
 ) -> Measurement:
     """Time `fn` until its median is known to `target_rel_ci` or the budget is spent.
@@ -73,9 +77,16 @@ def measure(
     1. The first call is timed alone (`first_call_s`: JIT, context creation,
        autotuning) and `warmup` more calls follow; none of them is a sample.
     2. The block size (calls per sample) is calibrated so that the timer's own
-       overhead is under 0.1% of a sample and a sample lasts >= `min_sample_time_s`.
+       overhead is under 0.1% of a sample and a sample lasts >= `min_sample_time_s`,
+       from the fastest of several trials, so one stall cannot shrink it (`_calibrate_block`).
     3. Each sample is bracketed by `sync()` (the framework adapter's device
        synchronisation); with `device_timer`, the device's own clock times it.
+       `cpu_clock` (default `time.process_time`: CPU time of all the process's threads)
+       is read just outside the timed window at both edges, giving `sample_cpu_s`: a
+       sample whose CPU time is far below wall time x threads was descheduled
+       (`Measurement.cpu_util`). It costs one extra read per edge (~0.5 us each for
+       process_time on Linux, about 1 us per sample), outside the timed window, so it
+       lengthens the run by under 0.1% of a >= 1 ms sample and does not bias the times.
     4. Sampling stops, once there are `min_samples` samples and `min_run_time_s`
        has passed, when the 95% CI of the median is narrower than
        `target_rel_ci` x median, or when `max_time_s` or `max_samples` is reached.
@@ -97,7 +108,7 @@ def measure(
         gc.disable()
     try:
         return _measure(fn, sync, device_timer, warmup, min_run_time_s, max_time_s, min_samples, max_samples,
-                        target_rel_ci, min_sample_time_s, block_size, clock)
+                        target_rel_ci, min_sample_time_s, block_size, clock, cpu_clock)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -116,6 +127,7 @@ def _measure(
     min_sample_time_s: float,
     block_size: int | None,
     clock: Clock,
+    cpu_clock: Clock,
 ) -> Measurement:
     sync()
     t0 = clock()
@@ -123,28 +135,34 @@ def _measure(
     sync()
     first_call_s = clock() - t0
 
-    t0 = clock()
+    # Each warm-up call is timed alone: it is also a calibration trial of one call.
+    warmup_trials: list[tuple[int, float]] = []
     for _ in range(warmup):
+        a = clock()
         fn()
-    sync()
-    warmup_s = clock() - t0
+        sync()
+        warmup_trials.append((1, clock() - a))
+    warmup_s = math.fsum(t for _, t in warmup_trials)
     warmup_iters = warmup
 
     overhead_s = estimate_overhead_s(clock, sync)
     if block_size is None:
-        block_size, calib_iters, calib_s = _calibrate_block(fn, sync, clock, overhead_s, min_sample_time_s)
+        block_size, calib_iters, calib_s = _calibrate_block(fn, sync, clock, overhead_s, min_sample_time_s,
+                                                            warmup_trials)
         warmup_iters += calib_iters
         warmup_s += calib_s
     elif block_size < 1:
         raise ValueError("block_size must be >= 1")
 
     times: list[float] = []
+    cpus: list[float] = []
     iters: list[int] = []
     per_call: list[float] = []
     start = clock()
     stop_reason = ""
     while True:
         sync()
+        c = cpu_clock()  # outside the timed window: its cost is not in `elapsed`
         if device_timer is not None:
             device_timer.start()
             for _ in range(block_size):
@@ -157,6 +175,7 @@ def _measure(
                 fn()
             sync()
             elapsed = clock() - a
+        cpus.append(cpu_clock() - c)
         times.append(elapsed)
         iters.append(block_size)
         _insort(per_call, elapsed / block_size)
@@ -179,6 +198,7 @@ def _measure(
     return Measurement(
         sample_times_s=tuple(times),
         sample_iters=tuple(iters),
+        sample_cpu_s=tuple(cpus),
         first_call_s=first_call_s,
         warmup_iters=warmup_iters,
         warmup_s=warmup_s,
@@ -195,39 +215,57 @@ def _calibrate_block(
     clock: Clock,
     overhead_s: float,
     min_sample_time_s: float,
+    trials: list[tuple[int, float]] | None = None,
     max_block: int = 1 << 24,
 ) -> tuple[int, int, float]:
-    """Smallest block whose sample lasts >= max(min_sample_time_s, overhead / 0.1%).
+    """Smallest block whose sample lasts >= max(min_sample_time_s, overhead / 0.1%), from several trials.
 
-    Doubles a trial block until it lasts at least that long (or a tenth of it,
-    then scales), so slow calls cost one trial and fast calls a few. Returns
-    (block size, calls spent, seconds spent); those calls count as warm-up.
+    A trial block of n calls is doubled until, at the fastest per-call time seen so far, it would last
+    at least a tenth of the target (long enough to read against the clock); then trials at that n are
+    repeated until there are `CALIBRATION_TRIALS` of them, and the block is target / fastest per-call
+    time. Why the fastest: a stall (a descheduled thread, an interrupt, a page fault) can only make a
+    trial slower, never faster, so the minimum over trials is the estimate that one bad moment cannot
+    spoil. A single trial let one stall end the doubling early with an inflated per-call time, giving
+    block = 1 and 0.1 ms samples; now a stalled trial is outvoted, and if the repeats show it was a
+    stall (they are too short to read) doubling resumes. `trials` are (calls, seconds) already timed
+    (the warm-up calls, one call each), so a slow call costs one more call here, as before.
+    Returns (block size, calls spent, seconds spent); those calls count as warm-up.
     """
     target_s = max(min_sample_time_s, overhead_s / MAX_OVERHEAD_FRACTION)
     if target_s <= 0:
         return 1, 0, 0.0
-    n = 1
+    trials = list(trials or [])
     spent_iters = 0
     spent_s = 0.0
-    while True:
+
+    def trial(n: int) -> None:
+        nonlocal spent_iters, spent_s
         sync()
         a = clock()
         for _ in range(n):
             fn()
         sync()
         elapsed = clock() - a
+        trials.append((n, elapsed))
         spent_iters += n
         spent_s += elapsed
-        if elapsed >= target_s or n >= max_block:
+
+    n = 1
+    if not trials:
+        trial(n)
+    while True:
+        fastest = min(t / k for k, t in trials)
+        if fastest * n < target_s / 10 and n < max_block:
+            n = min(2 * n, max_block)
+            trial(n)
+            continue
+        if n >= max_block or sum(1 for k, _ in trials if k == n) >= CALIBRATION_TRIALS:
             break
-        if elapsed >= target_s / 10:
-            break
-        n *= 2
-    per_call = elapsed / n if elapsed > 0 else 0.0
-    if per_call <= 0:
-        return min(n, max_block), spent_iters, spent_s
+        trial(n)
+    if fastest <= 0:
+        return n, spent_iters, spent_s
     # (1 - 1e-6): clock arithmetic rounding must not add a whole extra call.
-    block = max(1, math.ceil(target_s / per_call * (1 - 1e-6)))
+    block = max(1, math.ceil(target_s / fastest * (1 - 1e-6)))
     return min(block, max_block), spent_iters, spent_s
 
 

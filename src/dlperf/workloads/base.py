@@ -48,6 +48,9 @@ class Step:
     result: Callable[[], Any] | None = None
     #: What a cProfile profile should run (e.g. `fit` for a few batches); default: `fn` once.
     profile: Callable[[], Any] | None = None
+    #: The bytes of each array the step touches, as built (inputs and its last output, so call it after `fn`):
+    #: a workload whose cost counts arrays takes its bytes from these (`Workload.built_cost`), not from its dtype.
+    array_nbytes: Callable[[], dict[str, int]] | None = None
 
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -88,6 +91,10 @@ class Workload(Generic[P]):
 
     def cost(self, params: P) -> Cost:
         raise NotImplementedError(f"{type(self).__name__} does not define a cost model")
+
+    def built_cost(self, params: P, step: Step) -> Cost:
+        """The cost of `step` as built (after it ran): the model's, unless the workload counts the built arrays."""
+        return self.cost(params)
 
     def steps_per_epoch(self, params: P) -> int | None:
         """Training steps in one epoch, for a time per epoch derived from the step's median; None: no epochs."""

@@ -1,10 +1,13 @@
 """The cuda backend: hand-written CUDA C kernels (cuda_kernels.py) compiled at run time by CuPy.
 
-Arrays are CuPy float64 arrays on the current GPU. The matrix product runs either
-the tiled shared-memory kernel (`MATMUL = "tiled"`, the default) or cuBLAS
-through CuPy (`"cublas"`); the frameworks nn-cuda and nn-cuda-cublas select one
-each, so both are timed and reported separately. Reductions along axes use
-CuPy's own sum. No GPU or no CuPy: `check_available` says so in one line.
+Arrays are CuPy float64 arrays on the current GPU: the kernels are written in
+double only (DTYPES), so an array of another float dtype is refused, never
+silently widened (a float32 case of nn-cuda is `unsupported`, with that reason).
+The matrix product runs either the tiled shared-memory kernel (`MATMUL =
+"tiled"`, the default) or cuBLAS through CuPy (`"cublas"`); the frameworks
+nn-cuda and nn-cuda-cublas select one each, so both are timed and reported
+separately. Reductions along axes use CuPy's own sum. No GPU or no CuPy:
+`check_available` says so in one line.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from dlperf.nn.backends.cuda_kernels import KERNELS, SOURCE
 
 MATMUL = "tiled"
+DTYPES = ("float64",)
 THREADS = 256
 _BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "maximum": 4}
 _UNARY = {"exp": 0, "log": 1, "relu": 2}
@@ -54,6 +58,10 @@ def _blocks(n: int) -> tuple[int]:
 
 
 def asarray(x: Any) -> Any:
+    """A contiguous float64 CuPy array of `x`; a float array of another dtype is an error (no silent widening)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and dtype.kind == "f" and dtype.name not in DTYPES:
+        raise TypeError(f"the cuda backend's kernels compute in float64 only, not {dtype}")
     return _cp().ascontiguousarray(_cp().asarray(x, dtype=_cp().float64))
 
 

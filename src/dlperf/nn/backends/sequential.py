@@ -4,6 +4,12 @@ No NumPy in the arithmetic: arrays arrive as NumPy containers, are turned into
 Python lists, computed on with `for` loops and `math`, and handed back as NumPy
 containers. Slow by nature (hundreds of times slower than vectorized); the
 other backends are tested against it.
+
+dtype: a result has its operands' dtype (NumPy's promotion; a Python number
+does not widen an array), float32 or float64 (DTYPES). The arithmetic itself is
+Python's float (binary64): each element is rounded to the array's dtype when the
+result is stored, so a float32 add or multiply gives the float32 result and
+sums (matmul, sum, conv2d) accumulate in binary64 before that rounding.
 """
 
 from __future__ import annotations
@@ -13,9 +19,17 @@ import math
 
 import numpy as np
 
+DTYPES = ("float32", "float64")
+
 
 def asarray(x):
-    return np.asarray(x, dtype=np.float64)
+    """A NumPy array of `x`, kept in its dtype if it is a float32/float64 array, else float64."""
+    arr = np.asarray(x)
+    if arr.dtype.name in DTYPES:
+        return arr
+    if arr.dtype.kind == "f":
+        raise TypeError(f"the sequential backend computes in {' or '.join(DTYPES)}, not {arr.dtype}")
+    return arr.astype(np.float64)
 
 
 def to_numpy(x):
@@ -30,23 +44,31 @@ def _flat(x):
     return arr.ravel().tolist(), arr.shape
 
 
-def _out(values, shape):
-    return np.array(values, dtype=np.float64).reshape(shape)
+def _dtype(*xs):
+    """The result dtype of operands (NumPy's promotion; a Python number does not widen an array): float64
+    when all are Python numbers."""
+    arrays = [np.asarray(x).dtype for x in xs if not isinstance(x, (int, float))]
+    return np.result_type(*arrays) if arrays else np.dtype(np.float64)
+
+
+def _out(values, shape, dtype):
+    return np.array(values, dtype=dtype).reshape(shape)
 
 
 def _binary(a, b, f):
     """Element-wise f(a, b) with the broadcasts the layers use: equal shapes, a scalar, or a row vector."""
     av, ash = _flat(a)
     bv, bsh = _flat(b)
+    dt = _dtype(a, b)
     if ash == bsh:
-        return _out([f(x, y) for x, y in zip(av, bv, strict=True)], ash)
+        return _out([f(x, y) for x, y in zip(av, bv, strict=True)], ash, dt)
     if len(bv) == 1:
-        return _out([f(x, bv[0]) for x in av], ash)
+        return _out([f(x, bv[0]) for x in av], ash, dt)
     if len(av) == 1:
-        return _out([f(av[0], y) for y in bv], bsh)
+        return _out([f(av[0], y) for y in bv], bsh, dt)
     if len(bsh) == 1 and ash and ash[-1] == bsh[0]:
         m = bsh[0]
-        return _out([f(x, bv[i % m]) for i, x in enumerate(av)], ash)
+        return _out([f(x, bv[i % m]) for i, x in enumerate(av)], ash, dt)
     raise ValueError(f"sequential backend cannot broadcast {ash} with {bsh}")
 
 
@@ -72,7 +94,7 @@ def maximum(a, b):
 
 def _unary(a, f):
     v, sh = _flat(a)
-    return _out([f(x) for x in v], sh)
+    return _out([f(x) for x in v], sh, _dtype(a))
 
 
 def exp(a):
@@ -101,12 +123,12 @@ def matmul(a, b):
             aip, brow = row[p], B[p]
             for j in range(m):
                 orow[j] += aip * brow[j]
-    return _out(out, (n, m))
+    return _out(out, (n, m), _dtype(a, b))
 
 
 def transpose(a):
     A = np.asarray(a).tolist()
-    return _out([[A[i][j] for i in range(len(A))] for j in range(len(A[0]))], (len(A[0]), len(A)))
+    return _out([[A[i][j] for i in range(len(A))] for j in range(len(A[0]))], (len(A[0]), len(A)), _dtype(a))
 
 
 def _strides(shape):
@@ -129,7 +151,7 @@ def sum(a, axis):
         for j, i in enumerate(i for i in range(len(sh)) if i not in axes):
             pos += idx[i] * kst[j]
         out[pos] += v[sum_index(idx, st)]
-    return _out(out, tuple(keep))
+    return _out(out, tuple(keep), _dtype(a))
 
 
 def sum_index(idx, strides):
@@ -164,7 +186,7 @@ def conv2d(x, w, stride=1, pad=0):
     out = _zeros((n, k, ho, wo))
     for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
         out[b][f][i][j] += X[b][ch][y][xx] * Wt[f][ch][u][v]
-    return _out(out, (n, k, ho, wo))
+    return _out(out, (n, k, ho, wo), _dtype(x, w))
 
 
 def conv2d_grad_weight(grad, x, w_shape, stride=1, pad=0):
@@ -175,7 +197,7 @@ def conv2d_grad_weight(grad, x, w_shape, stride=1, pad=0):
     out = _zeros(tuple(w_shape))
     for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
         out[f][ch][u][v] += G[b][f][i][j] * X[b][ch][y][xx]
-    return _out(out, tuple(w_shape))
+    return _out(out, tuple(w_shape), _dtype(grad, x))
 
 
 def conv2d_grad_input(grad, w, x_shape, stride=1, pad=0):
@@ -186,7 +208,7 @@ def conv2d_grad_input(grad, w, x_shape, stride=1, pad=0):
     out = _zeros(tuple(x_shape))
     for b, f, i, j, ch, u, v, y, xx in _taps(n, k, c, ho, wo, r, s, h, wd, stride, pad):
         out[b][ch][y][xx] += G[b][f][i][j] * Wt[f][ch][u][v]
-    return _out(out, tuple(x_shape))
+    return _out(out, tuple(x_shape), _dtype(grad, w))
 
 
 def maxpool2d(x, k, stride):
@@ -203,7 +225,7 @@ def maxpool2d(x, k, stride):
                 if val > best:  # strict: the first maximum wins, as in the vectorized argmax
                     best, best_at = val, u * k + v
         out[b][ch][i][j], arg[b][ch][i][j] = best, best_at
-    return _out(out, (n, c, ho, wo)), np.array(arg, dtype=np.int64)
+    return _out(out, (n, c, ho, wo), _dtype(x)), np.array(arg, dtype=np.int64)
 
 
 def maxpool2d_grad(grad, arg, x_shape, k, stride):
@@ -214,7 +236,7 @@ def maxpool2d_grad(grad, arg, x_shape, k, stride):
     for b, ch, i, j in itertools.product(range(n), range(c), range(ho), range(wo)):
         u, v = divmod(A[b][ch][i][j], k)
         out[b][ch][i * stride + u][j * stride + v] += G[b][ch][i][j]
-    return _out(out, tuple(x_shape))
+    return _out(out, tuple(x_shape), _dtype(grad))
 
 
 def softmax_cross_entropy(logits, labels):
@@ -229,4 +251,4 @@ def softmax_cross_entropy(logits, labels):
         p = [v / total for v in e]
         loss -= math.log(p[t])
         grad.append([(pi - (1.0 if i == t else 0.0)) / n for i, pi in enumerate(p)])
-    return loss / n, _out(grad, (n, len(L[0])))
+    return loss / n, _out(grad, (n, len(L[0])), _dtype(logits))

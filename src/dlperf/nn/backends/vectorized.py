@@ -1,12 +1,25 @@
-"""The vectorized backend: NumPy, with im2col for convolution."""
+"""The vectorized backend: NumPy, with im2col for convolution.
+
+dtype: arrays stay in the dtype they were given, float32 or float64 (DTYPES); a
+result has its operands' dtype (NumPy's promotion: a Python number does not
+widen a float32 array), and every buffer made here takes its operands' dtype.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+DTYPES = ("float32", "float64")
+
 
 def asarray(x):
-    return np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
+    """`x` as a NumPy array, kept in its dtype if float32/float64; anything else (lists, ints) becomes float64."""
+    arr = np.asarray(x)
+    if arr.dtype.name in DTYPES:
+        return arr
+    if arr.dtype.kind == "f":
+        raise TypeError(f"the vectorized backend computes in {' or '.join(DTYPES)}, not {arr.dtype}")
+    return arr.astype(np.float64)
 
 
 def to_numpy(x):
@@ -94,7 +107,7 @@ def conv2d_grad_input(grad, w, x_shape, stride=1, pad=0):
     _, _, ho, wo = grad.shape
     cols = grad.transpose(0, 2, 3, 1).reshape(-1, k) @ w.reshape(k, -1)  # (n*ho*wo, c*r*s)
     cols = cols.reshape(n, ho, wo, c, r, s)
-    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad), dtype=cols.dtype)
     for i in range(r):  # col2im: add each kernel offset's contribution back
         for j in range(s):
             xp[:, :, i:i + stride * ho:stride, j:j + stride * wo:stride] += cols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
@@ -114,7 +127,7 @@ def maxpool2d(x, k, stride):
 def maxpool2d_grad(grad, arg, x_shape, k, stride):
     n, c, h, w = x_shape
     _, _, ho, wo = grad.shape
-    out = np.zeros(x_shape)
+    out = np.zeros(x_shape, dtype=grad.dtype)
     di, dj = np.divmod(arg, k)
     nn_, cc, ii, jj = np.indices((n, c, ho, wo))
     np.add.at(out, (nn_, cc, ii * stride + di, jj * stride + dj), grad)

@@ -1,4 +1,5 @@
-"""The two-layer net in dlperf.nn: hand-written gradients (`tensors`) through the operator table."""
+"""The two-layer net in dlperf.nn: hand-written gradients (`tensors`) through the operator table, in the case's
+dtype (a dtype the backend does not compute in is `unsupported`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ def build(fw: Framework, device: str, p: MlpParams) -> Step:
     fw.import_module()  # selects the backend
     from dlperf.nn import operators as ops
 
+    fw.check_dtype(p.dtype)  # type: ignore[attr-defined]
     b = ops.backend()
-    x, y = b.asarray(state["x"]), b.asarray(state["y"])
-    w = {"w1": b.asarray(state["w1"]), "w2": b.asarray(state["w2"])}
+    x, y = b.asarray(state["x"].astype(p.dtype)), b.asarray(state["y"].astype(p.dtype))
+    w = {"w1": b.asarray(state["w1"].astype(p.dtype)), "w2": b.asarray(state["w2"].astype(p.dtype))}
     losses: list[float] = []
 
     def step() -> float:

@@ -16,6 +16,8 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
     op, dtype, inputs = p.op, p.dtype, p.inputs()
     jax = fw.import_module()
     jnp = jax.numpy
+    if dtype == "float64":  # without x64, JAX silently makes float64 arrays float32 (a worker runs one case)
+        jax.config.update("jax_enable_x64", True)
     dt = getattr(jnp, dtype)
     dev = fw.jax_device(device)  # type: ignore[attr-defined]
     x = {k: jax.device_put(jnp.asarray(v, dtype=dt), dev) for k, v in inputs.items()}
@@ -39,4 +41,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         kept[0] = jitted(*args)
         return kept[0]
 
-    return Step(step, lambda: np.asarray(kept[0], dtype=np.float64))
+    def array_nbytes() -> dict[str, int]:  # the output exists once the step ran
+        return {k: int(v.nbytes) for k, v in {**x, "out": kept[0]}.items()}
+
+    return Step(step, lambda: np.asarray(kept[0], dtype=np.float64), array_nbytes=array_nbytes)

@@ -1,5 +1,7 @@
 """The ops in dlperf.nn, through its operator table, on whichever backend the framework selected.
 
+Arrays are made in the case's dtype and stay in it (the operators keep their
+operands' dtype); a dtype the backend does not compute in is `unsupported`.
 softmax is `unsupported`: dlperf.nn has no softmax primitive (it fuses softmax
 into its cross-entropy), and a row max is not in its operator table.
 """
@@ -19,12 +21,11 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
     fw.import_module()  # selects the backend
     from dlperf.nn import operators as ops
 
-    if dtype != "float64" and dtype != "float32":
-        raise UnsupportedError(f"{fw.name} computes in float32/float64 only")
+    fw.check_dtype(dtype)  # type: ignore[attr-defined]
     if op == "softmax":
         raise UnsupportedError("dlperf.nn has no softmax primitive (softmax is fused into its cross-entropy)")
     b = ops.backend()
-    x = {k: b.asarray(v.astype(np.float64)) for k, v in inputs.items()}
+    x = {k: b.asarray(v.astype(dtype)) for k, v in inputs.items()}
     a = x["a"]
     kept: list[object] = [None]
     fns = {
@@ -44,4 +45,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         kept[0] = op_fn()
         return kept[0]
 
-    return Step(step, lambda: np.asarray(b.to_numpy(kept[0]), dtype=np.float64))
+    def array_nbytes() -> dict[str, int]:  # the output exists once the step ran
+        return {k: int(v.nbytes) for k, v in {**x, "out": kept[0]}.items()}
+
+    return Step(step, lambda: np.asarray(b.to_numpy(kept[0]), dtype=np.float64), array_nbytes=array_nbytes)

@@ -53,4 +53,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         "dot": lambda: xp.matmul(a, b, out=out),
         "conv2d": conv2d,
     }
-    return Step(fns[op], lambda: np.asarray(to_numpy(kept[0]), dtype=np.float64))
+    def array_nbytes() -> dict[str, int]:
+        return {**{k: int(v.nbytes) for k, v in x.items()}, "out": int(kept[0].nbytes)}
+
+    return Step(fns[op], lambda: np.asarray(to_numpy(kept[0]), dtype=np.float64), array_nbytes=array_nbytes)

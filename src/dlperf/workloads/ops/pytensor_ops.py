@@ -21,6 +21,8 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
     if dtype == "bfloat16":
         raise UnsupportedError(f"{fw.name} has no bfloat16")
     mod = fw.import_module()
+    if dtype == "float16" and mod.__name__ == "pytensor":  # seen: its numba linker fails on float16 code
+        raise UnsupportedError(f"{fw.name} {mod.__version__}'s default (numba) linker cannot compile float16 ops")
     T = mod.tensor
     if op == "conv2d":
         raise UnsupportedError(f"{fw.name} {mod.__version__} has no 2-D convolution op")
@@ -45,4 +47,8 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "could not link to a BLAS": recorded in the fingerprint
         fn = mod.function([], [], updates=[(out, expr.astype(dtype))])
-    return Step(fn, lambda: np.asarray(out.get_value(), dtype=np.float64))
+
+    def array_nbytes() -> dict[str, int]:
+        return {k: int(v.get_value(borrow=True).nbytes) for k, v in {**x, "out": out}.items()}
+
+    return Step(fn, lambda: np.asarray(out.get_value(), dtype=np.float64), array_nbytes=array_nbytes)

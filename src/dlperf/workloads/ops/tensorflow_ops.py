@@ -56,4 +56,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         out = tf.cast(kept[0], tf.float64).numpy()
         return out.transpose(0, 3, 1, 2) if op == "conv2d" else out
 
-    return Step(step, result)
+    def array_nbytes() -> dict[str, int]:  # the output exists once the step ran
+        return {k: int(v.shape.num_elements()) * v.dtype.size for k, v in {**x, "out": kept[0]}.items()}
+
+    return Step(step, result, array_nbytes=array_nbytes)

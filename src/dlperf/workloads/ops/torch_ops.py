@@ -33,4 +33,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         "dot": lambda: torch.matmul(a, b, out=out),
         "conv2d": lambda: keep(torch.nn.functional.conv2d(a, x["w"], padding=x["w"].shape[-1] // 2)),
     }
-    return Step(fns[op], lambda: kept[0].detach().to("cpu", torch.float64).numpy())
+    def array_nbytes() -> dict[str, int]:
+        return {k: int(t.element_size() * t.nelement()) for k, t in {**x, "out": kept[0]}.items()}
+
+    return Step(fns[op], lambda: kept[0].detach().to("cpu", torch.float64).numpy(), array_nbytes=array_nbytes)

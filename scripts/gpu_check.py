@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""`make gpu-check`: GPU evidence in one command, written under results/evidence/<device-kind>/.
+
+Steps (each with a time-out; one failing is recorded and the next still runs; the exit status is 1 when
+any step of this invocation failed):
+  install  `make install-gpu` (the Makefile's venv; skipped with --python, which names an interpreter
+           where dlperf's dependencies are already installed, e.g. a machine with no package registry)
+  tests    `pytest -m gpu` with JUnit XML
+  studies  every shipped study's quick variant on cuda into a fresh store (`dlperf run ... --quick --device
+           cuda --new`, NVML energy where the meter exists, `--counters` for the ops and peaks studies where
+           ncu exists), then `dlperf show`, `report` (text and Markdown) and `export --format json` per run
+The facts (nvidia-smi -q, the environment fingerprint, `dlperf doctor`) and the README are written by every
+invocation. `--step` and `--study` run a part (a device session limits one command to 10 minutes); the
+README keeps every step's latest outcome (steps.json). Without an NVIDIA GPU: one line, exit 2, nothing written.
+
+Runs with the standard library only (it starts before anything is installed); the study plan, which needs
+dlperf, is computed by this file run again under the check's interpreter (`--plan-json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling gpu_evidence.py, wherever run from
+from gpu_evidence import (
+    StepOutcome,
+    StudyPlan,
+    device_kind,
+    junit_summary,
+    load_state,
+    render_readme,
+    run_summary,
+)
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = ("install", "tests", "studies")
+#: Seconds each step may take before it is stopped (SIGTERM, then SIGKILL 30 s later). The tests and the
+#: studies add up to 27 minutes at most (the install aside), and each group of steps in
+#: results/evidence/README.md fits a 10-minute command. Not yet checked against real durations on a GPU.
+TIMEOUTS_S = {"install": 1800, "tests": 480, "facts": 120, "report": 120,
+              "study:peaks": 140, "study:ops": 400, "study:backends": 180, "study:mlp": 180, "study:cnn": 240}
+STUDY_TIMEOUT_S = 300  # a shipped study not named above
+#: Studies run with `--counters` where ncu exists: their cost models (FLOPs, DRAM bytes per call) are what
+#: ncu checks. The training studies (cnn, mlp, backends) launch many kernels per step and ncu replays each
+#: several times, which would not fit the time budget: run them with `--counters` by hand.
+COUNTER_STUDIES = ("ops", "peaks")
+#: The order studies run in: peaks first, so that the ops report finds measured peaks in the same store.
+FIRST = ("peaks", "ops")
+GRACE_S = 30
+ENV_NOTE = "PYTHONPATH=src, COLUMNS=200, PYTHONUNBUFFERED=1"
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def detect_gpus(nvidia_smi: str | None) -> tuple[list[str], str]:
+    """The NVIDIA GPUs' names from nvidia-smi, or ([], why there is none)."""
+    if not nvidia_smi or not Path(nvidia_smi).exists():
+        return [], "nvidia-smi is not installed"
+    try:
+        res = subprocess.run([nvidia_smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"nvidia-smi did not answer ({exc})"
+    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if res.returncode != 0 or not lines:
+        said = (res.stdout + res.stderr).strip().splitlines()
+        return [], f"nvidia-smi exited {res.returncode}" + (f": {said[0][:160]}" if said else " and listed no GPU")
+    return lines, ""
+
+
+def plan_studies(derived_dir: Path) -> list[StudyPlan]:
+    """Every shipped study, in run order, with what the check does with it on cuda and why (needs dlperf)."""
+    import yaml
+
+    from dlperf.errors import StudyError
+    from dlperf.studies import load_study, shipped_studies
+
+    shipped = shipped_studies()
+    order = [n for n in FIRST if n in shipped] + sorted(n for n in shipped if n not in FIRST)
+    plans = []
+    for name in order:
+        full = load_study(name)
+        full_cuda = sorted({c.device for c in full.cases if c.device.startswith("cuda")})
+        if not full_cuda:
+            plans.append(StudyPlan(name, "skip", f"no cuda device in the study (devices: "
+                                                 f"{', '.join(full.settings.devices)})"))
+            continue
+        try:
+            quick = load_study(name, quick=True)
+        except StudyError:
+            plans.append(StudyPlan(name, "skip", "the study has no quick variant"))
+            continue
+        counters = name in COUNTER_STUDIES
+        cuda = [c for c in quick.cases if c.device.startswith("cuda")]
+        if cuda:
+            plans.append(StudyPlan(name, "quick", "its quick variant has cuda cases", name,
+                                   sorted({c.device for c in cuda}), len(cuda), counters))
+            continue
+        raw = yaml.safe_load(shipped[name].read_text(encoding="utf-8"))
+        raw["quick"] = {**(raw.get("quick") or {}), "devices": full_cuda}
+        derived_dir.mkdir(parents=True, exist_ok=True)
+        path = derived_dir / f"{name}-quick-cuda.yaml"
+        path.write_text(f"# Derived by scripts/gpu_check.py from src/dlperf/studies/{name}.yaml: its quick variant\n"
+                        f"# with quick.devices: {full_cuda} (the shipped quick variant lists "
+                        f"{', '.join(quick.settings.devices)} only).\n" + yaml.safe_dump(raw, sort_keys=False),
+                        encoding="utf-8")
+        derived = load_study(str(path), quick=True)
+        rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        plans.append(StudyPlan(name, "quick-grid-on-cuda",
+                               f"its quick variant lists devices {', '.join(quick.settings.devices)} only; the "
+                               f"study has {', '.join(full_cuda)}, so the quick grid runs there from a derived file",
+                               rel, full_cuda, len(derived.cases), counters))
+    return plans
+
+
+class Check:
+    """One invocation: runs steps, records their outcomes, writes the README."""
+
+    def __init__(self, out: Path, python: str, commit: str, env: dict[str, str]) -> None:
+        self.out, self.python, self.commit, self.env = out, python, commit, env
+        self.outcomes: list[StepOutcome] = []
+
+    def rel(self, path: Path) -> str:
+        """A path as the README and the commands show it: from the repository root where it lies inside."""
+        path = path.resolve() if not path.is_absolute() else path
+        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+    def step(self, name: str, cmd: list[str], timeout_s: float, log: Path, *, stdout: Path | None = None,
+             env: dict[str, str] | None = None) -> StepOutcome:
+        """Run `cmd` from the repository root, output to `log` (stdout to `stdout` if given), stopped at
+        `timeout_s`: SIGTERM to its process group (dlperf stores what finished), SIGKILL after GRACE_S."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        shown = shlex.join(cmd) + (f" > {self.rel(stdout)}" if stdout else "")
+        started, t0 = now_utc(), time.monotonic()
+        timed_out, status, note = False, None, ""
+        with open(log, "w", encoding="utf-8") as err, open(stdout or os.devnull, "w", encoding="utf-8") as std:
+            try:
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=std if stdout else err, stderr=err,
+                                        env=env or self.env, start_new_session=True)
+            except OSError as exc:
+                note = f"could not start: {exc}"
+            else:
+                try:
+                    status = proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _stop(proc)
+                    note = f"stopped after {timeout_s:g} s (SIGTERM, SIGKILL {GRACE_S} s later if still running)"
+        kept = log.exists() and log.stat().st_size > 0
+        if not kept:
+            log.unlink(missing_ok=True)  # nothing was said: no empty file in the evidence
+        outcome = StepOutcome(name, shown, started, round(time.monotonic() - t0, 1), status, self.commit,
+                              timeout_s=timeout_s, timed_out=timed_out,
+                              log=log.relative_to(self.out).as_posix() if kept else None, note=note)
+        self.outcomes.append(outcome)
+        print(f"gpu-check: {name}: {'FAILED' if outcome.failed else 'ok'} ({outcome.duration_s:.0f} s)", flush=True)
+        return outcome
+
+    def dlperf(self, *args: str) -> list[str]:
+        return [self.python, "-m", "dlperf.cli", *args]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End the process group this check started for one step (and only that one)."""
+    for sig, wait_s in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_ids(store: Path) -> set[str]:
+    """The run ids in a dlperf SQLite store (none if it does not exist yet)."""
+    if not store.exists():
+        return set()
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return {row[0] for row in con.execute("SELECT id FROM runs")}
+    except sqlite3.Error:  # a store that dlperf could not set up: no run in it
+        return set()
+    finally:
+        con.close()
+
+
+def guarded(check: Check, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """Run one part of the check; a bug or an unreadable file in it is recorded as a failed step, and the
+    check goes on to write its README."""
+    try:
+        return fn(check, *args, **kwargs)
+    except Exception as exc:
+        check.outcomes.append(StepOutcome(name, "(gpu_check.py itself)", now_utc(), 0.0, None, check.commit,
+                                          failed_anyway=True, note=f"gpu_check.py raised {type(exc).__name__}: {exc}"))
+        print(f"gpu-check: {name}: FAILED inside gpu_check.py ({type(exc).__name__}: {exc})", flush=True)
+        return None
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown (git did not answer)"
+    if sha.returncode != 0:
+        return "unknown (not a git checkout)"
+    return sha.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def facts(check: Check, ncu: str | None, nvidia_smi: str) -> None:
+    """What the machine and the software were: nvidia-smi -q, the fingerprint dlperf stores, dlperf doctor."""
+    out, t = check.out, TIMEOUTS_S["facts"]
+    check.step("facts:nvidia-smi", [nvidia_smi, "-q"], t, out / "logs" / "nvidia-smi.log",
+               stdout=out / "nvidia-smi-q.txt")
+    code = ("import json; from dlperf.frameworks import REGISTRY; from dlperf.hardware.identity import fingerprint; "
+            "print(json.dumps(fingerprint(sorted(REGISTRY)), indent=2, default=str))")
+    check.step("facts:fingerprint", [check.python, "-c", code], t, out / "logs" / "fingerprint.log",
+               stdout=out / "fingerprint.json")
+    check.step("facts:doctor", check.dlperf("doctor"), t, out / "logs" / "doctor.log", stdout=out / "doctor.txt")
+    check.step("facts:pip", [check.python, "-m", "pip", "list", "--format=freeze"], t, out / "logs" / "pip.log",
+               stdout=out / "pip-list.txt")
+    if ncu:
+        check.step("facts:ncu", [ncu, "--version"], t, out / "logs" / "ncu.log", stdout=out / "ncu-version.txt")
+
+
+def tests(check: Check) -> None:
+    """`pytest -m gpu` with JUnit XML; a GPU test skipped on a GPU machine is a failure of the check."""
+    xml, txt = check.out / "pytest-gpu.xml", check.out / "pytest-gpu.txt"
+    xml.unlink(missing_ok=True)
+    o = check.step("tests", [check.python, "-m", "pytest", "-m", "gpu", "-rA", "-p", "no:cacheprovider",
+                             f"--junitxml={check.rel(xml)}"], TIMEOUTS_S["tests"], check.out / "logs" / "tests.log",
+                   stdout=txt)
+    if o.exit_status == 5:
+        o.note = "pytest collected no GPU test"
+    if not xml.exists():
+        o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "pytest wrote no JUnit XML"
+        return
+    lines, _, skipped = junit_summary(xml.read_text(encoding="utf-8"))
+    o.details = lines
+    if skipped:
+        o.failed_anyway = True
+        o.note = f"{skipped} GPU tests were skipped on a GPU machine (see {check.rel(txt)} for the reasons)"
+
+
+def studies(check: Check, selected: list[str], counters: bool) -> tuple[list[StudyPlan], str | None]:
+    """The study plan, then each planned study's run into the store, and its show/report/export files."""
+    out = check.out
+    plan_file = out / "plan.json"
+    o = check.step("studies:plan", [check.python, str(Path(__file__).resolve().relative_to(ROOT)), "--plan-json",
+                                    check.rel(out / "studies")], TIMEOUTS_S["facts"], out / "logs" / "plan.log",
+                   stdout=plan_file)
+    if o.failed:
+        return [], None
+    got = json.loads(plan_file.read_text(encoding="utf-8"))
+    plan, ncu = [StudyPlan(**p) for p in got["plans"]], got["ncu"]
+    unknown = sorted(set(selected) - {p.name for p in plan})
+    if unknown:
+        o.failed_anyway = True
+        o.note = f"no shipped study named {', '.join(unknown)} (shipped: {', '.join(p.name for p in plan)})"
+    store = out / "store.db"
+    if not selected:  # the whole check: a fresh store
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{store}{suffix}").unlink(missing_ok=True)
+    for p in plan:
+        if p.action != "skip" and (not selected or p.name in selected):
+            run_planned(check, p, store, counters=counters and p.counters and ncu is not None)
+    return plan, ncu
+
+
+def run_planned(check: Check, p: StudyPlan, store: Path, *, counters: bool) -> StepOutcome:
+    """`dlperf run` of one planned study into `store` (a new run), then the reports of the run it stored."""
+    where = check.out / "runs" / p.name
+    before = run_ids(store)
+    cmd = check.dlperf("run", p.study_arg, "--quick", *(a for d in p.devices for a in ("--device", d)), "--new",
+                       "--db", check.rel(store), *(["--counters"] if counters else []))
+    o = check.step(f"study:{p.name}", cmd, TIMEOUTS_S.get(f"study:{p.name}", STUDY_TIMEOUT_S), where / "run.log",
+                   stdout=where / "run.txt")
+    new = sorted(run_ids(store) - before)
+    if not new:
+        o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "no run was stored"
+    for run_id in new:
+        reports(check, p.name, run_id, store, where, o)
+    return o
+
+
+def reports(check: Check, name: str, run_id: str, store: Path, where: Path, study: StepOutcome) -> None:
+    """`dlperf show`, `report` as text and Markdown, and `export --format json` of one run; the export's
+    summary goes into the study step's findings (cases that errored, timed out or crashed fail it)."""
+    db, t, logs = check.rel(store), TIMEOUTS_S["report"], where / "logs"
+    check.step(f"report:{name}:show", check.dlperf("show", run_id, "--db", db), t, logs / "show.log",
+               stdout=where / "show.txt")
+    plots = check.rel(where / "plots")
+    check.step(f"report:{name}:text", check.dlperf("report", run_id, "--db", db, "--plot-dir", plots), t,
+               logs / "report.log", stdout=where / "report.txt")
+    check.step(f"report:{name}:markdown", check.dlperf("report", run_id, "--db", db, "--plot-dir", plots,
+                                                       "--format", "markdown", "-o", check.rel(where / "report.md")),
+               t, logs / "report-md.log")
+    export = where / "results.json"
+    o = check.step(f"report:{name}:export", check.dlperf("export", run_id, "--db", db, "--format", "json", "-o",
+                                                         check.rel(export)), t, logs / "export.log")
+    if o.failed or not export.exists():
+        return
+    lines, n_failed = run_summary(json.loads(export.read_text(encoding="utf-8")))
+    study.details += lines
+    if n_failed:
+        study.failed_anyway = True
+        study.note = (study.note + "; " if study.note else "") + f"{n_failed} cases ended in error, timeout or crashed"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--step", action="append", choices=STEPS, help="run only this step (repeatable; default: all)")
+    ap.add_argument("--study", action="append", default=[], metavar="NAME",
+                    help="only this study in the studies step (repeatable); the store then keeps earlier runs")
+    ap.add_argument("--python", help="use this interpreter (dlperf's dependencies installed) instead of the venv")
+    ap.add_argument("--venv", default=".venv", help="the Makefile's venv (default: .venv)")
+    ap.add_argument("--out", default="results/evidence", help="evidence root; the device kind is added")
+    ap.add_argument("--nvidia-smi", default=shutil.which("nvidia-smi"), help="nvidia-smi's path (default: PATH)")
+    ap.add_argument("--timeout", action="append", default=[], metavar="STEP=S",
+                    help=f"a step's time-out in seconds, e.g. study:ops=600 (defaults: {TIMEOUTS_S})")
+    ap.add_argument("--no-counters", action="store_true", help="no ncu counters even where ncu exists")
+    ap.add_argument("--commit", help="the commit of this tree where it is no git checkout (a copied tree)")
+    ap.add_argument("--plan-json", metavar="DIR", help=argparse.SUPPRESS)  # internal: print the plan (needs dlperf)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.plan_json:
+        from dlperf.profiling.ncu import find_ncu
+
+        plans = plan_studies(Path(args.plan_json).resolve())
+        print(json.dumps({"plans": [p.as_dict() for p in plans], "ncu": find_ncu()}, indent=2))
+        return 0
+    for item in args.timeout:
+        name, _, seconds = item.partition("=")
+        try:
+            if not (name in TIMEOUTS_S or name.startswith("study:")) or float(seconds) <= 0:
+                raise ValueError(name)
+            TIMEOUTS_S[name] = float(seconds)
+        except ValueError:
+            print(f"gpu-check: error: --timeout {item}: expected STEP=SECONDS, STEP one of "
+                  f"{', '.join(TIMEOUTS_S)} or study:NAME", file=sys.stderr)
+            return 2
+    gpus, why = detect_gpus(args.nvidia_smi)
+    if not gpus:
+        print(f"gpu-check: no NVIDIA GPU on this machine ({why}); no evidence written", file=sys.stderr)
+        return 2
+    gpu_name = gpus[0].split(",")[0].strip()
+    out = (ROOT / args.out / device_kind(gpu_name)).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    src = str(ROOT / "src")
+    env = dict(os.environ, COLUMNS="200", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    python = args.python or str(Path(args.venv) / "bin" / "python")
+    commit = git_commit()
+    if args.commit and commit.startswith("unknown"):
+        commit = f"{args.commit} (given with --commit: no git checkout here)"
+    check = Check(out, python, commit, env)
+    steps = args.step or list(STEPS)
+    print(f"gpu-check: {gpu_name} -> {check.rel(out)}; steps: {', '.join(steps)}", flush=True)
+    state_file = out / "steps.json"
+    state = load_state(state_file.read_text(encoding="utf-8") if state_file.exists() else None)
+    if "install" in steps:
+        if args.python:
+            check.outcomes.append(StepOutcome("install", "(none: --python given)", now_utc(), 0.0, None, check.commit,
+                                              skipped=True, note=f"used {args.python} as it is"))
+        else:
+            check.step("install", ["make", "--no-print-directory", "install-gpu", f"VENV={args.venv}",
+                                   f"PYTHON={sys.executable}"], TIMEOUTS_S["install"], out / "logs" / "install.log")
+    if "tests" in steps:
+        guarded(check, "tests", tests)
+    plan, ncu = [StudyPlan(**p) for p in state["plan"]], state["meta"].get("ncu")
+    if "studies" in steps:
+        plan, ncu = guarded(check, "studies", studies, args.study, not args.no_counters) or ([], None)
+        if not args.study:  # a fresh store: the earlier runs and their reports are gone
+            state["steps"] = {k: v for k, v in state["steps"].items() if not k.startswith(("study:", "report:"))}
+    guarded(check, "facts", facts, ncu, args.nvidia_smi)
+    for o in check.outcomes:
+        state["steps"][o.name] = o.as_dict()
+    meta = {"gpu_name": gpu_name, "gpus": gpus, "kind": out.name, "date_utc": now_utc(), "commit": check.commit,
+            "invocation": shlex.join([Path(sys.executable).name, check.rel(Path(__file__)), *sys.argv[1:]]),
+            "ncu": ncu, "env_note": ENV_NOTE}
+    state.update(meta=meta, plan=[p.as_dict() for p in plan] or state["plan"])
+    state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) + ["README.md"]
+    outcomes = [StepOutcome.from_dict(d) for d in state["steps"].values()]
+    (out / "README.md").write_text(render_readme(meta, outcomes, plan, sorted(set(files))), encoding="utf-8")
+    failed = [o.name for o in check.outcomes if o.failed]
+    print(f"gpu-check: wrote {check.rel(out / 'README.md')}: "
+          + (f"{len(failed)} of {len(check.outcomes)} steps failed: {', '.join(failed)}" if failed
+             else f"all {len(check.outcomes)} steps passed"), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

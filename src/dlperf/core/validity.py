@@ -1,0 +1,115 @@
+"""A case's validity (valid, noisy, contended, invalid) and the reason, from its samples and the machine's activity.
+
+Decided from raw data only: the measurement's per-sample wall and CPU times, and the activity windows
+that `dlperf.meters.activity` recorded before, during and after the case. The worker decides it when the
+case ends and `CaseResult.from_row` decides it again on load, so a changed rule re-judges old results.
+
+Why these signals: on a shared machine the IQR does not reveal contention (an OpenMP op waiting for a
+descheduled sibling sat on an 8 ms plateau with an IQR under 2%). What does: other processes' CPU use
+over the case's own window, CPU stolen by the hypervisor, and samples in which this process got much
+less CPU per wall second than in its other samples (descheduled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dlperf.core.status import Validity
+from dlperf.timing.measurement import NOISE_IQR_REL, Measurement
+from dlperf.timing.stats import quantile
+from dlperf.units import format_time
+
+#: Other processes using this many cores while the case ran make it `contended`, whatever its threads.
+OTHERS_CONTENDED_CORES = 0.5
+#: ... and this many, when they and the case's threads together ask for more cores than the machine has.
+OTHERS_OVERSUBSCRIBED_CORES = 0.25
+#: Stolen CPU time (hypervisor) above this fraction of the window makes it `contended`.
+STEAL_CONTENDED_FRAC = 0.05
+#: A sample is "descheduled" when its CPU per wall second is under this fraction of the case's 90th percentile;
+DESCHEDULED_REL = 0.6
+#: ... and this fraction of such samples makes the case `contended`.
+DESCHEDULED_FRAC = 0.2
+#: Fewer samples than this cannot give a median worth storing: `invalid`.
+MIN_VALID_SAMPLES = 3
+#: The timer's own cost above this fraction of a sample makes the case `invalid`.
+MAX_OVERHEAD_FRAC = 0.01
+#: Around the case (before/after) others using this many cores are noted in the reason.
+NOTE_OTHERS_CORES = 0.5
+
+
+def cpu_ratios(m: Measurement) -> list[float] | None:
+    """CPU seconds per wall second of each sample (None where CPU time was not recorded)."""
+    if m.sample_cpu_s is None:
+        return None
+    return [c / w for c, w in zip(m.sample_cpu_s, m.sample_times_s, strict=True) if w > 0]
+
+
+def cpu_util(m: Measurement) -> float | None:
+    """Median CPU seconds per wall second over the samples: ~threads when every thread computes."""
+    return m.cpu_util
+
+
+def _others(rec: dict[str, Any]) -> str:
+    top = rec.get("top_others") or []
+    named = ", ".join(f"{p['name']} pid {p['pid']}: {p['cores']:.1f}" for p in top)
+    return f" ({named})" if named else ""
+
+
+def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: int | None, device: str,
+           shape: Sequence[str] = ()) -> tuple[Validity, str | None]:
+    """(validity, reason) of a case: invalid > contended > noisy > valid; every finding is in the reason.
+
+    `shape` holds the sample-shape findings (bimodal, drifting) of `dlperf.timing.shape`.
+    """
+    invalid: list[str] = []
+    contended: list[str] = []
+    noisy: list[str] = []
+    notes: list[str] = []
+    if m is None or m.n_samples == 0:
+        return "invalid", "no samples"
+    if m.n_samples < MIN_VALID_SAMPLES:
+        invalid.append(f"only {m.n_samples} samples")
+    if any(t <= 0 for t in m.sample_times_s):
+        invalid.append("a sample took no time: the clock is too coarse or the work was skipped")
+    sample_s = m.median_s * m.block_size
+    if sample_s > 0 and m.timer_overhead_s > MAX_OVERHEAD_FRAC * sample_s:
+        invalid.append(f"timer overhead {format_time(m.timer_overhead_s)} is over "
+                       f"{MAX_OVERHEAD_FRAC:.0%} of a {format_time(sample_s)} sample")
+
+    windows = (activity or {}).get("windows") or {}
+    cores = (activity or {}).get("cores")
+    during = windows.get("during") or {}
+    others = during.get("others_cores")
+    if others is not None:
+        over = threads is not None and cores is not None and threads + others > cores
+        if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
+            own = f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""
+            contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}{own}")
+    steal = during.get("steal_frac")
+    if steal is not None and steal >= STEAL_CONTENDED_FRAC:
+        contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")
+    ratios = cpu_ratios(m) if device == "cpu" else None
+    if ratios and len(ratios) >= MIN_VALID_SAMPLES:
+        ref = quantile(sorted(ratios), 0.9)
+        low = sum(r < DESCHEDULED_REL * ref for r in ratios) / len(ratios)
+        if ref > 0 and low >= DESCHEDULED_FRAC:
+            contended.append(f"{low:.0%} of samples got under {DESCHEDULED_REL:.0%} of the CPU time of the others "
+                             f"(descheduled)")
+    for name in ("before", "after"):
+        busy = (windows.get(name) or {}).get("others_cores")
+        if busy is not None and busy >= NOTE_OTHERS_CORES:
+            notes.append(f"other processes used {busy:.2f} cores {name} it{_others(windows[name])}")
+    wait = (activity or {}).get("wait")
+    if wait and not wait.get("quiet", True):
+        notes.append(f"waited {wait.get('waited_s')} s for a quiet machine; it stayed busy")
+
+    if m.n_samples > 1 and m.iqr_rel > NOISE_IQR_REL:
+        noisy.append(f"IQR {m.iqr_rel:.0%} of the median")
+    noisy.extend(shape)
+
+    for validity, found in (("invalid", invalid), ("contended", contended), ("noisy", noisy)):
+        if found:
+            rest = [x for group in (invalid, contended, noisy, notes) if group is not found for x in group]
+            return validity, "; ".join(found + rest)  # type: ignore[return-value]
+    return "valid", "; ".join(notes) or None

@@ -1,0 +1,197 @@
+"""The ceilings a run is judged against, measured at its start and stored with it (`runs.derived["ceilings"]`).
+
+A cache-aware roofline (after the Empirical Roofline Toolkit and Intel Advisor's cache-aware roofline):
+for every memory level the machine reports (`hardware.caches`: L1, L2, ..., LLC) a working set well
+inside it, half the capacity the run's threads can use, and for DRAM `DRAM_LLC_FACTOR` times the last
+level's capacity; at each, the run's own frameworks' copy, add and triad (`workloads.peaks.stream`),
+timed by dlperf's timer in a fresh worker with the run's thread count. A level's ceiling is the best
+figure over kernels and frameworks, kept with its kernel, framework, working set and spread; every
+figure measured is kept beside it. Plus the achieved GEMM FLOP/s (n x n float32 matmul).
+
+Each figure is bytes / the fastest sample's per-call time ("best rate", as STREAM reports it): a
+ceiling is what the machine can do, and the fastest sample is the least disturbed by other work; the
+median rate and the IQR/median (the spread) are kept beside it. A figure that cannot be measured is
+absent with its reason under "errors"; nothing is estimated.
+
+`measure_run_ceilings` is what the sweep calls (parent side); `measure_in_worker` is the worker's
+handler of a `CeilingsJob`.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from dlperf.core.jobs import CeilingsJob
+from dlperf.runner.process import run_worker
+
+#: Workloads whose runs measure their ceilings at the start.
+CEILING_WORKLOADS = ("ops", "peaks")
+#: Frameworks whose kernels measure the ceilings, where the run uses them (numpy where it uses neither).
+CEILING_FRAMEWORKS = ("torch", "numpy")
+#: Kernels per variant (full, quick): quick leaves out triad (the ops study has no triad).
+STREAM = {False: ("copy", "add", "triad"), True: ("copy", "add")}
+#: DRAM working set: this many times the last level's capacity (at least DRAM_MIN_BYTES).
+DRAM_LLC_FACTOR = 4
+DRAM_MIN_BYTES = 64 * 2**20
+#: With no cache sizes known: a DRAM working set large enough to leave any cache.
+DRAM_UNKNOWN_BYTES = 512 * 2**20
+GEMM_N = {False: 1024, True: 512}
+#: Timer settings per kernel (full, quick): a few seconds in all.
+TIMING = {False: {"warmup": 2, "min_run_time_s": 0.04, "max_time_s": 0.1, "min_samples": 5},
+          True: {"warmup": 1, "min_run_time_s": 0.02, "max_time_s": 0.05, "min_samples": 5}}
+TIMEOUT_S = 300.0
+CEILINGS_VERSION = 1
+
+
+def measure_run_ceilings(frameworks: list[str], devices: list[str], threads: int, *,
+                         quick: bool = False) -> dict[str, Any]:
+    """The run's ceilings, per device, measured in a fresh worker; on failure, the reason (never a guess)."""
+    job = CeilingsJob(frameworks=sorted(set(frameworks)), devices=sorted(set(devices)), threads=threads, quick=quick)
+    outcome = run_worker(job, timeout_s=TIMEOUT_S, threads=threads)
+    if outcome.result.get("status") == "ok":
+        return dict(outcome.result["ceilings"], wall_s=round(outcome.wall_s, 3))
+    return {"version": CEILINGS_VERSION, "devices": {},
+            "error": f"ceilings not measured: {outcome.result.get('reason') or outcome.result.get('status')}"}
+
+
+# -- in the worker -------------------------------------------------------------------------------
+
+
+def measure_in_worker(job: CeilingsJob) -> dict[str, Any]:
+    """The worker's handler: every device's ceilings (the result a run stores under derived["ceilings"])."""
+    out: dict[str, Any] = {"version": CEILINGS_VERSION, "measured_at": datetime.now(UTC).isoformat(),
+                           "threads": job.threads, "quick": job.quick, "devices": {}}
+    for device in job.devices:
+        out["devices"][device] = device_ceilings(device, job.frameworks, job.threads or 1, job.quick)
+    return {"status": "ok", "ceilings": out}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _frameworks(device: str, frameworks: list[str], threads: int, errors: dict[str, str]) -> list[tuple[Any, str]]:
+    """(adapter, canonical device) of each ceiling framework the run uses that runs on `device`."""
+    from dlperf.frameworks import UnsupportedError, get_framework
+
+    names = [f for f in CEILING_FRAMEWORKS if f in frameworks] or ["numpy"]
+    out = []
+    for name in names:
+        fw = get_framework(name)
+        try:
+            if not fw.available():
+                raise UnsupportedError(f"{name} is not installed")
+            fw.import_module()
+            dev = fw.check_device(device)
+            fw.set_threads(threads)
+        except Exception as exc:
+            errors[name] = _one_line(exc)
+            continue
+        out.append((fw, dev))
+    return out
+
+
+def _cache_info(device: str, loaded: list[tuple[Any, str]]) -> Any:
+    """The CPU's caches (hardware.caches), or a GPU's L2 as torch reports it."""
+    from dlperf.hardware.caches import CacheInfo, CacheLevel, cache_info
+
+    if device == "cpu":
+        return cache_info()
+    for fw, dev in loaded:
+        if fw.family == "torch":
+            props = fw.import_module().cuda.get_device_properties(dev)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+            if l2:
+                return CacheInfo((CacheLevel(2, "Unified", l2, 1, 1),),
+                                 "torch.cuda.get_device_properties L2_cache_size")
+    return CacheInfo((), f"no cache sizes known for {device}: every working set is DRAM")
+
+
+def working_sets(info: Any, threads: int) -> list[tuple[str, int | None, int]]:
+    """(level, capacity for `threads` threads, working set to measure it at) per level, then DRAM."""
+    from dlperf.hardware.caches import memory_levels
+
+    levels = memory_levels(info, threads)
+    out = []
+    for name, capacity in levels:
+        if capacity is not None:
+            out.append((name, capacity, capacity // 2))
+        else:
+            last = levels[-2][1] if len(levels) > 1 else None
+            out.append((name, None, max(DRAM_LLC_FACTOR * last, DRAM_MIN_BYTES) if last else DRAM_UNKNOWN_BYTES))
+    return out
+
+
+def _figure(fw: Any, fn: Any, sync: Any, work: float, unit: str, timing: dict[str, Any]) -> dict[str, Any]:
+    from dlperf.timing import measure
+
+    # The collector is paused once for the whole job (device_ceilings): a gc.collect() per figure, as
+    # measure() does by default, would cost more than the figure itself.
+    m = measure(fn, sync=sync, target_rel_ci=0.02, disable_gc=False, **timing)
+    return {"framework": fw.name, f"{unit}_per_s": work / m.min_s, f"{unit}_per_s_median": work / m.median_s,
+            "iqr_rel": m.iqr_rel, "n_samples": m.n_samples, "block_size": m.block_size}
+
+
+def device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> dict[str, Any]:
+    """One device's bandwidth ceiling per memory level and its achieved GEMM FLOP/s (the garbage
+    collector paused throughout, as the timer pauses it for one case)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return _device_ceilings(device, frameworks, threads, quick)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> dict[str, Any]:
+    from dlperf.workloads import get_workload
+    from dlperf.workloads.peaks.stream import stream_kernels
+
+    t0 = time.perf_counter()
+    errors: dict[str, str] = {}
+    loaded = _frameworks(device, frameworks, threads, errors)
+    info = _cache_info(device, loaded)
+    timing = TIMING[quick]
+    levels = []
+    for name, capacity, ws in working_sets(info, threads):
+        figures = []
+        n = max(1, ws // (3 * 4))  # three float32 arrays fill the working set
+        for fw, dev in loaded:
+            try:
+                for kernel, (step, nbytes) in stream_kernels(fw, dev, n).items():
+                    if kernel not in STREAM[quick]:
+                        continue
+                    fn, sync = fw.prepare(step, dev)
+                    fig = _figure(fw, fn, sync, nbytes, "bytes", timing)
+                    figures.append({"kernel": kernel, "working_set_bytes": int(nbytes), **fig})
+            except Exception as exc:  # recorded, the other frameworks' figures stand
+                errors[f"{fw.name} {name}"] = _one_line(exc)
+        level: dict[str, Any] = {"name": name, "capacity_bytes": capacity, "working_set_bytes": ws}
+        if figures:
+            best = max(figures, key=lambda f: f["bytes_per_s"])
+            level.update({k: best[k] for k in ("bytes_per_s", "bytes_per_s_median", "iqr_rel", "kernel",
+                                               "framework")}, working_set_bytes=best["working_set_bytes"])
+        level["figures"] = figures
+        levels.append(level)
+    gemms = []
+    peaks = get_workload("peaks")
+    for fw, dev in loaded:
+        n = GEMM_N[quick]
+        params = peaks.parse({"kind": "gemm", "size_mb": 3 * n * n * 4 / 2**20})
+        try:
+            fn, sync = fw.prepare(peaks.build(fw, dev, params).fn, dev)
+            gemms.append({"n": n, **_figure(fw, fn, sync, peaks.cost(params).flops, "flops", timing)})
+        except Exception as exc:
+            errors[f"{fw.name} gemm"] = _one_line(exc)
+    gemm = max(gemms, key=lambda g: g["flops_per_s"]) if gemms else None
+    return {"device": device, "threads": threads, "caches": info.to_dict(),
+            "frameworks": [fw.name for fw, _ in loaded], "levels": levels,
+            "gemm": dict(gemm, figures=gemms) if gemm else None, "errors": errors,
+            "timing": "best sample per kernel (STREAM's best rate); median and IQR/median beside it",
+            "wall_s": round(time.perf_counter() - t0, 3)}

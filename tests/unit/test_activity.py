@@ -1,0 +1,66 @@
+"""Machine activity: the arithmetic of a window, real readings of this machine's counters, the bounded wait."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dlperf.meters import activity
+from dlperf.meters.activity import Monitor, Snapshot, wait_idle, window
+
+TICKS = activity._TICKS_PER_S
+
+
+def _snap(wall: float, busy: int, steal: int, total: int, own: int) -> Snapshot:
+    return Snapshot(wall_s=wall, busy_ticks=busy, steal_ticks=steal, total_ticks=total, own_ticks=own,
+                    procs_running=3, load1=1.5)
+
+
+def test_window_takes_this_process_out_of_the_machine_busy_time() -> None:
+    a = _snap(10.0, 0, 0, 0, 0)
+    # 2 s on 2 cores: 4 s of CPU in all, 3 s busy of which 1 s is ours; 0.2 s stolen.
+    b = _snap(12.0, 3 * TICKS, int(0.2 * TICKS), 4 * TICKS, 1 * TICKS)
+    rec = window(a, b)
+    assert rec["others_cores"] == pytest.approx(1.0)
+    assert rec["own_cores"] == pytest.approx(0.5)
+    assert rec["steal_frac"] == pytest.approx(0.05)
+    assert rec["procs_running"] == 3 and rec["load1"] == 1.5
+
+
+def test_unreadable_counters_give_a_reason_not_a_number() -> None:
+    assert "error" in window(None, None)
+    assert "error" in window(_snap(1.0, 0, 0, 0, 0), _snap(1.0, 0, 0, 0, 0))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux /proc only")
+def test_a_busy_child_shows_as_other_cores_and_is_named() -> None:
+    hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<20: pass"])
+    try:
+        time.sleep(0.3)
+        mon = Monitor()
+        rec = mon.idle_window("probe", 0.6)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert rec["others_cores"] >= 0.5, rec
+    assert any(p["pid"] == hog.pid for p in rec["top_others"]), rec
+    assert mon.record()["windows"]["probe"] is rec and mon.record()["cores"] == os.cpu_count()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux /proc only")
+def test_wait_idle_is_bounded_and_says_what_it_saw() -> None:
+    hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<20: pass"])
+    try:
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        rec = wait_idle(1.0, step_s=0.3)
+        spent = time.perf_counter() - t0
+    finally:
+        hog.kill()
+        hog.wait()
+    assert rec["quiet"] is False and rec["others_cores"] >= 0.25
+    assert spent < 1.0 + 2 * 0.3 + 0.5  # the bound, plus at most one window and slack
