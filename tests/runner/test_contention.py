@@ -52,10 +52,11 @@ def test_contended_case_is_flagged_and_the_same_case_alone_is_valid() -> None:
     after = _machine_and_ours()
     others = ((after[0] - before[0]) - (after[1] - before[1])) / TICKS / (after[2] - before[2])
     assert alone.ok, alone.reason
-    if others < 0.2:  # nothing else ran: the case must not be flagged
+    # The test's window (worker start to end) is longer than the case's own, so only clear readings are used:
+    if others < 0.05:  # nothing else ran (a burst in the case's window would show here as well): not flagged
         assert alone.m.validity in ("valid", "noisy"), (alone.m.validity, alone.m.validity_reason)
         assert "other processes used" not in (alone.m.validity_reason or "")
-    elif others >= 0.6:  # the machine itself was busy (work outside this test): flagged too
+    elif others >= 1.0:  # the machine itself was busy (work outside this test): flagged too
         assert alone.m.validity == "contended", (others, alone.m.validity, alone.m.validity_reason)
 
 
