@@ -26,7 +26,9 @@ OTHERS_CONTENDED_CORES = 0.5
 OTHERS_OVERSUBSCRIBED_CORES = 0.25
 #: Stolen CPU time (hypervisor) above this fraction of the window makes it `contended`.
 STEAL_CONTENDED_FRAC = 0.05
-#: A sample is "descheduled" when its CPU per wall second is under this fraction of the case's 90th percentile;
+#: A sample is "descheduled" when it is this much slower than the fastest quarter of the samples ...
+DESCHEDULED_SLOWER = 1.5
+#: ... and got under this fraction of their CPU per wall second (the median over the fastest quarter);
 DESCHEDULED_REL = 0.6
 #: ... and this fraction of such samples makes the case `contended`.
 DESCHEDULED_FRAC = 0.2
@@ -43,6 +45,28 @@ def cpu_ratios(m: Measurement) -> list[float] | None:
     if m.sample_cpu_s is None:
         return None
     return [c / w for c, w in zip(m.sample_cpu_s, m.sample_times_s, strict=True) if w > 0]
+
+
+def descheduled_fraction(m: Measurement) -> float | None:
+    """The fraction of samples that were both slow and starved of CPU: descheduled, not just slow.
+
+    CPU per wall second alone is no sign: OpenMP threads spin or sleep between calls, so a quiet
+    multi-threaded op's ratio varies from sample to sample. A descheduled sample is slower than the
+    fastest quarter *and* got much less CPU per second than they did. None without CPU times.
+    """
+    ratios = cpu_ratios(m)
+    if ratios is None or len(ratios) < MIN_VALID_SAMPLES or len(ratios) != m.n_samples:
+        return None
+    times = m.times_s
+    order = sorted(range(len(times)), key=lambda i: times[i])
+    fastest = order[: max(1, len(order) // 4)]
+    ref_time = quantile(sorted(times[i] for i in fastest), 0.5)
+    ref_cpu = quantile(sorted(ratios[i] for i in fastest), 0.5)
+    if ref_time <= 0 or ref_cpu <= 0:
+        return None
+    slow_starved = sum(t > DESCHEDULED_SLOWER * ref_time and r < DESCHEDULED_REL * ref_cpu
+                       for t, r in zip(times, ratios, strict=True))
+    return slow_starved / len(times)
 
 
 def cpu_util(m: Measurement) -> float | None:
@@ -89,13 +113,10 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
     steal = during.get("steal_frac")
     if steal is not None and steal >= STEAL_CONTENDED_FRAC:
         contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")
-    ratios = cpu_ratios(m) if device == "cpu" else None
-    if ratios and len(ratios) >= MIN_VALID_SAMPLES:
-        ref = quantile(sorted(ratios), 0.9)
-        low = sum(r < DESCHEDULED_REL * ref for r in ratios) / len(ratios)
-        if ref > 0 and low >= DESCHEDULED_FRAC:
-            contended.append(f"{low:.0%} of samples got under {DESCHEDULED_REL:.0%} of the CPU time of the others "
-                             f"(descheduled)")
+    low = descheduled_fraction(m) if device == "cpu" else None
+    if low is not None and low >= DESCHEDULED_FRAC:
+        contended.append(f"{low:.0%} of samples were over {DESCHEDULED_SLOWER:g}x slower than the fastest quarter "
+                         f"with under {DESCHEDULED_REL:.0%} of their CPU time per second (descheduled)")
     for name in ("before", "after"):
         busy = (windows.get(name) or {}).get("others_cores")
         if busy is not None and busy >= NOTE_OTHERS_CORES:
