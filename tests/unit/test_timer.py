@@ -280,3 +280,19 @@ def test_a_slow_warmup_call_does_not_shrink_the_block(fake_clock):
     m = measure(fn, clock=fake_clock, warmup=2, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6,
                 max_samples=6)
     assert m.block_size == 1000
+
+
+def test_calls_that_get_faster_after_calibration_get_a_new_block(fake_clock):
+    # 100 slow calls (10 us: caches cold, a JIT's dispatch not yet settled), then 1 us calls for good.
+    fn = _workload(fake_clock, [1e-5] * 100 + [1e-6] * 10_000_000)
+    m = measure(fn, clock=fake_clock, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6, max_samples=6,
+                warmup=0)
+    assert m.n_samples == 6
+    assert min(m.sample_times_s) == pytest.approx(1e-3)  # every kept sample meets the target again
+    assert m.block_size == 1000 and m.median_s == pytest.approx(1e-6)
+
+
+def test_a_block_the_caller_fixed_is_never_changed(fake_clock):
+    fn = _workload(fake_clock, [1e-5] * 100 + [1e-6] * 10_000)
+    m = measure(fn, clock=fake_clock, block_size=3, min_run_time_s=0, min_samples=6, max_samples=6, warmup=0)
+    assert m.sample_iters == (3,) * 6
