@@ -63,19 +63,36 @@ def test_table_verdicts_and_summary(dlperf_main, store):
     assert "geometric mean B/A over 2 compared cases" in res.stdout and "1 contended" in res.stdout
 
 
+@pytest.fixture
+def clean_store(tmp_path: Path) -> tuple[Path, str, str]:
+    """Run A, and run B with one case 1% slower and one 30% slower; every case valid."""
+    db = tmp_path / "clean.sqlite"
+    s = Store(db)
+    a = make_run(s, {KEY.format(1): (1e-3, "valid"), KEY.format(2): (2e-3, None)}, seed=1)
+    b = make_run(s, {KEY.format(1): (1.01e-3, "valid"), KEY.format(2): (2.6e-3, "valid")}, seed=100)
+    return db, a, b
+
+
 # case 2 is B/A 1.299 [1.288, 1.310]: at 29% its point estimate is beyond the threshold, its CI is not: exit 0
 @pytest.mark.parametrize(("pct", "code"), [("10", 1), ("40", 0), ("0", 1), ("29%", 0), ("28.5", 1)])
-def test_fail_on_regression_exits_1_exactly_when_a_case_is_beyond_it(dlperf_main, store, pct, code):
-    db, a, b = store
+def test_fail_on_regression_exits_1_exactly_when_a_case_is_beyond_it(dlperf_main, clean_store, pct, code):
+    db, a, b = clean_store
     res = dlperf_main("compare", a, b, "--fail-on-regression", pct, db=db)
     assert res.returncode == code, res.stderr
     if code:
         assert res.stderr.startswith("dlperf: ") and KEY.format(2) in res.stderr
-        assert KEY.format(3) not in res.stderr  # contended: 34x slower and still never a regression
         # at 0%, the 1% shift whose whole CI lies above 1.00 is a regression too; at 10% it is not
         assert (KEY.format(1) in res.stderr) == (pct == "0")
     else:
         assert res.stderr == "" and "regressions beyond" in res.stdout and ": none" in res.stdout
+
+
+def test_the_gate_fails_closed_on_a_case_it_could_not_check(dlperf_main, store):
+    db, a, b = store
+    res = dlperf_main("compare", a, b, "--fail-on-regression", "40", db=db)
+    assert res.returncode == 1
+    assert "slower by more than" not in res.stderr  # contended: 34x slower and still never a regression ...
+    assert "could not be checked (contended" in res.stderr and KEY.format(3) in res.stderr  # ... nor a pass
 
 
 def test_json_for_ci(dlperf_main, store):

@@ -258,3 +258,31 @@ def test_a_case_too_noisy_to_judge_is_not_called_ok():
     base = {"arithmetic_intensity": 1 / 12, "bytes_per_call": MIB, "bytes_per_s": 100e9, "flops_per_s": 100e9 / 12}
     assert _check(roofline_point(base | {"iqr_rel": 0.05}, CACHED)) == "ok"
     assert _check(roofline_point(base | {"iqr_rel": 2.0}, CACHED)) == "spread 203%: not judged"
+
+
+def _stored(levels: list[tuple[str, float | None]]) -> dict:
+    return {"devices": {"cpu": {"threads": 1, "caches": {"source": "test", "levels": [1]}, "levels": [
+        {"name": n, "capacity_bytes": 2**20 * (i + 1) if n != DRAM else None, "bytes_per_s": bw, "iqr_rel": 0.01,
+         "framework": "numpy", "kernel": "copy", "working_set_bytes": 2**19} for i, (n, bw) in enumerate(levels)]}}}
+
+
+def test_the_cpu_compute_peak_is_that_of_the_cores_the_run_uses():
+    env = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 500e9}, "cpu_physical_cores": 2, "threads": 1}
+    c = ceilings(env, "cpu", "float32", {}, None)
+    assert c.flop_peak == pytest.approx(250e9) and "1 of 2 cores" in c.flop_source
+    assert ceilings(env | {"threads": 2}, "cpu", "float32", {}, None).flop_peak == pytest.approx(500e9)
+
+
+def test_a_level_never_has_a_lower_ceiling_than_one_further_out():
+    c = ceilings({}, "cpu", "float32", {}, None, _stored([("L1", 87e9), ("L2", 216e9), ("LLC", 203e9), (DRAM, 54e9)]))
+    by_name = {lv.name: lv for lv in c.levels}
+    assert by_name["L1"].bytes_per_s == 216e9 and "per-call overhead" in by_name["L1"].source
+    assert by_name["L2"].bytes_per_s == 216e9 and by_name["LLC"].bytes_per_s == 203e9  # each its own
+
+
+def test_stored_ceilings_without_a_figure_fall_back_to_the_theoretical_bandwidth():
+    env = {"gpus": [{"index": 0, "peaks_theoretical": {"fp32_flops_per_s": 60e12, "mem_bw_bytes_per_s": 3.3e12}}]}
+    stored = _stored([("L2", None), (DRAM, None)])
+    stored["devices"]["cuda"] = stored["devices"].pop("cpu")
+    c = ceilings(env, "cuda", "float32", {}, None, stored)
+    assert c.bw_peak == pytest.approx(3.3e12) and "no figure for this device" in c.origin

@@ -265,13 +265,13 @@ def test_a_stall_during_calibration_does_not_shrink_the_block(warmup, seed):
     assert quantile(sorted(m.sample_times_s), 0.5) >= 1e-3
 
 
-def test_a_call_longer_than_a_sample_costs_one_calibration_call_after_warmup(fake_clock):
-    """The warm-up calls are trials of one call each, so a slow call is not run three more times."""
+def test_a_call_longer_than_a_sample_costs_no_calibration_call_after_warmup(fake_clock):
+    """The warm-up calls are trials of one call each: two slow ones settle the block, no slow call is run again."""
     fn = _workload(fake_clock, [2e-3] * 100)
     m = measure(fn, clock=fake_clock, warmup=2, min_sample_time_s=1e-3, min_run_time_s=0, min_samples=6,
                 max_samples=6)
     assert m.block_size == 1
-    assert m.warmup_iters == 3 and m.warmup_s == pytest.approx(6e-3)
+    assert m.warmup_iters == 2 and m.warmup_s == pytest.approx(4e-3)
 
 
 def test_a_slow_warmup_call_does_not_shrink_the_block(fake_clock):
@@ -296,3 +296,15 @@ def test_a_block_the_caller_fixed_is_never_changed(fake_clock):
     fn = _workload(fake_clock, [1e-5] * 100 + [1e-6] * 10_000)
     m = measure(fn, clock=fake_clock, block_size=3, min_run_time_s=0, min_samples=6, max_samples=6, warmup=0)
     assert m.sample_iters == (3,) * 6
+
+
+def test_a_call_longer_than_a_sample_is_not_repeated_to_calibrate(fake_clock):
+    calls = []
+
+    def fn():
+        calls.append(1)
+        fake_clock.advance(2.0)  # a 2 s training step: far longer than the 1 ms a sample needs
+
+    m = measure(fn, clock=fake_clock, warmup=0, min_run_time_s=0, min_samples=3, max_samples=3)
+    assert m.block_size == 1
+    assert len(calls) == 1 + 2 + 3  # the first call, two single-call trials (a stall is not a slow call), 3 samples

@@ -63,8 +63,8 @@ class Percent(click.ParamType):
 REGRESSION_EXIT = 1
 
 
-@click.command(epilog=f"Exit status: 0; {REGRESSION_EXIT} with --fail-on-regression when a case regressed; "
-               "2 on bad input.")
+@click.command(epilog=f"Exit status: 0; {REGRESSION_EXIT} with --fail-on-regression when a case regressed or "
+               "could not be checked (contended or invalid on either side); 2 on bad input.")
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
 @click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
@@ -72,7 +72,8 @@ REGRESSION_EXIT = 1
                    "lies beyond this; inside it, no change")
 @click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
               help=f"exit {REGRESSION_EXIT} when a compared case (not contended, not invalid) is slower by more "
-                   "than PCT, its whole 95% CI above 1+PCT/100; the cases are listed")
+                   "than PCT, its whole 95% CI above 1+PCT/100, or when a case could not be checked (contended or "
+                   "invalid: the gate fails closed); the cases are listed")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @db_option
 def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, fmt: str, db: str | None) -> None:
@@ -84,7 +85,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     The last line is the geometric mean of B/A over the compared cases.
     """
     from dlperf.hardware.identity import diff, identity
-    from dlperf.report.compare import compare_runs, regressions, summarize
+    from dlperf.report.compare import NOT_COMPARED, compare_runs, regressions, summarize
     from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db)
@@ -105,9 +106,15 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
         _print_compare(ra["id"], rb["id"], diffs, derived, rows, summary, min_effect, fail_pct, failed)
+    unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
                    + ", ".join(c.case_key for c in failed), err=True)
+    if unchecked:  # the gate fails closed: a case it could not check is not a case that passed
+        why = ", ".join(sorted({c.verdict for c in unchecked}))
+        click.echo(f"dlperf: {len(unchecked)} case(s) could not be checked ({why}; rerun them on a quiet machine): "
+                   + ", ".join(c.case_key for c in unchecked), err=True)
+    if failed or unchecked:
         raise click.exceptions.Exit(REGRESSION_EXIT)
 
 

@@ -28,9 +28,9 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
               help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads (default: the physical cores other processes leave idle at the start)")
-@click.option("--wait-idle", "wait_idle_s", type=click.FloatRange(min=0, min_open=True), is_flag=False,
-              flag_value=60.0, default=None, metavar="[SECONDS]",
-              help="before each case, wait up to SECONDS (default 60) for other processes to leave the CPU")
+@click.option("--wait-idle", "wait_idle_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="before each case, wait up to SECONDS (e.g. 60) for other processes to leave "
+                                      "the CPU")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
 @click.option("--energy-estimate", type=click.Choice(["tdp"]), default=None,

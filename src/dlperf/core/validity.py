@@ -122,7 +122,7 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
         if busy is not None and busy >= NOTE_OTHERS_CORES:
             notes.append(f"other processes used {busy:.2f} cores {name} it{_others(windows[name])}")
     wait = (activity or {}).get("wait")
-    if wait and not wait.get("quiet", True):
+    if wait and wait.get("quiet") is False:
         notes.append(f"waited {wait.get('waited_s')} s for a quiet machine; it stayed busy")
 
     if m.n_samples > 1 and m.iqr_rel > NOISE_IQR_REL:

@@ -136,9 +136,22 @@ def short_size(n_bytes: float) -> str:
 
 
 def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
+    """The stored levels, fastest first. A level closer to the core never has a lower ceiling than one
+    further out: where its own figure is lower (seen: L1 87 GB/s under L2's 216, set by each call's
+    overhead, not by the cache), the slower level's figure is its ceiling and the source says so."""
     errors = dev.get("errors") or {}
     out = []
-    for lv in dev.get("levels") or []:
+    levels = dev.get("levels") or []
+    for i, lv in enumerate(levels):
+        outer = max((o.get("bytes_per_s") or 0.0 for o in levels[i + 1:]), default=0.0)
+        own = lv.get("bytes_per_s")
+        if own and outer > own:
+            src = next(o for o in levels[i + 1:] if o.get("bytes_per_s") == outer)
+            out.append(LevelCeiling(lv["name"], lv.get("capacity_bytes"), outer, src.get("iqr_rel"),
+                                    f"{src['name']}'s figure: its own, {own / 1e9:.3g} GB/s ({lv['framework']} "
+                                    f"{lv['kernel']} at {short_size(lv['working_set_bytes'])}), is below an outer "
+                                    f"level's, which a cache cannot be: per-call overhead bounds it"))
+            continue
         if lv.get("bytes_per_s"):
             source = (f"{lv['framework']} {lv['kernel']} at {short_size(lv['working_set_bytes'])}, "
                       f"IQR {100 * (lv.get('iqr_rel') or 0):.1f}%")
@@ -158,9 +171,18 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
     theo = device_theoretical(env, device)
     fp = flop_peak(theo, dtype)
     flop_source = f"theoretical {dtype} peak" if fp else f"no theoretical {dtype} peak for {device}"
+    cores, threads = env.get("cpu_physical_cores"), env.get("threads")
+    if fp and device == "cpu" and cores and threads and threads < cores:
+        # The run computed on `threads` cores: its peak is theirs, as its measured ceilings are.
+        fp = fp * threads / cores
+        flop_source += f" of the {threads} of {cores} cores the run's threads use"
     theo_bw = theo.get("mem_bw_bytes_per_s")
     theo_bw_source = "theoretical" if theo_bw else "no theoretical bandwidth recorded (DLPERF_MEM_BW_GBS gives one)"
     dev = ((stored or {}).get("devices") or {}).get(device)
+    if dev and not any(lv.get("bytes_per_s") for lv in dev.get("levels") or []):
+        stored = {"error": "the ceilings stored with this run have no figure for this device "
+                           "(their kernels need torch or numpy)"}
+        dev = None
     if dev:
         gemm = dev.get("gemm") or {}
         caches = dev.get("caches") or {}

@@ -181,8 +181,9 @@ def wait_idle(max_wait_s: float, *, quiet_cores: float = 0.25, step_s: float = 0
         rec = Monitor().idle_window("wait", step_s)
         others = rec.get("others_cores")
         waited = time.perf_counter() - t0
-        if others is None or others < quiet_cores:
-            return {"waited_s": round(waited, 2), "quiet": others is not None, "others_cores": others,
+        if others is None or others < quiet_cores:  # quiet None: not known (no /proc here), never "busy"
+            return {"waited_s": round(waited, 2), "quiet": True if others is not None else None,
+                    "others_cores": others,
                     "max_wait_s": max_wait_s, **({"error": rec["error"]} if "error" in rec else {})}
         if waited >= max_wait_s:
             return {"waited_s": round(waited, 2), "quiet": False, "others_cores": others,

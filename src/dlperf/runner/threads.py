@@ -10,10 +10,11 @@ two configurations.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.core.validity import assess
+from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, assess
 from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import busy_cores_now
 from dlperf.store import Store
@@ -25,10 +26,15 @@ BUSY_PROBE_S = 0.5
 
 
 def idle_threads(cores: int, busy_cores: float | None) -> int:
-    """The cores left to a run when other processes keep `busy_cores` busy (rounded), at least one."""
+    """The cores left to a run when other processes keep `busy_cores` busy, at least one.
+
+    The same line as validity's: others at `OTHERS_OVERSUBSCRIBED_CORES` or more, with more threads than
+    the cores they leave, make a case `contended`; so a core is given up as soon as others would tip it.
+    """
     if busy_cores is None:
         return cores
-    return max(1, min(cores, cores - round(busy_cores)))
+    taken = max(0, math.ceil(busy_cores - OTHERS_OVERSUBSCRIBED_CORES))
+    return max(1, min(cores, cores - taken))
 
 
 def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resume: str | None,

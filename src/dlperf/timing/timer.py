@@ -15,6 +15,8 @@ from dlperf.timing.stats import median_ci, quantile
 
 Clock = Callable[[], float]
 
+#: Single calls that each fill a sample on their own, after which the block is 1 without more trials.
+SLOW_CALL_TRIALS = 2
 #: After this many samples the block is checked once more against the target: the calls may have got faster
 #: since calibration (seen: a JAX op at 770 us per call while calibrating, 70 us when sampled) ...
 RECHECK_SAMPLES = 3
@@ -248,7 +250,8 @@ def _calibrate_block(
     spoil. A single trial let one stall end the doubling early with an inflated per-call time, giving
     block = 1 and 0.1 ms samples; now a stalled trial is outvoted, and if the repeats show it was a
     stall (they are too short to read) doubling resumes. `trials` are (calls, seconds) already timed
-    (the warm-up calls, one call each), so a slow call costs one more call here, as before.
+    (the warm-up calls, one call each); a call that fills a sample on its own twice gives block 1 at once,
+    so a slow step is not run again (with warm-up 0, two single-call trials are run to tell it from a stall).
     Returns (block size, calls spent, seconds spent); those calls count as warm-up.
     """
     target_s = max(min_sample_time_s, overhead_s / MAX_OVERHEAD_FRACTION)
@@ -271,8 +274,10 @@ def _calibrate_block(
         spent_s += elapsed
 
     n = 1
-    if not trials:
-        trial(n)
+    while sum(1 for k, _ in trials if k == 1) < SLOW_CALL_TRIALS and all(t >= target_s for _, t in trials):
+        trial(1)  # a single call that fills a sample: once more, for a stall is not a slow call
+    if all(t / k >= target_s for k, t in trials):
+        return 1, spent_iters, spent_s  # every call fills a sample: block 1, no more repeats of a slow call
     while True:
         fastest = min(t / k for k, t in trials)
         if fastest * n < target_s / 10 and n < max_block:
