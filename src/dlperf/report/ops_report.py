@@ -83,10 +83,23 @@ def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str
             if not pts:
                 row += ["-", "-"]
             else:
-                row += [format_number(_median([p.metrics.flops_per_s for p in pts]), ",.2f", scale=1e6),
+                mark = validity_mark(pts)
+                row += [format_number(_median([p.metrics.flops_per_s for p in pts]), ",.2f", scale=1e6) + mark,
                         format_number(_median([p.roof["pct_flop_peak"] for p in pts]), ".2f")]
         rows.append(row)
     return header, rows
+
+
+#: The mark a study-layout figure carries when one of its measurements was not valid (worst first).
+VALIDITY_MARKS = {"invalid": " (i)", "contended": " (c)", "noisy": " (n)"}
+VALIDITY_MARKS_NOTE = ("(c) contended: other work took the CPU while it ran, slower than this machine; (n) noisy; "
+                       "(i) invalid measurement. `dlperf show` gives each case's reason")
+
+
+def validity_mark(points: list[OpsPoint]) -> str:
+    """The worst validity among a figure's measurements, as a short mark ('' when all are valid or unknown)."""
+    found = {p.metrics.validity for p in points}
+    return next((mark for v, mark in VALIDITY_MARKS.items() if v in found), "")
 
 
 def _row_order(size: float, dtype: str, label: str) -> tuple[float, int, str, str]:
@@ -117,7 +130,7 @@ def _check(roof: dict[str, Any], validity: str | None = None) -> str:
         return f"{validity}: not judged"
     if roof["level"] is not None and roof["tolerance_pct"] > JUDGE_MAX_SPREAD_PCT:
         return f"spread {roof['tolerance_pct']:.0f}%: not judged"
-    return "ok"
+    return "ok (noisy)" if validity == "noisy" else "ok"
 
 
 def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
@@ -230,8 +243,11 @@ def sections(data: ReportData) -> list[Section]:
     for name, ops in OP_GROUPS:
         if not present & set(ops):
             continue
+        header, rows = study_layout(points, ops)
         out.append(Table(f"{name} layout, this machine: MFlop/s and Efic. (% of the theoretical FLOP peak)",
-                         *study_layout(points, ops), heading=f"### {name}: this machine"))
+                         header, rows, heading=f"### {name}: this machine"))
+        if any(m in cell for row in rows for cell in row for m in VALIDITY_MARKS.values()):
+            out.append(Note(VALIDITY_MARKS_NOTE))
         if name != "beyond the study":
             out.append(Table(f"{name} as published: study 002, Theano on three GPUs (nvprof)",
                              *reference_layout(ops), heading=f"### {name}: as published"))

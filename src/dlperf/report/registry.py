@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dlperf.report import backends_report, cnn_report, mlp_report, ops_report, peaks_table
-from dlperf.report.sections import Section
+from dlperf.report.sections import Note, Section
 from dlperf.report.study import ReportData
 
 REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
@@ -22,6 +22,27 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
 
 
 def study_sections(data: ReportData) -> list[Section]:
-    """The sections of every study report whose workload the run has (plots written to data.plot_dir)."""
+    """The sections of every study report whose workload the run has (plots written to data.plot_dir), each
+    followed by a line naming the cases behind its figures that were not valid (ops marks them in its tables)."""
     present = {r.workload for r in data.results}
-    return [s for workload, build in REPORTS.items() if workload in present for s in build(data)]
+    out: list[Section] = []
+    for workload, build in REPORTS.items():
+        if workload in present:
+            out += build(data)
+            if workload != "ops":
+                out += validity_note(workload, data)
+    return out
+
+
+def validity_note(workload: str, data: ReportData) -> list[Section]:
+    """One line: how many of the workload's measured cases were noisy, contended or invalid, and which."""
+    bad = [r for r in data.of(workload) if r.ok and r.m.validity not in (None, "valid")]
+    if not bad:
+        return []
+    counts: dict[str, int] = {}
+    for r in bad:
+        counts[str(r.m.validity)] = counts.get(str(r.m.validity), 0) + 1
+    names = ", ".join(sorted({r.case_key.split("/", 1)[-1] for r in bad})[:6])
+    text = (f"validity: {', '.join(f'{n} {v}' for v, n in counts.items())} of the {workload} figures above "
+            f"({names}{', ...' if len(bad) > 6 else ''}); `dlperf show` gives each reason")
+    return [Note(text)]
