@@ -43,6 +43,14 @@ def test_a_little_load_counts_only_when_the_cores_are_oversubscribed() -> None:
     assert assess(_m(times), _activity(0.3), threads=1, device="cpu")[0] == "valid"  # 1 + 0.3 <= 2 cores
 
 
+def test_a_single_threaded_case_is_not_oversubscribed_by_a_little_load() -> None:
+    times = _steady()
+    one_core = [t * 1.0 for t in times]  # NumPy's ufuncs: one busy thread whatever --threads says
+    assert assess(_m(times, one_core), _activity(0.3), threads=2, device="cpu")[0] == "valid"
+    two_cores = [t * 2.0 for t in times]
+    assert assess(_m(times, two_cores), _activity(0.3), threads=2, device="cpu")[0] == "contended"
+
+
 def test_steal_makes_it_contended() -> None:
     validity, reason = assess(_m(_steady()), _activity(0.0, steal=0.12), threads=1, device="cpu")
     assert validity == "contended" and "stole 12%" in reason

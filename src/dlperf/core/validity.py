@@ -106,6 +106,11 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
     during = windows.get("during") or {}
     others = during.get("others_cores")
     if others is not None:
+        # The cores the case kept busy: its threads, or fewer where its CPU time says so (NumPy's ufuncs
+        # run on one thread whatever the setting); a few kernel workers then do not tip it over.
+        util = m.cpu_util if device == "cpu" else None
+        if threads is not None and util is not None:
+            threads = max(1, min(threads, round(util)))
         over = threads is not None and cores is not None and threads + others > cores
         if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
             own = f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""
