@@ -31,13 +31,13 @@ def dlperf_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
     """`dlperf ARGS` in this process through `dlperf.cli.main`: its exit code, stdout and stderr.
 
     Runs in a scratch folder (reports/ land there) with 200 columns, as `run_cli` does; `db` sets DLPERF_DB.
-    The SIGTERM handler that `run` installs is put back afterwards."""
+    The SIGTERM and SIGHUP handlers that `run` installs are put back afterwards."""
     from dlperf.cli import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("DLPERF_DB", raising=False)
-    sigterm = signal.getsignal(signal.SIGTERM)
+    sigterm, sighup = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
 
     def call(*args: str, db: Path | None = None) -> CliResult:
         if db is not None:
@@ -54,6 +54,7 @@ def dlperf_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
 
     yield call
     signal.signal(signal.SIGTERM, sigterm)
+    signal.signal(signal.SIGHUP, sighup)
 
 
 @pytest.fixture(scope="package")

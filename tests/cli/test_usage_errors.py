@@ -43,7 +43,7 @@ def test_bad_study_file(dlperf_main, bad_dir, tmp_path, name, fragments):
 
 def test_database_from_newer_dlperf(dlperf_main, tmp_path):
     db = tmp_path / "r.sqlite"
-    assert dlperf_main("runs", db=db).returncode == 0  # creates the schema
+    Store(db)  # creates the schema
     engine = create_engine(f"sqlite:///{db}")
     with engine.begin() as conn:
         conn.execute(text("UPDATE dlperf_meta SET value='7' WHERE key='schema_version'"))
@@ -53,6 +53,7 @@ def test_database_from_newer_dlperf(dlperf_main, tmp_path):
 
 def test_unknown_run_and_usage_errors(dlperf_main, tmp_path):
     db = tmp_path / "r.sqlite"
+    Store(db)  # an empty store: no runs yet
     assert_one_line_error(dlperf_main("show", "latest", db=db), "no runs in")
     assert_one_line_error(dlperf_main("show", "nope", db=db), "unknown run 'nope'")
     assert_one_line_error(dlperf_main("run", "smoke", "--framework", "tourch", db=db), "unknown framework 'tourch'")
@@ -80,7 +81,16 @@ def test_bad_memory_size(dlperf_main):
 def test_unwritable_database_location(dlperf_main, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert_one_line_error(dlperf_main("runs", "--db", str(blocker / "sub" / "r.sqlite")), "cannot create the folder")
+    assert_one_line_error(dlperf_main("run", "smoke", "--quick", "--db", str(blocker / "sub" / "r.sqlite")),
+                          "cannot create the folder")
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "latest"], ["report", "latest"], ["export", "latest"],
+                                     ["compare", "a", "b"], ["hw", "measured"]])
+def test_read_only_commands_never_create_a_store(dlperf_main, tmp_path, command):
+    typo = tmp_path / "reslts.sqlite"
+    assert_one_line_error(dlperf_main(*command, "--db", str(typo)), "no results store at", "check --db")
+    assert not typo.exists()
 
 
 def test_resume_of_another_study_is_refused(dlperf_main, two_runs):
@@ -94,7 +104,8 @@ def test_resume_across_environments_is_refused(dlperf_main, two_runs):
     # the same study with another thread count is another environment (threads are part of the fingerprint)
     # (the default thread count depends on the machine's load when a run starts: take another one than stored)
     stored = Store(db).run(Store(db).resolve_run("latest"))["settings"]["threads"]
-    res = dlperf_main("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", str(stored + 1), db=db)
+    other = 2 if stored == 1 else 1  # within the machine's cores (more are refused up front)
+    res = dlperf_main("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", str(other), db=db)
     assert_one_line_error(res, "was measured in another environment", "threads")
 
 
@@ -105,6 +116,9 @@ def test_resume_across_environments_is_refused(dlperf_main, two_runs):
         (["export", "x", "--format", "xml"], "Invalid value for '--format': 'xml' is not one of 'csv', 'json'"),
         (["run", "smoke", "--timeout", "-1"], "Invalid value for '--timeout'"),
         (["run", "smoke", "--threads", "0"], "Invalid value for '--threads'"),
+        (["run", "smoke", "--threads", "9999"], "--threads 9999: this machine has"),
+        (["run", "smoke", "--resume", "latest", "--new"], "--resume RUN continues a run and --new starts another"),
+        (["run", "--wait-idle", "smoke"], "Invalid value for '--wait-idle'"),
         (["maxbatch", "resnet"], "Invalid value for '{alexnet|caffenet|googlenet|lenet5}'"),
         (["maxbatch", "alexnet", "--mem-limit", "2XB"], "'2XB' is not a memory size"),
         (["hw", "list", "--sort", "colour"], "Invalid value for '--sort'"),
@@ -129,3 +143,21 @@ def test_every_command_is_registered():
     assert sorted(cli.commands) == ["compare", "doctor", "export", "hw", "list", "maxbatch", "peaks", "recommend",
                                     "report", "run", "runs", "show"]
     assert sorted(cli.commands["hw"].commands) == ["compare", "diff-study", "list", "measured", "show"]
+
+
+@pytest.mark.parametrize(("content", "fragments"), [
+    (b"name: a\nname: b\n", ("duplicate key 'name'", ":2:1")),
+    (b"name: caf\xe9\n", ("not a UTF-8 text file",)),
+    (b"name: x\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\nexclude:\n  - {nonexistent: 1}\n",
+     ("exclude[0]: unknown key 'nonexistent'", "size_mb")),
+])
+def test_study_files_that_cannot_mean_what_they_say_are_refused(dlperf_main, tmp_path, content, fragments):
+    study = tmp_path / "s.yaml"
+    study.write_bytes(content)
+    res = dlperf_main("run", str(study), db=tmp_path / "r.sqlite")
+    assert_one_line_error(res, *fragments)
+    assert res.returncode == 2 and not (tmp_path / "r.sqlite").exists()
+
+
+def test_a_directory_is_not_a_study_file(dlperf_main, tmp_path):
+    assert_one_line_error(dlperf_main("run", str(tmp_path), db=tmp_path / "r.sqlite"), "is a directory")

@@ -64,17 +64,26 @@ def workers_left(db: Path) -> list[str]:
     return left
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+#: The exit status each stopping signal gives: 128 + its number, as shells expect (Ctrl-C: 130).
+CLEAN_STOPS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
 def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
     db = tmp_path / "r.sqlite"
     stopped = start_and_stop(db, sig)
     before = stored(db)
     assert 3 <= len(before) < N_CASES, "the sweep should have stopped partway"
-    if sig == signal.SIGINT:
-        assert stopped.returncode == 130
+    if sig in CLEAN_STOPS:
+        assert stopped.returncode == CLEAN_STOPS[sig], stopped.stderr
         err = stopped.stderr.strip().splitlines()
         assert len(err) == 1 and "interrupted:" in err[0] and "rerun the same command to resume" in err[0]
         assert "Traceback" not in stopped.stderr
+        engine = create_engine(f"sqlite:///{db}")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT status FROM runs")).scalar_one() == "interrupted"
+        engine.dispose()
     else:
         assert stopped.returncode == -signal.SIGKILL
     time.sleep(0.5)

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="dlperf", standalone_mode=False)
     except DlperfError as exc:
         click.echo(f"dlperf: {exc}" if exc.exit_code == 130 else f"dlperf: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(_signal_exit() if exc.exit_code == 130 else exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"
         click.echo(f"dlperf: error: {exc.format_message()}{hint}", err=True)
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except (click.Abort, KeyboardInterrupt):
         click.echo("dlperf: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(_signal_exit())
     except Exception as exc:
         if os.environ.get("DLPERF_DEBUG"):
             raise
@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> None:
                    err=True)
         sys.exit(70)
     sys.exit(code or 0)
+
+
+def _signal_exit() -> int:
+    """128 + the signal that stopped the command (143 for SIGTERM, 129 for SIGHUP); 130 for Ctrl-C."""
+    from dlperf.cli.run import STOPPED_BY
+
+    return 128 + STOPPED_BY[-1] if STOPPED_BY else 130
 
 
 _register()

@@ -174,7 +174,7 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
     from dlperf.hardware.measured import best_per_setup, cnn_rows
     from dlperf.report.sections import rich_table
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_ids = [store.resolve_run(r) for r in runs] or None
     rows = cnn_rows(*cnn_inputs(store, run_ids), tdp_w=tdp_w, price_usd=price_usd)
     if not rows:

@@ -32,10 +32,23 @@ def new_console(stderr: bool = False) -> Any:
     return console
 
 
-def open_store(db: str | None) -> Any:
-    """The results store at `db` (a path or URL; None: DLPERF_DB's or the default)."""
-    from dlperf.store import Store
+def open_store(db: str | None, *, create: bool = True) -> Any:
+    """The results store at `db` (a path or URL; None: DLPERF_DB's or the default).
 
+    `create=False` for commands that only read: a SQLite file that does not exist is an error (a typo'd
+    --db would otherwise become a new, empty store that shows nothing), never created."""
+    from dlperf.store import Store
+    from dlperf.store.db import default_db_path
+
+    if not create:
+        text = str(db if db is not None else os.environ.get("DLPERF_DB") or default_db_path())
+        path = (Path(text.removeprefix("sqlite:///")) if text.startswith("sqlite:///")
+                else None if "://" in text else Path(text).expanduser())
+        if path is not None and str(path) != ":memory:" and not path.is_file():
+            from dlperf.errors import StoreError
+
+            raise StoreError(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
+                             f"`dlperf run` creates one)")
     return Store(db)
 
 

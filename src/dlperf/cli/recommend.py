@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from dlperf.cli.options import db_option, new_console, open_store
-from dlperf.errors import DlperfError
+from dlperf.errors import DlperfError, StoreError
 from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr, format_mib, format_number, format_pct
 
 
@@ -58,8 +58,13 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     except ValueError as exc:
         raise DlperfError(str(exc)) from None
     req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
-    store = open_store(db)
-    rows = cnn_rows(*cnn_inputs(store, [store.resolve_run(r) for r in runs] or None))
+    try:
+        store = open_store(db, create=False)
+    except StoreError:
+        if runs:
+            raise
+        store = None  # no store yet: estimates from the catalog alone (never a new, empty store)
+    rows = cnn_rows(*cnn_inputs(store, [store.resolve_run(r) for r in runs] or None)) if store is not None else []
     here = this_cpu()
     devices = [d for d in (*catalog(), *([here] if here else [])) if not kind or d.kind in kind]
     ranked, excluded, key = R.rank(devices, rows, req, rank_by)

@@ -21,7 +21,7 @@ def runs(limit: int, db: str | None) -> None:
     """The most recent runs in the store."""
     from rich.table import Table
 
-    rows = open_store(db).list_runs(limit)
+    rows = open_store(db, create=False).list_runs(limit)
     table = Table(title="runs", title_justify="left")
     for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
         table.add_column(col)
@@ -38,7 +38,7 @@ def show(run_ref: str, db: str | None) -> None:
     """The results table of RUN (an id, a unique prefix, or `latest`)."""
     from dlperf.report.tables import render_terminal
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_row = store.run(run_ref)
     render_terminal(run_row, store.run_environment(run_row["id"]), store.results(run_row["id"]), new_console())
 
@@ -88,7 +88,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     from dlperf.report.compare import NOT_COMPARED, compare_runs, regressions, summarize
     from dlperf.report.effect import CONFIDENCE
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     ra, rb = store.run(run_a), store.run(run_b)
     env_a, env_b = store.run_environment(ra["id"]), store.run_environment(rb["id"])
     diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
@@ -177,7 +177,7 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
     """RUN's results as CSV (one flat row per case) or JSON (everything, raw samples included)."""
     from dlperf.store.export import to_csv, to_json
 
-    store = open_store(db)
+    store = open_store(db, create=False)
     run_row = store.run(run_ref)
     results = store.results(run_row["id"])
     text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row["id"]), results)
@@ -199,7 +199,7 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
     from dlperf.report.sections import render_terminal as sections_terminal
     from dlperf.report.tables import render_markdown, render_terminal
 
-    data = report_data(open_store(db), run_ref, plot_dir)
+    data = report_data(open_store(db, create=False), run_ref, plot_dir)
     sections = study_sections(data)
     if fmt == "markdown":
         md_dir = output.parent if output else Path.cwd()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,16 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--energy-estimate tdp needs --tdp-w WATTS (the CPU's thermal design power)")
     if tdp_w is not None and energy_estimate is None:
         raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
+    if resume and new:
+        raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+    logical = os.cpu_count() or 1
+    if threads is not None and threads > logical:
+        raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
+                               f"cores only wait on each other")
     loaded = load_study(study, quick=quick)
     store = open_store(db)
     console = new_console()
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
+    stop_cleanly_on_signals()
     summary = run_study(
         loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
         retry_failed=retry_failed,
@@ -87,9 +94,22 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
 
 
+#: The signal that stopped this process (SIGTERM, SIGHUP), for its exit status 128 + N; none for Ctrl-C.
+STOPPED_BY: list[int] = []
+
+
 def raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    """A SIGTERM handler: stop as cleanly as Ctrl-C does (the sweep stores what finished and says so)."""
+    """A SIGTERM/SIGHUP handler: stop as cleanly as Ctrl-C does (the sweep stores what finished, marks the run
+    interrupted and says so), then exit 128 + the signal's number, as shells expect (143, 129)."""
+    STOPPED_BY.append(signum)
     raise KeyboardInterrupt
+
+
+def stop_cleanly_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal) stop a command as Ctrl-C does."""
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, raise_keyboard_interrupt)
 
 
 @click.command()
@@ -124,7 +144,7 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
 
     store = open_store(db)
     console = new_console()
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    stop_cleanly_on_signals()
     result = search(store, model=model, framework=framework, device=device, image_size=image_size,
                     precision=precision, mem_limit_mb=mem_limit_mb, start=start, max_batch=max_batch, steps=steps,
                     timeout_s=timeout_s, exact=exact, events=ConsoleEvents(console))
@@ -174,7 +194,7 @@ def peaks(quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], ne
     study = load_study("peaks", quick=quick)
     store = open_store(db)
     console = new_console()
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    stop_cleanly_on_signals()
     summary = run_study(study, store, frameworks=list(frameworks), devices=list(devices), new=new,
                         events=ConsoleEvents(console))
     render_terminal(peaks_table.sections(report_data(store, summary.run_id, None)), console)

@@ -69,6 +69,8 @@ def resolve_path(name_or_path: str) -> Path:
     """A shipped study name, or a path to a YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in name_or_path:
+        if p.is_dir():
+            raise StudyError(f"{name_or_path}: is a directory; give a study file (.yaml) or a shipped study's name")
         if not p.is_file():
             raise StudyError(f"{name_or_path}: study file not found")
         return p
@@ -97,14 +99,34 @@ def _first_error(path: Path, exc: ValidationError, prefix: str = "") -> StudyErr
     return StudyError(f"{path}: {prefix}{loc}: {msg}{more}")
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (the file gives it twice; say it once)", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
 def read_study_file(path: Path) -> StudyFile:
     """Parse and validate the YAML; raise StudyError naming file, key and expectation."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise StudyError(f"{path}: cannot read study file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise StudyError(f"{path}: not a UTF-8 text file (byte {exc.start}): a study file is YAML text") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass that refuses duplicate keys
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -168,6 +190,13 @@ def _expand(path: Path, workload_name: str, settings: RunSettings, prefix: str) 
             canonical = parsed.model_dump(mode="json", exclude_none=True)
             if canonical not in points:
                 points.append(canonical)
+    known = {"framework", "device", *workload.Params.model_fields}
+    for i, rule in enumerate(settings.exclude):
+        unknown = sorted(set(rule) - known)
+        if unknown:
+            raise StudyError(f"{path}: {prefix}exclude[{i}]: unknown key {', '.join(map(repr, unknown))} (an exclude "
+                             f"entry names framework, device or the {workload_name} parameters: "
+                             f"{', '.join(sorted(workload.Params.model_fields))})")
     cases = []
     for fw, dev, point in itertools.product(settings.frameworks, settings.devices, points):
         if any(_matches(rule, fw, dev, point) for rule in settings.exclude):
