@@ -161,3 +161,26 @@ def test_study_files_that_cannot_mean_what_they_say_are_refused(dlperf_main, tmp
 
 def test_a_directory_is_not_a_study_file(dlperf_main, tmp_path):
     assert_one_line_error(dlperf_main("run", str(tmp_path), db=tmp_path / "r.sqlite"), "is a directory")
+
+
+@pytest.mark.parametrize("content", [b"hello\n", b"x"], ids=["text file", "1-byte file"])
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(dlperf_main, tmp_path, content):
+    db = tmp_path / "r.sqlite"
+    db.write_bytes(content)
+    assert_one_line_error(dlperf_main("runs", db=db), "is not a SQLite database", "nothing was written")
+    assert_one_line_error(dlperf_main("run", "smoke", "--quick", db=db), "is not a SQLite database")
+    assert db.read_bytes() == content
+
+
+def test_a_truncated_store_is_one_line_with_how_to_check_it(dlperf_main, two_runs, tmp_path):
+    db, _, _ = two_runs
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(db.read_bytes()[:8192])
+    res = dlperf_main("show", "latest", db=cut)
+    assert_one_line_error(res, "cannot be read", "PRAGMA integrity_check")
+    assert res.returncode == 2
+
+
+def test_an_empty_run_reference_is_not_a_prefix_of_every_run(dlperf_main, two_runs):
+    db, _, _ = two_runs
+    assert_one_line_error(dlperf_main("show", "", db=db), "an empty run reference")

@@ -58,10 +58,24 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("DLPERF_DEBUG"):
             raise
+        if _is_damaged_store(exc):
+            orig = getattr(exc, "orig", exc)
+            click.echo(f"dlperf: error: the results store cannot be read ({orig}); check it with "
+                       f"`sqlite3 FILE 'PRAGMA integrity_check'` and restore a copy; nothing was written to it",
+                       err=True)
+            sys.exit(2)
         click.echo(f"dlperf: internal error: {type(exc).__name__}: {exc} (set DLPERF_DEBUG=1 for the traceback)",
                    err=True)
         sys.exit(70)
     sys.exit(code or 0)
+
+
+def _is_damaged_store(exc: Exception) -> bool:
+    """A database the store reads but cannot make sense of (a truncated or corrupt SQLite file)."""
+    from sqlalchemy.exc import DatabaseError
+
+    text = str(getattr(exc, "orig", "")).lower()
+    return type(exc) is DatabaseError and ("malformed" in text or "not a database" in text)
 
 
 def _signal_exit() -> int:

@@ -47,11 +47,33 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+#: The first bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_sqlite_file(url: str) -> None:
+    """A SQLite path that holds something other than a database is refused, never written into."""
+    if not url.startswith("sqlite:///"):
+        return
+    path = Path(url.removeprefix("sqlite:///"))
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return  # a new store (SQLite writes the header on first use)
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read database {path}: {exc.strerror}") from None
+    if head != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a SQLite database (it holds {path.stat().st_size} bytes of something else): "
+                         f"give a dlperf store, or a new path for a new one; nothing was written to it")
+
+
 class Store:
     """The results store. Cheap to open; every write is its own short transaction."""
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, migrations: list[schema.Migration] | None = None):
         self.url = to_url(db)
+        _check_sqlite_file(self.url)
         self._migrations = MIGRATIONS if migrations is None else migrations
         try:
             self.engine: Engine = create_engine(self.url, future=True)
@@ -169,6 +191,8 @@ class Store:
 
     def resolve_run(self, ref: str) -> str:
         """A run id from an exact id, 'latest', or a unique prefix."""
+        if not ref.strip():
+            raise UnknownRunError("an empty run reference: give a run id, a unique prefix of one, or 'latest'")
         with self.engine.connect() as conn:
             if ref == "latest":
                 found = conn.execute(select(runs.c.id).order_by(runs.c.started_at.desc()).limit(1)).scalar()
