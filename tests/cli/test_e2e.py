@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
 from tests.conftest import run_cli
 
@@ -37,6 +38,10 @@ def test_python_m_dlperf_is_the_same_command():
 
 
 def test_a_bad_argument_is_one_line_on_stderr(tmp_path):
+    res = run_cli("show", "nope", db=tmp_path / "r.sqlite")
+    assert_one_line_error(res, "no results store at")  # read-only commands never create one
+    assert res.returncode == 2 and res.stdout == "" and not (tmp_path / "r.sqlite").exists()
+    Store(tmp_path / "r.sqlite")
     res = run_cli("show", "nope", db=tmp_path / "r.sqlite")
     assert_one_line_error(res, "unknown run 'nope'")
     assert res.returncode == 2 and res.stdout == ""
