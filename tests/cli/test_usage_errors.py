@@ -184,3 +184,8 @@ def test_a_truncated_store_is_one_line_with_how_to_check_it(dlperf_main, two_run
 def test_an_empty_run_reference_is_not_a_prefix_of_every_run(dlperf_main, two_runs):
     db, _, _ = two_runs
     assert_one_line_error(dlperf_main("show", "", db=db), "an empty run reference")
+
+
+def test_an_unknown_device_is_named_as_such(dlperf_main, tmp_path):
+    assert_one_line_error(dlperf_main("run", "smoke", "--quick", "--device", "tpu", db=tmp_path / "r.sqlite"),
+                          "--device tpu: unknown device")

@@ -7,6 +7,7 @@ rerunning the same command resumes where it stopped.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +50,9 @@ def filter_cases(study: Study, frameworks: list[str], devices: list[str]) -> lis
             get_framework(name)
         except KeyError as exc:
             raise StudyError(f"--framework: {exc.args[0]}") from None
+    for dev in devices:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
+            raise StudyError(f"--device {dev}: unknown device (dlperf runs on cpu, cuda and cuda:N)")
     cases = [
         c for c in study.cases
         if (not frameworks or c.framework in frameworks) and (not devices or c.device in devices)
