@@ -14,6 +14,7 @@ from dlperf.hardware.catalog import find
 from dlperf.models import get_spec
 from dlperf.models.memory import train_memory, train_traffic_bytes
 from dlperf.models.spec import param_count, train_flops
+from dlperf.store import Store
 from tests.conftest import STUDIES, run_cli
 
 STUDY = STUDIES / "cnn_recommend.yaml"
@@ -217,6 +218,7 @@ def test_hw_measured(measured_db):
     (["hw", "measured"], "no cnn results stored"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
+    Store(tmp_path / "empty.sqlite")  # an empty store (read-only commands refuse one that does not exist)
     res = run_cli(*args, db=tmp_path / "empty.sqlite")
     assert res.returncode != 0 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
