@@ -19,17 +19,13 @@ import math
 
 import numpy as np
 
-DTYPES = ("float32", "float64")
+from dlperf.nn.backends.host import DTYPES as DTYPES  # this backend's dtypes (operators.dtypes reads them)
+from dlperf.nn.backends.host import host_array
 
 
 def asarray(x):
     """A NumPy array of `x`, kept in its dtype if it is a float32/float64 array, else float64."""
-    arr = np.asarray(x)
-    if arr.dtype.name in DTYPES:
-        return arr
-    if arr.dtype.kind == "f":
-        raise TypeError(f"the sequential backend computes in {' or '.join(DTYPES)}, not {arr.dtype}")
-    return arr.astype(np.float64)
+    return host_array(x, "sequential")
 
 
 def to_numpy(x):

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-DTYPES = ("float32", "float64")
+from dlperf.nn.backends.host import DTYPES as DTYPES  # this backend's dtypes (operators.dtypes reads them)
+from dlperf.nn.backends.host import host_array
 
 
 def asarray(x):
     """`x` as a NumPy array, kept in its dtype if float32/float64; anything else (lists, ints) becomes float64."""
-    arr = np.asarray(x)
-    if arr.dtype.name in DTYPES:
-        return arr
-    if arr.dtype.kind == "f":
-        raise TypeError(f"the vectorized backend computes in {' or '.join(DTYPES)}, not {arr.dtype}")
-    return arr.astype(np.float64)
+    return host_array(x, "vectorized")
 
 
 def to_numpy(x):
