@@ -5,6 +5,7 @@ model counts, and those are what is stored), dlperf.nn keeps float32 end to end,
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,15 +183,24 @@ def _table(text: str, *columns: str) -> list[list[str]]:
     return rows
 
 
-@pytest.mark.e2e
-def test_mixed_dtype_ops_study_shows_every_case_in_every_table(tmp_path):
-    study = tmp_path / "mixed.yaml"
-    study.write_text("name: ops_mixed\nworkload: ops\nframeworks: [numpy, torch, nn-vectorized]\n"
-                     "params: {op: [add, dot], size_mb: [0.5], dtype: [float32, float64, bfloat16]}\n"
-                     "budget_s: 0.1\nmin_run_time_s: 0.02\nenergy: false\n")
+def _run_and_report(tmp_path: Path, name: str, yaml_text: str) -> tuple[Path, str]:
+    """Run the study `yaml_text` (named `name`) into a fresh store; (the store, its Markdown report)."""
+    study = tmp_path / f"{name}.yaml"
+    study.write_text(yaml_text)
     db = tmp_path / "r.sqlite"
     res = run_cli("run", str(study), db=db)
     assert res.returncode == 0, res.stderr
+    md = run_cli("report", name, "--format", "markdown", db=db)
+    assert md.returncode == 0, md.stderr
+    return db, md.stdout
+
+
+@pytest.mark.e2e
+def test_mixed_dtype_ops_study_shows_every_case_in_every_table(tmp_path):
+    db, md = _run_and_report(tmp_path, "ops_mixed",
+                             "name: ops_mixed\nworkload: ops\nframeworks: [numpy, torch, nn-vectorized]\n"
+                             "params: {op: [add, dot], size_mb: [0.5], dtype: [float32, float64, bfloat16]}\n"
+                             "budget_s: 0.1\nmin_run_time_s: 0.02\nenergy: false\n")
     exported = json.loads(run_cli("export", "ops_mixed", "--format", "json", db=db).stdout)
     cases = exported["results"]
     ok = [c for c in cases if c["status"] == "ok"]
@@ -199,28 +209,23 @@ def test_mixed_dtype_ops_study_shows_every_case_in_every_table(tmp_path):
     assert len(ok) == 14  # 3 frameworks x 2 ops x 3 dtypes, less the 4 unsupported bfloat16 cases
     for c in ok:  # the stored bytes are the arrays built: the working set asked for, in every dtype
         assert 0.9 * 0.5 * 2**20 <= c["metrics"]["bytes_per_call"] <= 0.5 * 2**20, c
-    md = run_cli("report", "ops_mixed", "--format", "markdown", db=db)
-    assert md.returncode == 0, md.stderr
-    layout = _table(md.stdout, "MB", "framework/device", "dtype")  # Table 2 (add, dot), this machine
+    layout = _table(md, "MB", "framework/device", "dtype")  # Table 2 (add, dot), this machine
     shown = {(row[1], row[2]) for row in layout}
     want = {(f"{c['framework']}/cpu", c["params"]["dtype"]) for c in ok}
     assert shown == want and len(layout) == len(want)  # one row per (framework, dtype): none overwritten
     for row in layout:  # both ops ran for each (framework, dtype): no MFlop/s cell lost to another dtype
         assert "-" not in row[3::2], row  # (Efic.% is '-' where no peak is known for the dtype, e.g. float64)
-    roofline = [rows for header, rows in _markdown_tables(md.stdout) if "FLOP/byte" in header]
+    roofline = [rows for header, rows in _markdown_tables(md) if "FLOP/byte" in header]
     assert len(roofline) == 1 and len(roofline[0]) == len(ok)  # the roofline table lists every ok case
 
 
 @pytest.mark.e2e
 def test_mixed_dtype_mlp_study_keeps_both_rows(tmp_path):
-    study = tmp_path / "mlp.yaml"
-    study.write_text("name: mlp_mixed\nworkload: mlp\nframeworks: [numpy, nn-vectorized]\n"
-                     "params: {variant: tensors, size: custom, n: 16, d_in: 64, h: 16, d_out: 8, iterations: 10, "
-                     "dtype: [float32, float64]}\nbudget_s: 0.1\nmin_run_time_s: 0.02\nenergy: false\n")
-    db = tmp_path / "r.sqlite"
-    res = run_cli("run", str(study), db=db)
-    assert res.returncode == 0, res.stderr
-    md = run_cli("report", "mlp_mixed", "--format", "markdown", db=db).stdout
+    _, md = _run_and_report(tmp_path, "mlp_mixed",
+                            "name: mlp_mixed\nworkload: mlp\nframeworks: [numpy, nn-vectorized]\n"
+                            "params: {variant: tensors, size: custom, n: 16, d_in: 64, h: 16, d_out: 8, "
+                            "iterations: 10, dtype: [float32, float64]}\nbudget_s: 0.1\nmin_run_time_s: 0.02\n"
+                            "energy: false\n")
     rows = _table(md, "framework", "variant", "size", "dtype")  # study 000's layout
     keyed = {(r[0], r[3]): r[5] for r in rows}  # (framework, dtype) -> reps
     assert keyed == {(fw, dt): "1" for fw in ("numpy", "nn-vectorized") for dt in ("float32", "float64")}
@@ -228,14 +233,9 @@ def test_mixed_dtype_mlp_study_keeps_both_rows(tmp_path):
 
 @pytest.mark.e2e
 def test_mixed_precision_cnn_study_keeps_both_in_every_table(tmp_path):
-    study = tmp_path / "cnn.yaml"
-    study.write_text("name: cnn_mixed\nworkload: cnn\nframeworks: [torch]\n"
-                     "params: {model: lenet5, batch: 2, precision: [fp32, amp]}\n"
-                     "steps: 2\nwarmup: 1\nenergy: false\nprofile: true\n")
-    db = tmp_path / "r.sqlite"
-    res = run_cli("run", str(study), db=db)
-    assert res.returncode == 0, res.stderr
-    md = run_cli("report", "cnn_mixed", "--format", "markdown", db=db).stdout
+    _, md = _run_and_report(tmp_path, "cnn_mixed", "name: cnn_mixed\nworkload: cnn\nframeworks: [torch]\n"
+                            "params: {model: lenet5, batch: 2, precision: [fp32, amp]}\n"
+                            "steps: 2\nwarmup: 1\nenergy: false\nprofile: true\n")
     times = _table(md, "model", "framework", "device", "image", "precision", "batch")
     assert sorted((r[4], r[6]) for r in times) == [("amp", "ok"), ("fp32", "ok")]
     largest = _table(md, "model", "framework", "device", "image", "precision", "largest batch that ran")
