@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from dlperf.core.validity import MIN_VALID_SAMPLES, assess, cpu_util
+from dlperf.core.validity import MIN_VALID_SAMPLES, assess
 from dlperf.timing.measurement import Measurement
 
 
@@ -103,5 +103,5 @@ def test_no_activity_record_judges_the_samples_alone() -> None:
 
 def test_cpu_util_is_the_median_cpu_per_wall_second() -> None:
     times = [1.0, 1.0, 1.0]
-    assert cpu_util(_m(times, [2.0, 1.0, 1.8])) == 1.8
-    assert cpu_util(_m(times)) is None
+    assert _m(times, [2.0, 1.0, 1.8]).cpu_util == 1.8
+    assert _m(times).cpu_util is None

@@ -167,10 +167,9 @@ class CaseResult(BaseModel):
             if "validity" in metrics:  # judged again from the raw samples and activity, never trusted from disk
                 from dlperf.core.validity import assess
 
-                measured = Measurement.from_dict(data["measurement"])
                 metrics["validity"], metrics["validity_reason"] = assess(
-                    measured, metrics.get("activity"), threads=metrics.get("threads"), device=data["device"],
-                    shape=measured.shape_flags)
+                    Measurement.from_dict(data["measurement"]), metrics.get("activity"),
+                    threads=metrics.get("threads"), device=data["device"])
         data["metrics"] = Metrics.model_validate(metrics) if data.get("metrics") is not None else None
         return cls.model_validate(data)
 

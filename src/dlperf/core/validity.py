@@ -69,11 +69,6 @@ def descheduled_fraction(m: Measurement) -> float | None:
     return slow_starved / len(times)
 
 
-def cpu_util(m: Measurement) -> float | None:
-    """Median CPU seconds per wall second over the samples: ~threads when every thread computes."""
-    return m.cpu_util
-
-
 def _others(rec: dict[str, Any]) -> str:
     top = rec.get("top_others") or []
     named = ", ".join(f"{p['name']} pid {p['pid']}: {p['cores']:.1f}" for p in top)
@@ -81,10 +76,11 @@ def _others(rec: dict[str, Any]) -> str:
 
 
 def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: int | None, device: str,
-           shape: Sequence[str] = ()) -> tuple[Validity, str | None]:
+           shape: Sequence[str] | None = None) -> tuple[Validity, str | None]:
     """(validity, reason) of a case: invalid > contended > noisy > valid; every finding is in the reason.
 
-    `shape` holds the sample-shape findings (bimodal, drifting) of `dlperf.timing.shape`.
+    `shape`: the sample-shape findings (bimodal, drifting); None takes the measurement's own
+    (`Measurement.shape_flags`, from `dlperf.timing.shape`).
     """
     invalid: list[str] = []
     contended: list[str] = []
@@ -132,7 +128,7 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
 
     if m.n_samples > 1 and m.iqr_rel > NOISE_IQR_REL:
         noisy.append(f"IQR {m.iqr_rel:.0%} of the median")
-    noisy.extend(shape)
+    noisy.extend(m.shape_flags if shape is None else shape)
 
     for validity, found in (("invalid", invalid), ("contended", contended), ("noisy", noisy)):
         if found:

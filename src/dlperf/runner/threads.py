@@ -69,7 +69,6 @@ def with_wait(row: CaseResult, waited: dict[str, Any]) -> CaseResult:
     activity = dict(row.metrics.activity) | {"wait": waited}
     update: dict[str, Any] = {"activity": activity}
     if row.measurement is not None:
-        measured = Measurement.from_dict(row.measurement)
         update["validity"], update["validity_reason"] = assess(
-            measured, activity, threads=row.metrics.threads, device=row.device, shape=measured.shape_flags)
+            Measurement.from_dict(row.measurement), activity, threads=row.metrics.threads, device=row.device)
     return row.model_copy(update={"metrics": row.metrics.model_copy(update=update)})

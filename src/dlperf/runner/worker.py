@@ -74,7 +74,7 @@ def _one_line(exc: BaseException) -> str:
 
 def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
-    from dlperf.core.validity import assess, cpu_util
+    from dlperf.core.validity import assess
     from dlperf.frameworks import UnsupportedError, get_framework
     from dlperf.meters.activity import Monitor
     from dlperf.runner.derive import derive_metrics
@@ -105,10 +105,9 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.built_cost(params, built))
-        metrics["activity"] = monitor.record()
-        metrics["cpu_util"] = cpu_util(m)
+        metrics["activity"] = monitor.record()  # cpu_util came with the measurement's summary
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
-                                                                 device=case.device, shape=m.shape_flags)
+                                                                 device=case.device)
         metrics["energy"] = _energy(settings, device, fn, sync, m.median_s)
         if settings.profile:
             from dlperf.profiling.cprof import profile
