@@ -117,6 +117,14 @@ def format_mib(n_bytes: float | None, *, missing: str = MISSING) -> str:
     return f"{n_bytes / MIB_BYTES:,.0f} MiB"
 
 
+def format_size(n_bytes: float) -> str:
+    """Bytes in the largest binary unit they reach, three significant digits: `48 KiB`, `1.5 MiB`, `512 B`."""
+    for unit, scale in (("GiB", GIB_BYTES), ("MiB", MIB_BYTES), ("KiB", 2**10)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
 def format_gib(n_bytes: float | None, spec: str = ".1f", *, missing: str = MISSING) -> str:
     """Bytes as binary gibibytes, named: `15.5 GiB`."""
     if n_bytes is None:

@@ -25,6 +25,7 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import flop_peak
+from dlperf.units import format_size
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
 HOST_KEYS = ("cpu_model", "hostname_sha256", "threads", "cpu_physical_cores")
@@ -127,14 +128,6 @@ def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
     return env.get("cpu_peaks_theoretical") or {}
 
 
-def short_size(n_bytes: float) -> str:
-    """Bytes in binary units, short: 48 KiB, 1.5 MiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes:.0f} B"
-
-
 def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
     """The stored levels, fastest first. A level closer to the core never has a lower ceiling than one
     further out: where its own figure is lower (seen: L1 87 GB/s under L2's 216, set by each call's
@@ -149,11 +142,11 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
             src = next(o for o in levels[i + 1:] if o.get("bytes_per_s") == outer)
             out.append(LevelCeiling(lv["name"], lv.get("capacity_bytes"), outer, src.get("iqr_rel"),
                                     f"{src['name']}'s figure: its own, {own / 1e9:.3g} GB/s ({lv['framework']} "
-                                    f"{lv['kernel']} at {short_size(lv['working_set_bytes'])}), is below an outer "
+                                    f"{lv['kernel']} at {format_size(lv['working_set_bytes'])}), is below an outer "
                                     f"level's, which a cache cannot be: per-call overhead bounds it"))
             continue
         if lv.get("bytes_per_s"):
-            source = (f"{lv['framework']} {lv['kernel']} at {short_size(lv['working_set_bytes'])}, "
+            source = (f"{lv['framework']} {lv['kernel']} at {format_size(lv['working_set_bytes'])}, "
                       f"IQR {100 * (lv.get('iqr_rel') or 0):.1f}%")
         else:
             why = "; ".join(f"{k}: {v}" for k, v in errors.items() if k.endswith(f" {lv['name']}")) or "no figure"

@@ -13,11 +13,11 @@ from typing import Any
 from dlperf.core.result import Metrics
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import OVERRIDES
-from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point, short_size
+from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
 from dlperf.report.plots import roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
-from dlperf.units import MISSING, format_iqr, format_number
+from dlperf.units import MISSING, format_iqr, format_number, format_size
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
 REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
@@ -193,7 +193,8 @@ def ceiling_lines(points: list[OpsPoint]) -> list[str]:
         c = next(iter(by_dtype.values()))
         out.append(f"{device}: {c.origin}")
         for lv in c.levels:
-            cap = "" if lv.capacity_bytes is None else f" (holds {short_size(lv.capacity_bytes)} for the run's threads)"
+            cap = ("" if lv.capacity_bytes is None
+                   else f" (holds {format_size(lv.capacity_bytes)} for the run's threads)")
             extra = ""
             if lv.name == DRAM and lv.source != "theoretical bandwidth":
                 extra = f"; theoretical {_gbs(c.dram_theoretical)}" if c.dram_theoretical else (
