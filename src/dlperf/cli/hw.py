@@ -18,6 +18,11 @@ SORTABLE = ("name", "vendor", "kind", "process_nm", "transistors_millions", "mem
             "gflops_per_w", "gflops_per_usd")
 
 
+def _figure(field: str, value: Any) -> str:
+    """A catalog figure as `hw` prints it: a year plain (2017, never 2,017), the rest by `format_figure`."""
+    return format_figure(value, ".0f") if field == "launch_year" else format_figure(value)
+
+
 def _sort_value(d: Any, key: str) -> Any:
     v = d.efficiency()[key] if key in ("gflops_per_w", "gflops_per_usd") else getattr(d, key)
     return None if v == "unknown" else v
@@ -88,7 +93,7 @@ def _detail(d: Any, title: str, console: Any) -> None:
     for f in (*TEXT, *FIGURES):
         v = getattr(d, f)
         mark = " (derived)" if f in d.derived else ""
-        rows.append([f, f"{format_figure(v) if f in FIGURES else v}{mark}", ref(f)])
+        rows.append([f, f"{_figure(f, v) if f in FIGURES else v}{mark}", ref(f)])
     eff = d.efficiency()
     rows.append(["GFLOP/s per W (FP32 / TDP)", format_figure(eff["gflops_per_w"], ".3g"), "computed"])
     rows.append(["GFLOP/s per $ (FP32 / price)", format_figure(eff["gflops_per_usd"], ".3g"), "computed"])
@@ -135,7 +140,7 @@ def hw_compare(names: tuple[str, ...]) -> None:
     if len(names) < 2:
         raise click.UsageError("compare needs at least two devices")
     devs = [_find(n) for n in names]
-    rows = [[f, *[format_figure(getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]]
+    rows = [[f, *[_figure(f, getattr(d, f)) + (" (derived)" if f in d.derived else "") for d in devs]]
             for f in ("kind", "architecture", "peak_clock", *FIGURES)]
     for key, label in (("gflops_per_w", "GFLOP/s per W"), ("gflops_per_usd", "GFLOP/s per $")):
         rows.append([label, *[format_figure(d.efficiency()[key], ".3g") for d in devs]])

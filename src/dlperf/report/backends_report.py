@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Note, Section, Table
 from dlperf.report.study import ReportData
@@ -61,13 +59,21 @@ def _tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[list[s
     return out
 
 
+def steps_timed(counts: list[int | None]) -> str:
+    """How many steps each case was timed on, as whole counts: `12 steps`, or `12 to 13 steps per case`."""
+    known = sorted(int(n) for n in counts if n)
+    if not known:
+        return "an unknown number of steps"
+    lo, hi = known[0], known[-1]
+    return f"{lo} step{'s' * (lo != 1)}" if lo == hi else f"{lo} to {hi} steps per case"
+
+
 def sections(data: ReportData) -> list[Section]:
     """Study 003's layout: time per step and per epoch, the speedup matrix, the profile of `fit`."""
     out: list[Section] = [Table(title, header, rows, heading=f"### {title}") for title, header, rows in
                           _tables(data.results)]
     seq = [r for r in data.results if r.framework == "nn-sequential" and r.ok]
     if data.of("backends") and seq:
-        n = statistics.median(r.m.total_iters for r in seq)
-        out.append(Note(f"nn-sequential was timed on {n:g} steps (median), not whole epochs: its per-epoch "
-                        "time is the per-step median times the steps of an epoch", markdown=""))
+        out.append(Note(f"nn-sequential was timed on {steps_timed([r.m.total_iters for r in seq])}, not whole "
+                        "epochs: its per-epoch time is the per-step median times the steps of an epoch", markdown=""))
     return out
