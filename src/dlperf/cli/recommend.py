@@ -67,7 +67,7 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     rows = cnn_rows(*cnn_inputs(store, [store.resolve_run(r) for r in runs] or None)) if store is not None else []
     here = this_cpu()
     devices = [d for d in (*catalog(), *([here] if here else [])) if not kind or d.kind in kind]
-    ranked, excluded, key = R.rank(devices, rows, req, rank_by)
+    ranked, excluded, key = R.rank(devices, rows, req, rank_by, here=R.memory_here(here))
     checks = R.validation(rows, model)
     if fmt == "json":
         import json
@@ -77,8 +77,14 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
     plot_dir = None if no_plot else plot_dir
     console = new_console()
     _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
-    if excluded:
-        console.print("left out: " + "; ".join(f"{e['device'].id} ({why})" for e, why in excluded),
+    unchecked = [(e, why) for e, why in excluded if why.startswith(R.CANNOT_CHECK_MEMORY)]
+    left_out = [(e, why) for e, why in excluded if not why.startswith(R.CANNOT_CHECK_MEMORY)]
+    if left_out:
+        console.print("left out: " + "; ".join(f"{e['device'].id} ({why})" for e, why in left_out),
+                      highlight=False, markup=False, soft_wrap=True)
+    if unchecked:
+        console.print(f"{R.CANNOT_CHECK_MEMORY} (so not ranked): "
+                      + "; ".join(f"{e['device'].id} ({why.partition(': ')[2]})" for e, why in unchecked),
                       highlight=False, markup=False, soft_wrap=True)
     if plot_dir is not None:
         _plot(console, ranked, [e for e, _ in excluded], req, plot_dir)
@@ -98,6 +104,7 @@ def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tu
 
     def est(e: dict[str, Any]) -> dict[str, Any]:
         return {"memory_bytes": e["memory_bytes"], "memory_parts": e["memory"].to_dict(), "fits": e["fits"],
+                "memory_capacity_bytes": e["memory_capacity_bytes"], "memory_capacity_source": e["memory_source"],
                 "images_per_s": e["images_per_s"], "gflops": e.get("gflops"), "binds": e.get("binds"),
                 "efficiency": e["efficiency"], "efficiency_source": e["efficiency_source"],
                 "images_per_s_per_kusd": e.get("images_per_s_per_kusd"),
@@ -142,14 +149,19 @@ def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str
     table = []
     for e in ranked:
         d = e["device"]
-        cap = f" / {format_figure(d.memory_gb)}" if d.kind != "cpu" else " / host"
+        has = e["memory_capacity_bytes"]
+        cap = f" / {format_figure(has / 1e9)}" + (" RAM" if e["memory_source"] == R.HOST_RAM else "")
         table.append([str(e["rank"]), d.id, d.kind, format_gb(e["memory_bytes"], named=False) + cap,
                       format_figure(e["images_per_s"]), format_pct(e["efficiency"]),
                       format_figure(d.launch_price_usd, ",.0f"), format_figure(d.tdp_w),
                       format_figure(e["images_per_s_per_kusd"]), format_figure(e["images_per_j_tdp"]),
                       _measured_cell(d, rows, checks, req), e["reason"]])
+    if not ranked:
+        console.print(f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
+                      "no device qualifies (why each is left out follows)", highlight=False)
+        return
     title = (f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
-             f"{n} devices qualify, top {len(ranked)} by {R.RANK_KEYS[key][1]}")
+             f"{n} device{' qualifies' if n == 1 else 's qualify'}, top {len(ranked)} by {R.RANK_KEYS[key][1]}")
     console.print(rich_table(title, header, table, text_cols=(-2, -1)))
     sources = sorted({e["efficiency_source"] for e in ranked})
     console.print("every figure above is an estimate: memory from the model definition (models.memory), img/s = "

@@ -1,7 +1,9 @@
 """`dlperf recommend`: which devices of the catalog would train this CNN, how fast, at what cost.
 
 Every figure here is an ESTIMATE, made from the model definition and the catalog:
-- memory: parameters, gradients, momentum, input and activations for the batch (`models.memory`);
+- memory: parameters, gradients, momentum, input and activations for the batch (`models.memory`), checked
+  against the device's memory: the catalog's, or for this machine's CPU the host's RAM (`memory_here`); a
+  device whose memory is unknown (a catalog CPU, whose memory is its host's) never qualifies unchecked;
 - time per step: a roofline, max(training FLOPs / peak FLOP/s, traffic bytes / bandwidth), divided by
   an efficiency: the fraction of its roofline this user's own hardware reached on this workload
   (stored cnn results, nearest batch and image size, same device kind), else `DEFAULT_EFFICIENCY`.
@@ -12,6 +14,7 @@ that comparison taken from the device's *other* measurements (leave one out), so
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,15 +112,50 @@ def calibration(rows: list[dict[str, Any]], req: Request, kind: str) -> tuple[fl
     return DEFAULT_EFFICIENCY, "default (nothing of this kind measured; see DEFAULT_EFFICIENCY)"
 
 
-def estimate(dev: Device, req: Request, eff: float, eff_source: str) -> dict[str, Any]:
-    """The estimate for one device: memory need and fit, images/s, GFLOP/s, per dollar and per watt."""
+HOST_RAM = "this machine's RAM"
+
+
+def memory_here(here: Device | None) -> dict[str, float]:
+    """Device id -> bytes of memory this machine gives it: the host's RAM (psutil) for this machine's CPU,
+    i.e. `here` (the CPU as this machine sees it), or where that is None the catalog entry that describes
+    this machine whole. A catalog CPU elsewhere has no RAM of its own to check against."""
+    import psutil
+
+    from dlperf.hardware import probe
+    from dlperf.hardware.catalog import match
+
+    ram = float(psutil.virtual_memory().total)
+    if here is not None:
+        return {here.id: ram}
+    entry = match(probe.cpu_model())
+    return {entry.id: ram} if entry is not None and entry.kind == "cpu" else {}
+
+
+def memory_capacity(dev: Device, here: Mapping[str, float]) -> tuple[float | None, str]:
+    """(bytes, where the figure comes from) of the memory a training step on `dev` must fit in, or (None, why
+    it cannot be checked). This machine's RAM for its own CPU (`here`), else the catalog's memory size."""
+    if dev.id in here:
+        return here[dev.id], HOST_RAM
+    gb = dev.value("memory_gb")
+    if gb is not None:
+        return gb * 1e9, "catalog"
+    if dev.kind == "cpu":
+        return None, "a CPU's memory is its host's RAM, which the catalog does not give"
+    return None, "the catalog has no memory size for it"
+
+
+def estimate(dev: Device, req: Request, eff: float, eff_source: str,
+             here: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The estimate for one device: memory need and fit, images/s, GFLOP/s, per dollar and per watt.
+    `here`: the memory this machine gives its own devices (`memory_here`)."""
     spec = get_spec(req.model)
     mem = train_memory(spec, req.batch, req.image_size, precision=req.precision, where=_where(dev.kind))
     peak, which, bw = device_ceilings(dev, req.precision)
+    cap, cap_source = memory_capacity(dev, here or {})
     out: dict[str, Any] = {"device": dev, "memory_bytes": mem.total_bytes, "memory": mem, "peak_label": which,
-                           "efficiency": eff, "efficiency_source": eff_source, "images_per_s": None}
-    cap = dev.value("memory_gb")
-    out["fits"] = None if dev.kind == "cpu" or cap is None else mem.total_bytes <= cap * 1e9
+                           "efficiency": eff, "efficiency_source": eff_source, "images_per_s": None,
+                           "memory_capacity_bytes": cap, "memory_source": cap_source,
+                           "fits": None if cap is None else mem.total_bytes <= cap}
     if peak is None:
         return out
     flops = train_flops(spec, req.batch, req.image_size)
@@ -137,7 +175,9 @@ def exclusion(est: dict[str, Any], req: Request) -> str | None:
     if est["images_per_s"] is None:
         return f"no {est['peak_label']} peak in the catalog"
     if est["fits"] is False:
-        return f"needs {est['memory_bytes'] / 1e9:.2f} GB > {dev.value('memory_gb'):g} GB"
+        return f"needs {est['memory_bytes'] / 1e9:,.2f} GB > {_capacity_text(est)}"
+    if est["fits"] is None:
+        return f"{CANNOT_CHECK_MEMORY}: needs {est['memory_bytes'] / 1e9:,.2f} GB; {est['memory_source']}"
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
     if req.budget_usd is not None:
         if price is None:
@@ -154,6 +194,16 @@ def exclusion(est: dict[str, Any], req: Request) -> str | None:
     return None
 
 
+#: How a device whose memory is unknown is left out (never "qualifies" unchecked).
+CANNOT_CHECK_MEMORY = "cannot check memory"
+
+
+def _capacity_text(est: dict[str, Any]) -> str:
+    """The memory a device has, as the tables print it: `8 GB`, or `23.5 GB (this machine's RAM)`."""
+    text = f"{est['memory_capacity_bytes'] / 1e9:,.4g} GB"
+    return text + (f" ({HOST_RAM})" if est["memory_source"] == HOST_RAM else "")
+
+
 RANK_KEYS = {
     "throughput": (lambda e: -e["images_per_s"], "most images/s"),
     "price": (lambda e: e["device"].value("launch_price_usd") or math.inf, "lowest launch price"),
@@ -162,15 +212,18 @@ RANK_KEYS = {
 }
 
 
-def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request,
-         rank_by: str | None = None) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]], str]:
-    """(ranked estimates, excluded (estimate, why), rank key). With a target, cheapest first by default."""
+def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request, rank_by: str | None = None,
+         here: Mapping[str, float] | None = None) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]],
+                                                           str]:
+    """(ranked estimates, excluded (estimate, why), rank key). With a target, cheapest first by default.
+    `here`: the memory this machine gives its own devices (`memory_here`); every other device is checked
+    against the catalog's memory, and one without it is excluded as `CANNOT_CHECK_MEMORY`."""
     key_name = rank_by or ("price" if req.target_ips is not None else "throughput")
     ranked, excluded = [], []
     # Calibration depends only on whether the device is a CPU: once for each.
     calibrated = {is_cpu: calibration(rows, req, "cpu" if is_cpu else "gpu") for is_cpu in (True, False)}
     for dev in devices:
-        est = estimate(dev, req, *calibrated[dev.kind == "cpu"])
+        est = estimate(dev, req, *calibrated[dev.kind == "cpu"], here=here)
         why = exclusion(est, req)
         if why:
             excluded.append((est, why))
@@ -195,7 +248,7 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
              "per-watt": f"est. {per_w:,.2f} img/s per W" if per_w else "TDP unknown"}[key_name]
     parts = [first]
     if est["fits"] is True:
-        parts.append(f"fits {est['memory_bytes'] / 1e9:.2f}/{dev.value('memory_gb'):g} GB")
+        parts.append(f"fits {est['memory_bytes'] / 1e9:,.2f} of {_capacity_text(est)}")
     if req.budget_usd is not None:
         parts.append(f"${price:,.0f} <= ${req.budget_usd:,.0f}")
     if req.max_power_w is not None:
