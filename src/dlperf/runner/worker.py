@@ -72,6 +72,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def oom_reason(exc: BaseException, case_dtype: Any) -> str:
+    """An out-of-memory reason in the case's own dtype: where the failed allocation names another dtype
+    (NumPy's "... and data type float32" in a float16 case, whose inputs are drawn in float32 and then cast),
+    the reason says that array was an intermediate, so it never reads as if the case ran in that dtype."""
+    import re
+
+    text = _one_line(exc)
+    named = re.search(r"data type (\w+)", text)
+    if isinstance(case_dtype, str) and named and named.group(1) != case_dtype:
+        return f"{text} (a {named.group(1)} intermediate of this {case_dtype} case, not one of its {case_dtype} arrays)"
+    return text
+
+
 def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
     from dlperf.core.validity import assess
@@ -140,7 +153,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         oom = _is_oom(fw, exc)
         result = {
             "status": "oom" if oom else "error",
-            "reason": _one_line(exc),
+            "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
             "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
         }
         if not oom and settings.mem_limit_mb and _asks(fw.oom_suspect, exc):
@@ -189,7 +202,9 @@ def run_one_step(job: OneStepJob) -> dict[str, Any]:
         fn()
         sync()
     except BaseException as exc:
-        return {"status": "oom" if _is_oom(fw, exc) else "error", "reason": _one_line(exc),
+        oom = _is_oom(fw, exc)
+        return {"status": "oom" if oom else "error",
+                "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
                 "peak_rss_bytes": peak_rss_bytes()}
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
