@@ -76,6 +76,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
                                f"cores only wait on each other")
     loaded = load_study(study, quick=quick)
+    from dlperf.runner.footprint import check_run_cap
+
+    check_run_cap(loaded, list(frameworks), list(devices), mem_limit_mb, threads, warn=warn_line)
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
@@ -92,6 +95,11 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
                   f"dlperf export {summary.run_id} --format csv", highlight=False)
+
+
+def warn_line(text: str) -> None:
+    """One warning line on stderr; the command goes on."""
+    click.echo(f"dlperf: warning: {text}", err=True)
 
 
 #: The signal that stopped this process (SIGTERM, SIGHUP), for its exit status 128 + N; none for Ctrl-C.
@@ -142,6 +150,12 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     from dlperf.report.sections import rich_table
     from dlperf.runner.maxbatch import search
 
+    if mem_limit_mb:
+        from dlperf.hardware.probe import default_threads
+        from dlperf.runner.footprint import refuse_caps_below_imports
+
+        refuse_caps_below_imports([framework], mem_limit_mb, default_threads(), source=f"--mem-limit {mem_limit_mb} "
+                                  "MiB", warn=warn_line)
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
