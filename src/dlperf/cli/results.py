@@ -33,14 +33,44 @@ def runs(limit: int, db: str | None) -> None:
 
 @click.command()
 @click.argument("run_ref", metavar="RUN")
+@click.option("--errors", is_flag=True,
+              help="instead of the table: every failed case (error, timeout, oom, crashed) whole, with its full "
+                   "reason and the traceback its worker stored")
+@click.option("--case", "cases", multiple=True, metavar="KEY",
+              help="instead of the table: this case whole (its key as `export` gives it, or a part of it that "
+                   "names it; repeatable)")
 @db_option
-def show(run_ref: str, db: str | None) -> None:
-    """The results table of RUN (an id, a unique prefix, or `latest`)."""
+def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> None:
+    """The results table of RUN (an id, a unique prefix, or `latest`); with --errors or --case, cases whole."""
     from dlperf.report.tables import render_terminal
 
     store = open_store(db, create=False)
     run_row = store.run(run_ref)
-    render_terminal(run_row, store.run_environment(run_row["id"]), store.results(run_row["id"]), new_console())
+    results = store.results(run_row["id"])
+    if errors or cases:
+        _show_cases(run_row["id"], results, errors, cases)
+        return
+    render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console())
+
+
+def _show_cases(run_id: str, results: list[Any], errors: bool, cases: tuple[str, ...]) -> None:
+    """`show --errors` / `--case KEY`: the chosen cases whole, as plain lines (no table folds them)."""
+    from dlperf.errors import DlperfError
+    from dlperf.report.tables import FAILED, case_details
+
+    chosen = [r for r in results if r.status in FAILED] if errors else []
+    for text in cases:
+        exact = [r for r in results if r.case_key == text]
+        found = exact or [r for r in results if text and text in r.case_key]
+        if not found:
+            keys = sorted({r.case_key for r in results})
+            raise DlperfError(f"--case {text!r}: no case of run {run_id} has that key ({len(keys)} cases, e.g. "
+                              f"{keys[0] if keys else 'none'}; `dlperf export {run_id}` lists every key)")
+        chosen += [r for r in found if r not in chosen]
+    if not chosen:
+        click.echo(f"no failed case in run {run_id}")
+        return
+    click.echo("\n".join(case_details(chosen)).rstrip())
 
 
 class Percent(click.ParamType):

@@ -16,6 +16,14 @@ from rich.table import Table
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
+#: The note column is never narrower than this; a note longer than NOTE_CELL_CHARS is cut in the table, with
+#: a [n] that points to it whole under the table (a reason of hundreds of characters must not fold the
+#: table into hundreds of lines).
+NOTE_MIN_WIDTH = 24
+NOTE_CELL_CHARS = 64
+#: The option of `dlperf show` that prints failed cases whole, with their stored tracebacks.
+ERRORS_HINT = "dlperf show {run} --errors"
+
 COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
 
@@ -141,18 +149,53 @@ def environment_lines(env: dict[str, Any]) -> list[str]:
     ]
 
 
+def cut_notes(rows: list[dict[str, str]], limit: int = NOTE_CELL_CHARS) -> list[str]:
+    """Cut each note longer than `limit` in place, ending it with `[n]`; return the whole notes, n = 1, 2, ...
+    (the same note twice gets one number)."""
+    whole: list[str] = []
+    for row in rows:
+        note = row["note"]
+        if len(note) > limit:
+            if note not in whole:
+                whole.append(note)
+            mark = f"... [{whole.index(note) + 1}]"
+            row["note"] = note[: limit - len(mark)].rstrip() + mark
+    return whole
+
+
+def _note_width(rows: list[dict[str, str]], console_width: int) -> int:
+    """The note column's width: what the other columns leave of the console (their widest cell or header,
+    plus 3 characters of border each), at least NOTE_MIN_WIDTH (the params column folds to make room), at
+    most the longest note."""
+    from rich.cells import cell_len
+
+    others = sum(max([cell_len(c), *(cell_len(r[c]) for r in rows)]) + 3 for c in COLUMNS if c != "note")
+    longest = max([cell_len("note"), *(cell_len(r["note"]) for r in rows)])
+    return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
+
+
 def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
                     console: Console) -> None:
     table = Table(title=f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}",
                   title_justify="left")
+    rows = result_rows(results)
+    whole_notes = cut_notes(rows)
+    note_width = _note_width(rows, console.width)
     for col in COLUMNS:
         table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
                                                           "first call", "energy/call") else "left",
-                         overflow="fold", no_wrap=col in ("params", "median", "n", "first call", "energy/call"))
-    for row in result_rows(results):
+                         overflow="fold", no_wrap=col not in ("params", "note"),
+                         width=note_width if col == "note" else None)
+    for row in rows:
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
         table.add_row(*(escape(row[c]) for c in COLUMNS), style=style)
     console.print(table)
+    for i, note in enumerate(whole_notes, 1):
+        console.print(escape(f"[{i}] {note}"), highlight=False, soft_wrap=True)
+    failed = sum(r.status in FAILED for r in results)
+    if failed:
+        console.print(escape(f"{failed} failed case{'s' * (failed != 1)}: each one's whole reason and stored "
+                             f"traceback: {ERRORS_HINT.format(run=run['id'])}"), highlight=False, soft_wrap=True)
     stored = len(results)
     console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
@@ -172,6 +215,30 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
                       highlight=False)
     for line in environment_lines(env):
         console.print(escape(f"  {line}"), highlight=False)
+
+
+FAILED = ("error", "timeout", "oom", "crashed")
+
+
+def case_details(results: list[CaseResult]) -> list[str]:
+    """Each case whole, as lines for `show --errors` / `--case`: its key and status, its whole reason (the run
+    table cuts long ones) and the traceback its worker stored (where it caught the exception)."""
+    lines: list[str] = []
+    for r in results:
+        rep = f" (repetition {r.repetition})" if r.repetition else ""
+        lines.append(f"case {r.case_key}{rep}: {r.status}")
+        if r.reason:
+            lines.append(f"  reason: {r.reason}")
+        if r.ok and r.m.validity_reason:
+            lines.append(f"  validity: {r.m.validity or 'unknown'} ({r.m.validity_reason})")
+        if r.m.traceback:
+            lines.append("  traceback, as the worker stored it:")
+            lines += [f"    {t}" for t in r.m.traceback.rstrip().splitlines()]
+        elif r.status in FAILED:
+            lines.append("  traceback: none stored (the worker caught no exception: it was killed, timed out or "
+                         "exited on its own; the reason says how)")
+        lines.append("")
+    return lines
 
 
 def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
