@@ -166,7 +166,9 @@ def test_recommend_end_to_end(measured_db, tmp_path):
     assert f"plot: {png}" in out and png.stat().st_size > 10_000
     assert "ESTIMATES for alexnet training, batch 128, 227 px" in out
     assert re.search(r"│ 1 │ \S+", out) and "left out:" in out and "rtx-4090 ($1,599 > budget $1,000)" in out
-    assert "efficiency from: " in out and "measured: " in out  # the CPU estimates are calibrated on this machine
+    # a catalog CPU's memory is its host's, unknown: not ranked unchecked (issue 14); the calibration on this
+    # machine's measurements shows where its CPU is ranked (test_recommend_shows_this_machine_against_its_measurement)
+    assert "efficiency from: " in out and "cannot check memory (so not ranked): " in out
     # the memory check: both measured batches, printed with their error, within 25% of the peak RSS
     errors = [int(m) for m in re.findall(r"MiB │\s+([+-]\d+)% │", out)]
     assert len(errors) == 2, out
@@ -181,6 +183,7 @@ def test_recommend_shows_this_machine_against_its_measurement(measured_db):
     # this machine's CPU (its catalog entry, or the entry derived here) carries its measurement at batch 8
     # and the leave-one-out estimate's error there
     assert re.search(r"│ \d+ │ \S+ +│ +cpu │.*img/s torch b8 112px \(est\. [+-]\d+%\)", res.stdout), res.stdout
+    assert "efficiency from: measured: " in res.stdout  # the CPU estimates are calibrated on this machine
 
 
 def test_recommend_json(measured_db):
