@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import db_option, new_console, open_store
+from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 from dlperf.errors import DlperfError
 from dlperf.units import MISSING, UNKNOWN, format_figure, format_iqr
 
@@ -169,8 +169,8 @@ def hw_diff_study(show_all: bool) -> None:
 @hw.command("measured")
 @click.option("--run", "runs", multiple=True, metavar="RUN", help="only these runs (default: every cnn result)")
 @click.option("--all-batches", is_flag=True, help="every batch, not only the fastest per setup")
-@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None, help=TDP_HELP)
-@click.option("--price-usd", type=click.FloatRange(min=0, min_open=True), default=None, help=PRICE_HELP)
+@click.option("--tdp-w", type=FiniteFloatRange(min=0, min_open=True), default=None, help=TDP_HELP)
+@click.option("--price-usd", type=FiniteFloatRange(min=0, min_open=True), default=None, help=PRICE_HELP)
 @db_option
 def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, price_usd: float | None,
                 db: str | None) -> None:

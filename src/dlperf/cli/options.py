@@ -81,3 +81,15 @@ def write_output(text: str, output: Path | None) -> None:
     except OSError as exc:
         raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
     click.echo(f"wrote {output}", err=True)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange that also refuses nan and inf (a NaN passes every comparison click makes)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import db_option, new_console, open_store
+from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 from dlperf.errors import DlperfError, StoreError
 from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr, format_mib, format_number, format_pct
 
@@ -18,15 +18,15 @@ from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr,
 @click.option("--batch", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option("--image-size", type=click.IntRange(min=1), default=None, help="default: the model's")
 @click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
-@click.option("--target-samples-per-s", "target", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--target-samples-per-s", "target", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="only devices estimated to reach this; ranks cheapest first")
-@click.option("--budget-usd", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget-usd", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="only devices whose launch price is at most this")
-@click.option("--max-power-w", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--max-power-w", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="only devices whose TDP is at most this")
 @click.option("--kind", type=click.Choice(["cpu", "gpu", "soc", "accelerator"]), multiple=True,
               help="only these kinds (repeatable)")
-@click.option("--efficiency", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+@click.option("--efficiency", type=FiniteFloatRange(min=0, max=1, min_open=True), default=None,
               help="fraction of the roofline to assume (default: measured here, else 0.25)")
 @click.option("--rank-by", type=click.Choice(["throughput", "price", "per-dollar", "per-watt"]), default=None,
               help="default: throughput, or price with --target-samples-per-s")

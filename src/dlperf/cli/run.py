@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import MemorySize, db_option, new_console, open_store
+from dlperf.cli.options import FiniteFloatRange, MemorySize, db_option, new_console, open_store
 from dlperf.errors import DlperfError
 from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 
@@ -23,20 +23,20 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
 @click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="worker time-out per case, seconds (overrides the study)")
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads (default: the physical cores other processes leave idle at the start)")
-@click.option("--wait-idle", "wait_idle_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--wait-idle", "wait_idle_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="before each case, wait up to SECONDS (e.g. 60) for other processes to leave "
                                       "the CPU")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds (overrides the study)")
 @click.option("--energy-estimate", type=click.Choice(["tdp"]), default=None,
               help="also store an ESTIMATE of CPU energy: TDP x utilisation (needs --tdp-w); never a measurement")
-@click.option("--tdp-w", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--tdp-w", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="the CPU's TDP in watts, for --energy-estimate tdp")
 @click.option("--counters", is_flag=True,
               help="also collect GPU hardware counters with Nsight Compute (ncu) for CUDA cases")
@@ -133,7 +133,7 @@ def stop_cleanly_on_signals() -> None:
               help="stop doubling here")
 @click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True,
               help="timed training steps per probe (after one warm-up step)")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=1800.0,
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=1800.0,
               show_default=True, help="time-out per probe, seconds")
 @click.option("--exact", is_flag=True, help="bisect to the exact batch (default: to within 1/32 of it)")
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

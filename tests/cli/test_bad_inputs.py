@@ -1,0 +1,162 @@
+"""Issue 14's acceptance, as a table: bad inputs of every kind (options, values, missing files, environment
+variables, study content, run references, --db), each through the real `dlperf` command in-process. Each must end
+with a non-zero exit, exactly one `dlperf: error: ...` line on stderr, no traceback anywhere, and a store that
+already holds runs exactly as it was (same runs, statuses and result counts)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.cli.conftest import assert_one_line_error
+
+GOOD_STUDY = "name: t\nworkload: ops\nframeworks: [numpy]\nparams: {op: add, size_mb: 1}\n"
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One bad input: the arguments (`{db}`, `{study}`, `{dir}` are filled in), the study file's text where
+    `{study}` is used, environment variables, and a fragment the error line must contain."""
+
+    args: tuple[str, ...]
+    fragment: str
+    study: str | bytes | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+BAD: dict[str, Bad] = {
+    # options and their values
+    "unknown option": Bad(("run", "smoke", "--colour", "red"), "No such option '--colour'"),
+    "unknown command": Bad(("rnu", "smoke"), "No such command 'rnu'"),
+    "budget zero": Bad(("run", "smoke", "--budget", "0"), "Invalid value for '--budget'"),
+    "budget not a number": Bad(("run", "smoke", "--budget", "abc"), "'abc' is not a valid float"),
+    "timeout nan": Bad(("run", "smoke", "--timeout", "nan"), "'nan' is not a finite number"),
+    "budget inf": Bad(("run", "smoke", "--budget", "inf"), "'inf' is not a finite number"),
+    "recommend budget nan": Bad(("recommend", "--workload", "cnn:alexnet", "--budget-usd", "nan"), "not a finite"),
+    "recommend efficiency nan": Bad(("recommend", "--workload", "cnn:alexnet", "--efficiency", "nan"), "not a finite"),
+    "hw measured tdp nan": Bad(("hw", "measured", "--tdp-w", "nan"), "'nan' is not a finite number"),
+    "maxbatch image too small": Bad(("maxbatch", "lenet5", "--image-size", "1"), "too small"),
+    "steps zero": Bad(("run", "smoke", "--steps", "0"), "Invalid value for '--steps'"),
+    "negative memory cap": Bad(("run", "smoke", "--mem-limit", "-5"), "--mem-limit"),
+    "memory cap below the import": Bad(("run", "smoke", "--quick", "--mem-limit", "2MiB", "--threads", "1"),
+                                       "is below what a worker needs just to import"),
+    "energy estimate without tdp": Bad(("run", "smoke", "--energy-estimate", "tdp"), "needs --tdp-w"),
+    "unknown framework": Bad(("run", "smoke", "--framework", "tourch"), "unknown framework 'tourch'"),
+    "unknown device": Bad(("run", "smoke", "--device", "gpu"), "--device gpu: unknown device"),
+    "runs limit zero": Bad(("runs", "--limit", "0"), "Invalid value for '--limit'"),
+    "min effect negative": Bad(("compare", "latest", "latest", "--min-effect", "-5"), "must be a finite percentage"),
+    "fail-on-regression not a number": Bad(("compare", "latest", "latest", "--fail-on-regression", "abc"),
+                                           "is not a percentage"),
+    "report format": Bad(("report", "latest", "--format", "pdf"), "Invalid value for '--format'"),
+    "recommend batch zero": Bad(("recommend", "--workload", "cnn:alexnet", "--batch", "0"), "--batch"),
+    "recommend unknown model": Bad(("recommend", "--workload", "cnn:resnet"), "--workload must be FAMILY:MODEL"),
+    "recommend kind": Bad(("recommend", "--workload", "cnn:alexnet", "--kind", "tpu"), "--kind"),
+    "maxbatch unknown framework": Bad(("maxbatch", "alexnet", "--framework", "nope"), "unknown framework"),
+    "hw unknown device": Bad(("hw", "show", "no-such-gpu-9000"), "no-such-gpu-9000"),
+    # missing or unusable files
+    "missing study": Bad(("run", "{dir}/nope.yaml"), "study file not found"),
+    "export to a missing folder": Bad(("export", "latest", "-o", "{dir}/no/such/out.csv"), "cannot write"),
+    "export onto a folder": Bad(("export", "latest", "-o", "{dir}"), "-o"),
+    "export to a full disk": Bad(("export", "latest", "--format", "json", "-o", "/dev/full"), "No space left"),
+    # study content
+    "empty study file": Bad(("run", "{study}"), "t.yaml", study=""),
+    "study is a list": Bad(("run", "{study}"), "t.yaml", study="- a\n- b\n"),
+    "study is a scalar": Bad(("run", "{study}"), "t.yaml", study="just words\n"),
+    "unknown workload": Bad(("run", "{study}"), "workload", study=GOOD_STUDY.replace("ops", "opz")),
+    "unknown op": Bad(("run", "{study}"), "op", study=GOOD_STUDY.replace("op: add", "op: frobnicate")),
+    "negative size": Bad(("run", "{study}"), "size_mb", study=GOOD_STUDY.replace("size_mb: 1", "size_mb: -1")),
+    "unknown param": Bad(("run", "{study}"), "colour", study=GOOD_STUDY.replace("op: add", "op: add, colour: 1")),
+    "timeout as text": Bad(("run", "{study}"), "timeout_s", study=GOOD_STUDY + "timeout_s: soon\n"),
+    "zero repetitions": Bad(("run", "{study}"), "repetitions", study=GOOD_STUDY + "repetitions: 0\n"),
+    "unknown key in quick": Bad(("run", "{study}", "--quick"), "colour", study=GOOD_STUDY + "quick: {colour: 1}\n"),
+    "unknown device in study": Bad(("run", "{study}"), "devices", study=GOOD_STUDY + "devices: [tpu]\n"),
+    "params not a mapping": Bad(("run", "{study}"), "params", study=GOOD_STUDY.replace("{op: add, size_mb: 1}",
+                                                                                     "[1, 2]")),
+    "name with a slash": Bad(("run", "{study}"), "name", study=GOOD_STUDY.replace("name: t", "name: ../x")),
+    "frameworks not a list": Bad(("run", "{study}"), "frameworks", study=GOOD_STUDY.replace("[numpy]", "numpy")),
+    "unknown dtype": Bad(("run", "{study}"), "dtype", study=GOOD_STUDY.replace("op: add", "op: add, dtype: float8")),
+    "exclude not a list": Bad(("run", "{study}"), "exclude", study=GOOD_STUDY + "exclude: 5\n"),
+    "study memory cap below the import": Bad(("run", "{study}"), "the study's mem_limit_mb: 1 is below",
+                                             study=GOOD_STUDY + "mem_limit_mb: 1\nthreads: 1\n"),
+    "tab-indented yaml": Bad(("run", "{study}"), "YAML syntax error", study="name: t\n\tworkload: ops\n"),
+    "binary study": Bad(("run", "{study}"), "not a UTF-8 text file", study=b"\x00\xff\xfe binary"),
+    # run references
+    "unknown run": Bad(("show", "nope"), "unknown run 'nope'"),
+    "empty run reference": Bad(("export", ""), "an empty run reference"),
+    "unknown run to compare": Bad(("compare", "latest", "nope"), "unknown run 'nope'"),
+    "unknown run to resume": Bad(("run", "smoke", "--resume", "nope"), "unknown run 'nope'"),
+    "unknown run to calibrate on": Bad(("recommend", "--workload", "cnn:alexnet", "--run", "nope"), "nope"),
+    "resume of another study": Bad(("run", "smoke", "--quick", "--resume", "latest"), "cannot be resumed"),
+    "unknown case": Bad(("show", "latest", "--case", "ops/tourch"), "--case 'ops/tourch': no case of run"),
+    "empty case": Bad(("show", "latest", "--case", ""), "--case '': no case of run"),
+    # environment variables
+    "clock override not a number": Bad(("run", "smoke", "--quick"), "DLPERF_CPU_CLOCK_GHZ",
+                                       env={"DLPERF_CPU_CLOCK_GHZ": "abc"}),
+    "negative clock override": Bad(("run", "smoke", "--quick"), "DLPERF_CPU_CLOCK_GHZ",
+                                   env={"DLPERF_CPU_CLOCK_GHZ": "-3"}),
+    "clock override inf": Bad(("hw", "show"), "DLPERF_CPU_CLOCK_GHZ='inf' is not a finite number",
+                              env={"DLPERF_CPU_CLOCK_GHZ": "inf"}),
+    "fma units fraction": Bad(("hw", "show"), "DLPERF_CPU_FMA_UNITS='1.5' must be a whole number",
+                              env={"DLPERF_CPU_FMA_UNITS": "1.5"}),
+    "fma units zero": Bad(("run", "smoke", "--quick"), "DLPERF_CPU_FMA_UNITS", env={"DLPERF_CPU_FMA_UNITS": "0"}),
+    "DLPERF_DB typo": Bad(("show", "latest"), "no results store at", env={"DLPERF_DB": "{dir}/reslts.sqlite"}),
+    # --db
+    "db typo": Bad(("runs", "--db", "{dir}/reslts.sqlite"), "no results store at"),
+    "db is a folder": Bad(("show", "latest", "--db", "{dir}"), "{dir}"),
+    "db is a text file": Bad(("runs", "--db", "{dir}/notes.txt"), "is not a SQLite database"),
+    "db unknown url scheme": Bad(("runs", "--db", "nosuchdb://host/x"), "nosuchdb"),
+}
+
+
+def _snapshot(db: Path) -> list[tuple]:
+    """What the store holds: each run's id, status and case count, and the results per run and status."""
+    engine = create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            runs = conn.execute(text("SELECT id, status, n_cases FROM runs ORDER BY id")).fetchall()
+            results = conn.execute(text("SELECT run_id, status, count(*) FROM results GROUP BY run_id, status "
+                                        "ORDER BY run_id, status")).fetchall()
+    finally:
+        engine.dispose()
+    return [tuple(r) for r in runs] + [tuple(r) for r in results]
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_input_is_one_line_and_changes_nothing(name, dlperf_main, two_runs, tmp_path, monkeypatch):
+    bad = BAD[name]
+    source, _, _ = two_runs
+    db = tmp_path / "store.sqlite"
+    shutil.copy(source, db)
+    before = _snapshot(db)
+    assert len(before) >= 4  # two runs and their results
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a database\n")
+    study = folder / "t.yaml"
+    if isinstance(bad.study, bytes):
+        study.write_bytes(bad.study)
+    elif bad.study is not None:
+        study.write_text(bad.study)
+
+    def fill(s: str) -> str:
+        return s.replace("{db}", str(db)).replace("{study}", str(study)).replace("{dir}", str(folder))
+
+    for key, value in bad.env.items():
+        monkeypatch.setenv(key, fill(value))
+    res = dlperf_main(*(fill(a) for a in bad.args), db=None if "DLPERF_DB" in bad.env or "--db" in bad.args
+                      else db)
+    assert_one_line_error(res, fill(bad.fragment))
+    assert _snapshot(db) == before
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["notes.txt", *(["t.yaml"] if bad.study is not None
+                                                                                 else [])])
+    assert (folder / "notes.txt").read_text() == "not a database\n"
+
+
+def test_the_table_is_large_and_varied():
+    assert len(BAD) >= 25
+    assert len({b.args[0] for b in BAD.values()}) >= 8  # run, show, export, compare, report, runs, recommend, ...
