@@ -158,3 +158,11 @@ def test_a_footprint_that_cannot_be_measured_is_one_warning(monkeypatch):
     assert footprint.refuse_caps_below_imports(["numpy"], 1, 1, source="--mem-limit 1 MiB", warn=warned.append) == []
     assert warned == ["cannot measure what importing numpy needs (importing it took over 120 s); --mem-limit 1 MiB "
                       "is not checked against it"]
+
+
+def test_maxbatch_refuses_a_cap_below_what_importing_torch_needs(dlperf_main, tmp_path):
+    pytest.importorskip("torch")
+    db = tmp_path / "r.sqlite"
+    res = dlperf_main("maxbatch", "lenet5", "--mem-limit", "100MiB", db=db)
+    assert_one_line_error(res, "--mem-limit 100 MiB is below what a worker needs just to import torch")
+    assert res.returncode == 2 and not db.exists()
