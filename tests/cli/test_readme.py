@@ -12,7 +12,9 @@ What is taken from README.md (fenced blocks only; prose is not read):
   units and machine-dependent words masked (test_shown_output_matches). A `...` line leaves out any number of
   lines; box rules and the wrapped second lines of table rows are not compared; cells of `note`, `flags`,
   `check` and `energy/call` (measured only where a meter exists) are not compared; lines that depend on the
-  machine (`threads:`, `validity:`, `energy:`, and indented lines such as `  CPU: ...`) compare their label.
+  machine (`threads:`, `validity:`, and indented lines such as `  CPU: ...`) compare their label; lines printed on
+  some runs only (OPTIONAL: `energy:` per meter that could not measure, the ops tables' legend of validity marks,
+  roofline flag notes) are not compared; lines that mask alike in a row count once (cache levels differ).
 - Not taken: ```python blocks (the timer's uses a placeholder `fn`), and a block with no command line (the ops
   report excerpt, which shows no command to run).
 - How a line is expanded: `[--opt value]` is optional: measuring commands (run, peaks, maxbatch) run once with
@@ -45,7 +47,6 @@ except where EXPECTED_EXIT documents another status.
 from __future__ import annotations
 
 import io
-import itertools
 import os
 import re
 import shlex
@@ -53,18 +54,24 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.cli.readme_examples import (
+    README,
+    Block,
+    Planned,
+    Shown,
+    mask,
+    plan,
+    readme_blocks,
+    shape_mismatch,
+    shown_commands,
+)
 from tests.conftest import STUDIES
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-COMMAND_LANGS = {"", "bash", "sh", "shell", "console", "text"}
-COMMAND = re.compile(r"^(?:\$ )?(?:\S*/)?dlperf(?:\s|$)")
-MAKE = re.compile(r"^(?:\$ )?make(?:\s|$)")
 EXCLUDED_MAKE = {
     "run": "creates .venv from the network; its `.venv/bin/dlperf run smoke --quick` runs here",
     "test": "the whole suite, this test included",
@@ -76,121 +83,14 @@ REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the REA
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
             "maxbatch": [("--image-size", "64"), ("--max-batch", "1"), ("--steps", "1")]}
-MEASURING = {"run", "peaks", "maxbatch"}
 SUBSTITUTIONS = {"RUN", "RUN_A", "RUN_B", "FILE", "SECONDS", "STUDY", "N", "KEY"}
 # (a test on the argv, the exit statuses the README documents, why)
 EXPECTED_EXIT = [(lambda argv: argv[0] == "compare" and "--fail-on-regression" in argv, {0, 1},
                   "compare --fail-on-regression exits 1 when a case is slower beyond the limit or cannot be checked")]
 
 
-@dataclass
-class Block:
-    lang: str
-    first_line: int
-    lines: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Shown:
-    """A command line of the README, and the output lines it shows it printing."""
-
-    line_no: int
-    text: str
-    output: list[tuple[int, str]] = field(default_factory=list)
-
-
-@dataclass
-class Planned:
-    """One command to run: the argv before substitution, and every README line that shows it."""
-
-    template: list[str]
-    shown: Shown
-    lines: list[int]
-
-    @property
-    def label(self) -> str:
-        return f"L{self.shown.line_no}: dlperf {' '.join(self.template)}"
-
-
-def readme_blocks(text: str) -> list[Block]:
-    blocks: list[Block] = []
-    current: Block | None = None
-    for no, line in enumerate(text.splitlines(), 1):
-        if current is None and line.startswith("```"):
-            current = Block(line[3:].strip(), no + 1)
-        elif current is not None and line.startswith("```"):
-            blocks.append(current)
-            current = None
-        elif current is not None:
-            current.lines.append(line)
-    assert current is None, f"README.md: the block opened at line {current.first_line - 1} is never closed"
-    return blocks
-
-
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
-
-
-def shown_commands() -> tuple[list[Shown], list[tuple[int, str]]]:
-    """The README's dlperf commands with their shown output, and its `make` lines."""
-    commands: list[Shown] = []
-    makes: list[tuple[int, str]] = []
-    for block in BLOCKS:
-        if block.lang not in COMMAND_LANGS:
-            continue
-        current: Shown | None = None
-        for no, line in enumerate(block.lines, block.first_line):
-            if COMMAND.match(line):
-                current = Shown(no, line.removeprefix("$ "))
-                commands.append(current)
-            elif MAKE.match(line):
-                makes.append((no, line.removeprefix("$ ")))
-                current = None
-            elif current is not None and line.strip() and not line.strip().startswith("#"):
-                current.output.append((no, line))
-    return commands, makes
-
-
-def expand(shown: Shown) -> list[list[str]]:
-    """The argv lists (without `dlperf`) that one README line stands for."""
-    tokens = shlex.split(shown.text, comments=True)[1:]
-    parts: list[tuple[bool, list[str]]] = []  # (optional, tokens)
-    group: list[str] | None = None
-    for tok in tokens:
-        if group is None and tok.startswith("["):
-            group, tok = [], tok[1:]
-        if group is not None:
-            closing = tok.endswith("]")
-            group.append(tok.removesuffix("]"))
-            if closing:
-                if group[0].startswith("-"):  # `[words]` without an option only describe
-                    parts.append((True, group))
-                group = None
-        else:
-            parts.append((False, [tok]))
-    assert group is None, f"README.md:{shown.line_no}: unclosed '[' in `{shown.text}`"
-    full = [t for _, toks in parts for t in toks]
-    bare = [t for optional, toks in parts if not optional for t in toks]
-    variants = [full] if not tokens or tokens[0] in MEASURING or full == bare else [full, bare]
-    out: list[list[str]] = []
-    for argv in variants:
-        for combo in itertools.product(*(t.split("|") if "|" in t else [t] for t in argv)):
-            out.append(list(combo))
-    return out
-
-
-def plan() -> list[Planned]:
-    planned: dict[tuple[str, ...], Planned] = {}
-    for shown in shown_commands()[0]:
-        for argv in expand(shown):
-            key = tuple(argv)
-            if key in planned:
-                planned[key].lines.append(shown.line_no)
-            else:
-                planned[key] = Planned(argv, shown, [shown.line_no])
-    return list(planned.values())
-
-
-PLANNED = plan()
+PLANNED = plan(BLOCKS)
 
 
 def value_options(command: str) -> set[str]:
@@ -273,7 +173,9 @@ class Session:
                 try:
                     self.outcomes[i] = self.call(i)
                 except AssertionError as exc:  # the line cannot be run as written (its own test says why)
-                    self.outcomes[i] = (PLANNED[i].template, -1, "", str(exc), None, 0.0)
+                    where = f"README.md:{PLANNED[i].shown.line_no}: `{PLANNED[i].shown.text}`: "
+                    message = str(exc) if str(exc).startswith("README.md:") else where + str(exc)
+                    self.outcomes[i] = (PLANNED[i].template, -1, "", message, None, 0.0)
         return self.outcomes[index]
 
     def call(self, index: int) -> tuple[list[str], int, str, str, Path | None, float]:
@@ -359,7 +261,7 @@ def test_every_shipped_study_is_real_or_has_a_stand_in() -> None:
 
 
 def test_make_lines_are_excluded_with_a_reason() -> None:
-    for no, text in shown_commands()[1]:
+    for no, text in shown_commands(BLOCKS)[1]:
         target = text.split()[1] if len(text.split()) > 1 else ""
         assert target in EXCLUDED_MAKE, (f"README.md:{no}: `{text}` is neither run by this test nor excluded "
                                          f"with a reason in EXCLUDED_MAKE")
@@ -381,115 +283,6 @@ def test_readme_command_runs(session: Session, index: int) -> None:
     wrote = file is not None and file.is_file() and file.stat().st_size > 0
     assert out.strip() or wrote, f"{where} printed nothing{' and wrote no ' + str(file) if file else ''}\n{err}"
     assert "Traceback" not in out + err, f"{where} printed a traceback:\n{err}"
-
-
-# -- shown output ------------------------------------------------------------------------------------------------
-
-RULE = re.compile(r"^[\s┏┓┗┛┡┩┳┻╇╈━─└┘┌┐┴┬┼├┤╭╮╯╰═]+$")
-LABEL_ONLY = ("threads:", "validity:", "energy:")  # the rest of these lines is this machine's
-REPEATABLE = {("label", "energy")}  # one line per meter that could not measure: none, one or more
-SKIPPED_COLUMNS = {"note", "flags", "check", "energy/call"}
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:[kMG](?![A-Za-z]))?")
-
-
-def mask(text: str) -> str:
-    """Numbers, ids, units and machine-dependent words replaced by a symbol each; whitespace collapsed."""
-    text = re.sub(r"\b[\w.]+-\d{8}-\d{6}-[0-9a-f]{4}\b", "RUN", text)
-    text = re.sub(r"commit [^)\s]+", "commit HASH", text)
-    text = re.sub(r"sqlite:///\S+", "DB", text)
-    text = re.sub(r" \((?:n|c|i)\)", "", text)  # the ops tables' validity marks
-    text = NUMBER.sub("N", text)
-    text = re.sub(r"N ?(?:ns|us|µs|ms|s)\b", "T", text)
-    text = re.sub(r"N ?(?:B|KiB|MiB|GiB|TiB)\b", "SIZE", text)
-    text = re.sub(r"\b(?:valid|noisy|contended|invalid|unknown)\b", "V", text)
-    text = re.sub(r"\b(?:LN|LLC|DRAM)\b", "LEVEL", text)
-    return " ".join(text.split())
-
-
-@dataclass
-class Item:
-    key: tuple[str, ...]
-    line_no: int
-    raw: str
-
-
-def items(lines: list[tuple[int, str]]) -> list[Item | None]:
-    """Comparable lines (None: a `...` gap); rules and the wrapped second lines of table rows dropped."""
-    out: list[Item | None] = []
-    columns: list[str] = []
-    for no, raw in lines:
-        line = raw.rstrip()
-        text = line.strip()
-        if not text or RULE.match(line):
-            continue
-        if text == "...":
-            out.append(None)
-        elif text.startswith("┃"):
-            columns = [c.strip() for c in text.strip("┃").split("┃")]
-            out.append(Item(("heading", *columns), no, line))
-        elif text.startswith("│"):
-            cells = [c.strip() for c in text.strip("│").split("│")]
-            if not cells[0]:
-                continue
-            named = columns if len(columns) == len(cells) else [""] * len(cells)
-            out.append(Item(("row", *("" if col in SKIPPED_COLUMNS else mask(c) for col, c in zip(named, cells,
-                                                                                                 strict=True))),
-                            no, line))
-        elif text.startswith(LABEL_ONLY) or (line[0].isspace() and ":" in text):
-            out.append(Item(("label", mask(text.split(":")[0])), no, line))
-        elif re.match(r"\[\d+/\d+\] ", text):
-            out.append(Item(("progress", mask(text.split(" - ")[0])), no, line))
-        else:
-            out.append(Item(("text", mask(text)), no, line))
-    return out
-
-
-def match_from(segment: list[Item], real: list[Item], start: int) -> tuple[int, int]:
-    """Match `segment` at real[start:]: (items of the segment matched, the real index reached)."""
-    j = start
-    for i, want in enumerate(segment):
-        if want.key in REPEATABLE:
-            while j < len(real) and real[j].key == want.key:
-                j += 1
-        elif j < len(real) and real[j].key == want.key:
-            j += 1
-        else:
-            return i, j
-    return len(segment), j
-
-
-def shape_mismatch(shown: Shown, output: str) -> str | None:
-    """Why the README's shown output is not the shape of `output`, naming the README line; None when it is."""
-    wanted = items(shown.output)
-    real = [i for i in items(list(enumerate(output.splitlines(), 1))) if i is not None]
-    segments: list[list[Item]] = [[]]
-    for it in wanted:
-        segments.append([]) if it is None else segments[-1].append(it)
-    anchored_start, anchored_end = wanted[0] is not None, wanted[-1] is not None
-    pos = 0
-    for si, segment in enumerate(segments):
-        if not segment:
-            continue
-        last = si == len(segments) - 1
-        starts = [pos] if si == 0 and anchored_start else range(pos, len(real) + 1)
-        best = (-1, 0, 0)
-        for start in starts:
-            done, reached = match_from(segment, real, start)
-            if done == len(segment) and (not (last and anchored_end) or reached == len(real)):
-                pos = reached
-                break
-            best = max(best, (done, start, reached))
-        else:
-            done, _, reached = best
-            if done == len(segment):
-                return (f"README.md:{segment[-1].line_no}: the sample stops here but the command goes on with "
-                        f"{real[reached].raw.strip()!r} (add the lines, or a '...' line)")
-            want = segment[done]
-            got = real[reached].raw.strip() if reached < len(real) else "(the end of its output)"
-            return (f"README.md:{want.line_no}: {want.raw.strip()!r} is not what the command prints there: it "
-                    f"prints {got!r} (compared as {want.key} against "
-                    f"{real[reached].key if reached < len(real) else None})")
-    return None
 
 
 SHOWN = [(i, p) for i, p in enumerate(PLANNED) if p.shown.output and p.shown.line_no == p.lines[0]]
