@@ -1,0 +1,234 @@
+"""Reading README.md's fenced blocks for tests/cli/test_readme.py: its commands (with the output it shows for
+them) expanded into argv lists, and the masked, line-by-line comparison of shown output with real output."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+COMMAND_LANGS = {"", "bash", "sh", "shell", "console", "text"}
+COMMAND = re.compile(r"^(?:\$ )?(?:\S*/)?dlperf(?:\s|$)")
+MAKE = re.compile(r"^(?:\$ )?make(?:\s|$)")
+MEASURING = {"run", "peaks", "maxbatch"}  # commands that measure: run once, with every optional part shown
+
+@dataclass
+class Block:
+    lang: str
+    first_line: int
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Shown:
+    """A command line of the README, and the output lines it shows it printing."""
+
+    line_no: int
+    text: str
+    output: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class Planned:
+    """One command to run: the argv before substitution, and every README line that shows it."""
+
+    template: list[str]
+    shown: Shown
+    lines: list[int]
+
+    @property
+    def label(self) -> str:
+        return f"L{self.shown.line_no}: dlperf {' '.join(self.template)}"
+
+
+def readme_blocks(text: str) -> list[Block]:
+    blocks: list[Block] = []
+    current: Block | None = None
+    for no, line in enumerate(text.splitlines(), 1):
+        if current is None and line.startswith("```"):
+            current = Block(line[3:].strip(), no + 1)
+        elif current is not None and line.startswith("```"):
+            blocks.append(current)
+            current = None
+        elif current is not None:
+            current.lines.append(line)
+    assert current is None, f"README.md: the block opened at line {current.first_line - 1} is never closed"
+    return blocks
+
+
+def shown_commands(blocks: list[Block]) -> tuple[list[Shown], list[tuple[int, str]]]:
+    """The README's dlperf commands with their shown output, and its `make` lines."""
+    commands: list[Shown] = []
+    makes: list[tuple[int, str]] = []
+    for block in blocks:
+        if block.lang not in COMMAND_LANGS:
+            continue
+        current: Shown | None = None
+        for no, line in enumerate(block.lines, block.first_line):
+            if COMMAND.match(line):
+                current = Shown(no, line.removeprefix("$ "))
+                commands.append(current)
+            elif MAKE.match(line):
+                makes.append((no, line.removeprefix("$ ")))
+                current = None
+            elif current is not None and line.strip() and not line.strip().startswith("#"):
+                current.output.append((no, line))
+    return commands, makes
+
+
+def expand(shown: Shown) -> list[list[str]]:
+    """The argv lists (without `dlperf`) that one README line stands for."""
+    tokens = shlex.split(shown.text, comments=True)[1:]
+    parts: list[tuple[bool, list[str]]] = []  # (optional, tokens)
+    group: list[str] | None = None
+    for tok in tokens:
+        if group is None and tok.startswith("["):
+            group, tok = [], tok[1:]
+        if group is not None:
+            closing = tok.endswith("]")
+            group.append(tok.removesuffix("]"))
+            if closing:
+                if group[0].startswith("-"):  # `[words]` without an option only describe
+                    parts.append((True, group))
+                group = None
+        else:
+            parts.append((False, [tok]))
+    assert group is None, f"README.md:{shown.line_no}: unclosed '[' in `{shown.text}`"
+    full = [t for _, toks in parts for t in toks]
+    bare = [t for optional, toks in parts if not optional for t in toks]
+    variants = [full] if not tokens or tokens[0] in MEASURING or full == bare else [full, bare]
+    out: list[list[str]] = []
+    for argv in variants:
+        for combo in itertools.product(*(t.split("|") if "|" in t else [t] for t in argv)):
+            out.append(list(combo))
+    return out
+
+
+def plan(blocks: list[Block]) -> list[Planned]:
+    """Every command to run, in README order; a command shown twice runs once, at its first place."""
+    planned: dict[tuple[str, ...], Planned] = {}
+    for shown in shown_commands(blocks)[0]:
+        for argv in expand(shown):
+            key = tuple(argv)
+            if key in planned:
+                planned[key].lines.append(shown.line_no)
+            else:
+                planned[key] = Planned(argv, shown, [shown.line_no])
+    return list(planned.values())
+
+
+# -- shown output against real output -----------------------------------------------------------------------------
+
+RULE = re.compile(r"^[\s┏┓┗┛┡┩┳┻╇╈━─└┘┌┐┴┬┼├┤╭╮╯╰═]+$")
+LABEL_ONLY = ("threads:", "validity:")  # the rest of these lines is this machine's
+# Lines printed on some runs only, not compared on either side: a line per energy meter that could not measure, the
+# ops tables' legend of validity marks (only when a figure is marked), the roofline's flag notes, the estimate note.
+OPTIONAL = re.compile(r"^(?:energy:|\(c\) contended:|\d+ case\(s\) above |energy marked 'est\.')")
+SKIPPED_COLUMNS = {"note", "flags", "check", "energy/call"}
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:[kMG](?![A-Za-z]))?")
+
+
+def mask(text: str) -> str:
+    """Numbers, ids, units and machine-dependent words replaced by a symbol each; whitespace collapsed."""
+    text = re.sub(r"\b[\w.]+-\d{8}-\d{6}-[0-9a-f]{4}\b", "RUN", text)
+    text = re.sub(r"commit [^)\s]+", "commit HASH", text)
+    text = re.sub(r"sqlite:///\S+", "DB", text)
+    text = re.sub(r" \((?:n|c|i)\)", "", text)  # the ops tables' validity marks
+    text = NUMBER.sub("N", text)
+    text = re.sub(r"N ?(?:ns|us|µs|ms|s)\b", "T", text)
+    text = re.sub(r"N ?(?:B|KiB|MiB|GiB|TiB)\b", "SIZE", text)
+    text = re.sub(r"\b(?:valid|noisy|contended|invalid|unknown)\b", "V", text)
+    text = re.sub(r"\b(?:LN|LLC|DRAM)\b", "LEVEL", text)
+    return " ".join(text.split())
+
+
+@dataclass
+class Item:
+    key: tuple[str, ...]
+    line_no: int
+    raw: str
+
+
+def items(lines: list[tuple[int, str]]) -> list[Item | None]:
+    """Comparable lines (None: a `...` gap); rules, optional lines and the wrapped second lines of table rows
+    dropped, and lines that mask alike in a row kept once (a machine with fewer cache levels prints fewer)."""
+    out = _items(lines)
+    return [it for k, it in enumerate(out) if k == 0 or it is None or out[k - 1] is None or out[k - 1].key != it.key]
+
+
+def _items(lines: list[tuple[int, str]]) -> list[Item | None]:
+    out: list[Item | None] = []
+    columns: list[str] = []
+    for no, raw in lines:
+        line = raw.rstrip()
+        text = line.strip()
+        if not text or RULE.match(line) or OPTIONAL.match(text):
+            continue
+        if text == "...":
+            out.append(None)
+        elif text.startswith("┃"):
+            columns = [c.strip() for c in text.strip("┃").split("┃")]
+            out.append(Item(("heading", *columns), no, line))
+        elif text.startswith("│"):
+            cells = [c.strip() for c in text.strip("│").split("│")]
+            if not cells[0]:
+                continue
+            named = columns if len(columns) == len(cells) else [""] * len(cells)
+            out.append(Item(("row", *("" if col in SKIPPED_COLUMNS else mask(c) for col, c in zip(named, cells,
+                                                                                                 strict=True))),
+                            no, line))
+        elif text.startswith(LABEL_ONLY) or (line[0].isspace() and ":" in text):
+            out.append(Item(("label", mask(text.split(":")[0])), no, line))
+        elif re.match(r"\[\d+/\d+\] ", text):
+            out.append(Item(("progress", mask(text.split(" - ")[0])), no, line))
+        else:
+            out.append(Item(("text", mask(text)), no, line))
+    return out
+
+
+def match_from(segment: list[Item], real: list[Item], start: int) -> tuple[int, int]:
+    """Match `segment` at real[start:]: (items of the segment matched, the real index reached)."""
+    j = start
+    for i, want in enumerate(segment):
+        if j < len(real) and real[j].key == want.key:
+            j += 1
+        else:
+            return i, j
+    return len(segment), j
+
+
+def shape_mismatch(shown: Shown, output: str) -> str | None:
+    """Why the README's shown output is not the shape of `output`, naming the README line; None when it is."""
+    wanted = items(shown.output)
+    real = [i for i in items(list(enumerate(output.splitlines(), 1))) if i is not None]
+    segments: list[list[Item]] = [[]]
+    for it in wanted:
+        segments.append([]) if it is None else segments[-1].append(it)
+    anchored_start, anchored_end = wanted[0] is not None, wanted[-1] is not None
+    pos = 0
+    for si, segment in enumerate(segments):
+        if not segment:
+            continue
+        last = si == len(segments) - 1
+        starts = [pos] if si == 0 and anchored_start else range(pos, len(real) + 1)
+        best = (-1, 0, 0)
+        for start in starts:
+            done, reached = match_from(segment, real, start)
+            if done == len(segment) and (not (last and anchored_end) or reached == len(real)):
+                pos = reached
+                break
+            best = max(best, (done, start, reached))
+        else:
+            done, _, reached = best
+            if done == len(segment):
+                return (f"README.md:{segment[-1].line_no}: the sample stops here but the command goes on with "
+                        f"{real[reached].raw.strip()!r} (add the lines, or a '...' line)")
+            want = segment[done]
+            got = real[reached].raw.strip() if reached < len(real) else "(the end of its output)"
+            return (f"README.md:{want.line_no}: {want.raw.strip()!r} is not what the command prints there: it "
+                    f"prints {got!r} (compared as {want.key} against "
+                    f"{real[reached].key if reached < len(real) else None})")
+    return None
