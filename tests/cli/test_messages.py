@@ -166,3 +166,16 @@ def test_maxbatch_refuses_a_cap_below_what_importing_torch_needs(dlperf_main, tm
     res = dlperf_main("maxbatch", "lenet5", "--mem-limit", "100MiB", db=db)
     assert_one_line_error(res, "--mem-limit 100 MiB is below what a worker needs just to import torch")
     assert res.returncode == 2 and not db.exists()
+
+
+def test_hw_measured_notes_one_line_per_device_with_each_source_once():
+    from dlperf.cli.hw import device_notes
+
+    def row(device: str, power: str) -> dict:
+        return {"device": device, "power_source": power, "price_source": "unknown", "peak_source": "2 cores x 4 GHz"}
+
+    lines = device_notes([row("cpu-a", "no meter (energy: false)"), row("cpu-a", "no meter (no RAPL)"),
+                          row("cpu-a", "no meter (energy: false)"), row("gpu-b", "measured (nvml)")])
+    assert lines == ["cpu-a: power: no meter (energy: false) | no meter (no RAPL); price: unknown; "
+                     "peak: 2 cores x 4 GHz",
+                     "gpu-b: power: measured (nvml); price: unknown; peak: 2 cores x 4 GHz"]

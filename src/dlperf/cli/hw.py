@@ -199,9 +199,23 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
     console.print(rich_table("measured CNN training efficiency" + ("" if all_batches else
                                                                     " (fastest batch per setup; --all-batches)"),
                              header, table))
-    notes = {f"{r['device']}: power: {r['power_source']}; price: {r['price_source']}; peak: {r['peak_source']}"
-             for r in shown}
-    for line in sorted(notes):
+    for line in device_notes(shown):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print("real GFLOP/s = the cost model's training FLOPs / measured median step time (study 004's metric)",
                   highlight=False)
+
+
+def device_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per device: where its power, price and peak came from. Rows of one device whose sources
+    differ (one model measured with energy off, another without a meter) give each distinct source once,
+    in the rows' order, rather than a near-copy of the whole line per row."""
+    fields = (("power", "power_source"), ("price", "price_source"), ("peak", "peak_source"))
+    seen: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        per = seen.setdefault(r["device"], {name: [] for name, _ in fields})
+        for name, key in fields:
+            if r[key] not in per[name]:
+                per[name].append(r[key])
+    return [f"{device}: " + "; ".join(f"{name}: {' | '.join(values)}" for name, values in per.items())
+            for device, per in sorted(seen.items())]
+
