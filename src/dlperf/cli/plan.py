@@ -64,6 +64,7 @@ def plan(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[st
     stored results of the same cases on this machine; runs nothing, writes nothing."""
     from dlperf.runner.cases import count_run_cases
     from dlperf.studies import load_study
+
     if steps is not None and budget_s is not None:
         raise click.UsageError("--steps times a fixed number of calls and --budget bounds the adaptive stop, "
                                "which --steps replaces: give one of them")
@@ -90,7 +91,7 @@ def stored_times(db: str | None, workload: str, settings: dict[str, Any]) -> Sto
     except StoreError as exc:
         if "no results store at" not in str(exc):
             raise
-        return StoredTimes(missing=str(exc).split(":")[0])
+        return StoredTimes(missing=str(exc).partition(": nothing has been run")[0])  # "no results store at PATH"
     here = _this_host()
     with store.engine.connect() as conn:
         envs = {row.id: row.data or {} for row in conn.execute(select(environments.c.id, environments.c.data))}
@@ -130,6 +131,8 @@ def _host_of(env: dict[str, Any]) -> dict[str, Any]:
 def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str], settings: Any,
               stored: StoredTimes, list_all: bool) -> dict[str, Any]:
     """The plan as plain data (what `--format json` prints): the cases, counts, estimate and time-out bound."""
+    from dlperf.studies import shipped_studies
+
     reps = settings.repetitions
     head: list[dict[str, Any]] = []
     tail: deque[dict[str, Any]] = deque(maxlen=None if list_all else HEAD_ROWS)
@@ -153,6 +156,7 @@ def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str],
     n = count.n
     return {
         "study": study.name, "variant": study.variant, "workload": study.workload, "path": study.path,
+        "shipped": study.path == str(shipped_studies().get(study.name)),
         "filters": {"frameworks": frameworks, "devices": devices},
         "case_repetitions": n, "count_exact": count.exact, "case_repetitions_at_most": count.at_most,
         "cases": n_cases if count.exact else None, "repetitions": reps,
@@ -183,7 +187,8 @@ def render(out: dict[str, Any]) -> None:
         console.print(escape(text), highlight=False)
 
     n, reps = out["case_repetitions"], out["repetitions"]
-    say(f"{out['study']} ({out['variant']}): workload {out['workload']}, from {out['path']}")
+    say(f"{out['study']} ({out['variant']}): workload {out['workload']}, "
+        + ("a study shipped with dlperf" if out["shipped"] else f"from {out['path']}"))
     if out["count_exact"]:
         say(f"{out['cases']:,} case{'s' if out['cases'] != 1 else ''} x {reps} repetition{'s' if reps != 1 else ''}"
             f" = {n:,} case-repetitions (each repetition runs in its own worker process)")
@@ -236,10 +241,11 @@ def _params(params: dict[str, Any]) -> str:
 
 
 def _duration(t_s: float | None) -> str:
-    """Seconds as a person reads a duration: `42 s`, `12 min`, `3.4 h`, `2.1 days`; `-` for None."""
+    """Seconds as a person reads a duration: `0.62 s`, `4.0 s`, `42 s`, `12 min`, `3.4 h`, `2.1 days`; `-` for
+    None."""
     if t_s is None:
         return "-"
     for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if t_s >= 2 * scale:
             return f"{t_s / scale:.2g} {unit}" if t_s < 10 * scale else f"{t_s / scale:,.0f} {unit}"
-    return f"{t_s:.2g} s" if t_s < 10 else f"{t_s:.0f} s"
+    return f"{t_s:.2g} s" if t_s < 1 else f"{t_s:.1f} s" if t_s < 10 else f"{t_s:.0f} s"
