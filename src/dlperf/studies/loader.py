@@ -283,7 +283,8 @@ def _check_grid(study: Study) -> None:
 
 
 def _check_excludes(study: Study, where: str) -> None:
-    """Exclude entries name known keys, and leave at least one case; the points up to the run limit validate."""
+    """Exclude entries name known keys and leave at least one case; the points met counting up to `COUNT_CAP`
+    case-repetitions are validated on the way."""
     workload = get_workload(study.workload)
     known = {"framework", "device", *workload.Params.model_fields}
     for i, rule in enumerate(study.settings.exclude):
