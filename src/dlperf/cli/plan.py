@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import db_option, new_console, open_store
+from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 
 #: `dlperf run` refuses a study (after its filters) of more case-repetitions than this unless told
 #: `--max-cases N`: each one is a worker process, so 5,000 is already hours at a second each.
@@ -49,9 +49,9 @@ class StoredTimes:
 @click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
 @click.option("--device", "devices", multiple=True, metavar="DEV",
               help="only this device: cpu, cuda, cuda:N (repeatable)")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="worker time-out per case, seconds, as `run --timeout` would set it")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="timer budget per case, seconds, as `run --budget` would set it")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="a fixed number of timed calls per case, as `run --steps` would set it")
