@@ -180,6 +180,7 @@ def test_an_absent_device_is_named_as_absent(dlperf_main, tmp_path, monkeypatch,
     (["plan", "smoke", "--steps", "3", "--budget", "1"], "--steps times a fixed number of calls and --budget"),
     (["run", "smoke", "--max-cases", "0"], "Invalid value for '--max-cases'"),
     (["plan", "smoke", "--format", "xml"], "Invalid value for '--format'"),
+    (["plan", "smoke", "--timeout", "nan"], "'nan' is not a finite number"),
 ])
 def test_conflicting_options_are_refused_before_any_work(tmp_path, args, fragment):
     res = CliRunner().invoke(cli, [*args, "--db", str(tmp_path / "r.sqlite")])
