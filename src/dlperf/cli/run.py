@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from dlperf.cli.options import FiniteFloatRange, MemorySize, db_option, new_console, open_store
-from dlperf.errors import DlperfError
+from dlperf.cli.plan import RUN_CASE_LIMIT
+from dlperf.errors import DlperfError, StudyError
 from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 
 
@@ -45,11 +46,15 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
                    "(torch.profiler, TensorFlow's profiler)")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="a fixed number of timed calls per case instead of the adaptive stop (overrides the study)")
+@click.option("--max-cases", type=click.IntRange(min=1), default=None, metavar="N",
+              help=f"run a study of up to N case-repetitions (without it: at most {RUN_CASE_LIMIT:,}; "
+                   f"`dlperf plan STUDY` counts them)")
 @db_option
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
-        counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, db: str | None) -> None:
+        counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, max_cases: int | None,
+        db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.cli.progress import ConsoleEvents
     from dlperf.cli.readers import report_data
@@ -71,11 +76,18 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
     if resume and new:
         raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+    if retry_failed and new:
+        raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
+                               "an empty one: give one of them")
+    if steps is not None and budget_s is not None:
+        raise click.UsageError("--steps times a fixed number of calls and --budget bounds the adaptive stop, "
+                               "which --steps replaces: give one of them")
     logical = os.cpu_count() or 1
     if threads is not None and threads > logical:
         raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
                                f"cores only wait on each other")
     loaded = load_study(study, quick=quick)
+    check_case_limit(study, loaded, list(frameworks), list(devices), max_cases)
     from dlperf.runner.footprint import check_run_cap
 
     check_run_cap(loaded, list(frameworks), list(devices), mem_limit_mb, threads, warn=warn_line)
@@ -100,6 +112,25 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
 def warn_line(text: str) -> None:
     """One warning line on stderr; the command goes on."""
     click.echo(f"dlperf: warning: {text}", err=True)
+
+
+def check_case_limit(study_arg: str, study: Any, frameworks: list[str], devices: list[str],
+                     max_cases: int | None) -> None:
+    """Refuse, before anything starts, a study of more case-repetitions than the limit (`RUN_CASE_LIMIT`, or
+    `--max-cases N`): counted point by point without building the cases, and only until past the limit."""
+    from dlperf.runner.cases import count_run_cases
+    from dlperf.studies.loader import COUNT_CAP
+
+    limit = max_cases or RUN_CASE_LIMIT
+    count = count_run_cases(study, frameworks, devices, stop_after=max(limit, COUNT_CAP))
+    if count.exact and count.n <= limit:
+        return
+    how_many = f"{count.n:,}" if count.exact else f"more than {count.n:,} (at most {count.at_most:,})"
+    plan = " ".join(["dlperf plan", study_arg, *(["--quick"] if study.variant == "quick" else []),
+                     *(f"--framework {f}" for f in frameworks), *(f"--device {d}" for d in devices)])
+    raise StudyError(f"{study.name} ({study.variant}) expands to {how_many} case-repetitions, over "
+                     f"{'--max-cases' if max_cases else 'the limit'} {limit:,}: see them with `{plan}`, or run "
+                     f"them with --max-cases N (N at least their count)")
 
 
 #: The signal that stopped this process (SIGTERM, SIGHUP), for its exit status 128 + N; none for Ctrl-C.

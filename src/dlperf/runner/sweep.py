@@ -7,7 +7,6 @@ rerunning the same command resumes where it stopped.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +19,7 @@ from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
 from dlperf.meters.activity import wait_idle
+from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
@@ -41,29 +41,6 @@ class SweepSummary:
     n_cases: int
     n_skipped: int
     statuses: dict[str, int] = field(default_factory=dict)
-
-
-def filter_cases(study: Study, frameworks: list[str], devices: list[str]) -> list[Case]:
-    """Cases restricted to the given frameworks / devices (empty filter = all)."""
-    for name in frameworks:
-        try:
-            get_framework(name)
-        except KeyError as exc:
-            raise StudyError(f"--framework: {exc.args[0]}") from None
-    for dev in devices:
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
-            raise StudyError(f"--device {dev}: unknown device (dlperf runs on cpu, cuda and cuda:N)")
-    cases = [
-        c for c in study.cases
-        if (not frameworks or c.framework in frameworks) and (not devices or c.device in devices)
-    ]
-    if not cases:
-        raise StudyError(
-            f"{study.name}: no case matches --framework {','.join(frameworks) or '*'} "
-            f"--device {','.join(devices) or '*'} (the study has frameworks "
-            f"{', '.join(study.settings.frameworks)} and devices {', '.join(study.settings.devices)})"
-        )
-    return cases
 
 
 def collect_fingerprint(framework_names: list[str], threads: int) -> dict[str, Any]:

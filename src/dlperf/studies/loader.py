@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,11 @@ from dlperf.studies.schema import Settings, StudyFile
 from dlperf.workloads import get_workload
 
 SHIPPED_DIR = Path(__file__).parent
+
+#: Loading a study counts (and so validates) its cases up to this many case-repetitions, and `dlperf run`
+#: counts up to it to name the count of a study over its limit: each distinct point of the grid that a
+#: count meets is validated, about 3 us each, so a 10^6-point grid is refused in a fraction of a second.
+COUNT_CAP = 20_000
 
 
 def shipped_studies() -> dict[str, Path]:
@@ -43,8 +51,19 @@ class Case:
 
 
 @dataclass(frozen=True)
+class CaseCount:
+    """How many case-repetitions a study expands to: `n` exactly, or (not `exact`) more than `n` when counting
+    stopped there; `at_most` is the grid's product, before duplicates and excludes are taken out."""
+
+    n: int
+    exact: bool
+    at_most: int
+
+
+@dataclass(frozen=True)
 class Study:
-    """A validated study with its variant (full or quick) resolved."""
+    """A validated study with its variant (full or quick) resolved. Its cases are expanded lazily:
+    `count_cases` counts them without keeping them, `iter_cases` yields them, `cases` is the whole list."""
 
     name: str
     description: str
@@ -52,7 +71,7 @@ class Study:
     variant: str
     path: str
     settings: RunSettings
-    cases: list[Case] = field(default_factory=list)
+    where: str = ""  # "quick." when the params come from the quick variant (for error messages)
 
     @property
     def study_hash(self) -> str:
@@ -63,6 +82,90 @@ class Study:
             default=str,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @cached_property
+    def cases(self) -> list[Case]:
+        """Every case, in order (framework, device, point, repetition); kept once built."""
+        return list(self.iter_cases())
+
+    def iter_cases(self, frameworks: Sequence[str] = (), devices: Sequence[str] = (), *,
+                   repetitions: bool = True) -> Iterator[Case]:
+        """The cases on these frameworks / devices (empty: all), in the order `cases` has them (`repetitions`
+        False: only each case's first). The grid's points are kept for the next (framework, device) when
+        there are at most `COUNT_CAP`, else made again for it."""
+        rules = self.settings.exclude
+        kept = list(self._points()) if self._grid_size() <= COUNT_CAP else None
+        for fw, dev in self._pairs(frameworks, devices):
+            for point in kept if kept is not None else self._points():
+                if any(_matches(rule, fw, dev, point) for rule in rules):
+                    continue
+                for rep in range(self.settings.repetitions if repetitions else 1):
+                    yield Case(self.workload, fw, dev, point, rep)
+
+    def count_cases(self, frameworks: Sequence[str] = (), devices: Sequence[str] = (), *,
+                    stop_after: int | None = None) -> CaseCount:
+        """Case-repetitions on these frameworks / devices, counted point by point without building cases;
+        with `stop_after`, counting stops once the count passes it (a 10^6-point grid stays cheap)."""
+        memo = (tuple(frameworks), tuple(devices))
+        known = self._counts.get(memo)
+        if known is not None and (known.exact or (stop_after is not None and stop_after <= known.n)):
+            return known if known.exact or stop_after == known.n else CaseCount(stop_after, False, known.at_most)
+        count = self._count(frameworks, devices, stop_after)
+        self._counts[memo] = count
+        return count
+
+    @cached_property
+    def _counts(self) -> dict[tuple[tuple[str, ...], tuple[str, ...]], CaseCount]:
+        return {}
+
+    def _count(self, frameworks: Sequence[str], devices: Sequence[str], stop_after: int | None) -> CaseCount:
+        pairs = self._pairs(frameworks, devices)
+        reps = self.settings.repetitions
+        at_most = self._grid_size() * len(pairs) * reps
+        rules = [r for r in self.settings.exclude if set(r) - {"framework", "device"}]
+        n = 0
+        points = self._points() if pairs else iter(())
+        for point in points:
+            n += reps * sum(1 for fw, dev in pairs if not any(_matches(r, fw, dev, point) for r in rules))
+            if stop_after is not None and n > stop_after:
+                if next(points, None) is None:  # that was the last point: the count is exact after all
+                    return CaseCount(n, True, at_most)
+                return CaseCount(stop_after, False, at_most)
+        return CaseCount(n, True, at_most)
+
+    def _pairs(self, frameworks: Sequence[str], devices: Sequence[str]) -> list[tuple[str, str]]:
+        """(framework, device) pairs of the study on these filters that no framework/device-only exclude drops."""
+        rules = [r for r in self.settings.exclude if not set(r) - {"framework", "device"}]
+        return [(fw, dev) for fw, dev in itertools.product(self.settings.frameworks, self.settings.devices)
+                if (not frameworks or fw in frameworks) and (not devices or dev in devices)
+                and not any(_matches(rule, fw, dev, {}) for rule in rules)]
+
+    def _grids(self) -> list[dict[str, Any]]:
+        return self.settings.params if isinstance(self.settings.params, list) else [self.settings.params]
+
+    def _grid_size(self) -> int:
+        """Points of the grids before duplicates are taken out: the product of each grid's axis lengths."""
+        return sum(math.prod(len(v) if isinstance(v, list) else 1 for v in grid.values()) for grid in self._grids())
+
+    def _points(self) -> Iterator[dict[str, Any]]:
+        """The grid's distinct points, validated and canonical (aliases resolved, defaults in), one at a time."""
+        workload = get_workload(self.workload)
+        grids = self._grids()
+        seen: set[str] = set()
+        for gi, grid in enumerate(grids):
+            keys = list(grid)
+            values = [v if isinstance(v, list) else [v] for v in grid.values()]
+            for combo in itertools.product(*values):
+                try:
+                    parsed = workload.parse(dict(zip(keys, combo, strict=True)))
+                except ValidationError as exc:
+                    where = f"params[{gi}]." if len(grids) > 1 else "params."
+                    raise _first_error(Path(self.path), exc, self.where + where) from None
+                canonical = parsed.model_dump(mode="json", exclude_none=True)
+                key = json.dumps(canonical, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    yield canonical
 
 
 def resolve_path(name_or_path: str) -> Path:
@@ -141,7 +244,8 @@ def read_study_file(path: Path) -> StudyFile:
 
 
 def load_study(name_or_path: str, *, quick: bool = False) -> Study:
-    """Load, validate, resolve the variant and expand into cases."""
+    """Load and validate; the variant resolved. A study that expands to no case is an error; its points are
+    validated here up to `COUNT_CAP` case-repetitions (a huge grid is counted, never built, here)."""
     path = resolve_path(name_or_path)
     sf = read_study_file(path)
     if quick and sf.quick is None:
@@ -149,16 +253,52 @@ def load_study(name_or_path: str, *, quick: bool = False) -> Study:
     settings = resolve_settings(sf, sf.quick if quick else None)
     if not settings.frameworks:
         raise StudyError(f"{path}: frameworks: missing (list the frameworks to run)")
-    cases = _expand(path, sf.workload, settings, "quick." if quick and sf.quick and sf.quick.params else "")
-    return Study(
+    variant = sf.quick if quick else None
+    study = Study(
         name=sf.name,
         description=sf.description,
         workload=sf.workload,
         variant="quick" if quick else "full",
         path=str(path),
         settings=settings,
-        cases=cases,
+        where="quick." if variant is not None and variant.params is not None else "",
     )
+    _check_grid(study)
+    _check_excludes(study, "quick." if variant is not None and variant.exclude is not None else "")
+    return study
+
+
+def _check_grid(study: Study) -> None:
+    """An empty list in the grid means no case at all: say where, rather than "no case matches" later."""
+    grids = study._grids()
+    if not grids:
+        raise StudyError(f"{study.path}: {study.where}params: an empty list, so the study has no case "
+                         f"(give at least one grid)")
+    for gi, grid in enumerate(grids):
+        for key, values in grid.items():
+            if values == []:
+                where = f"params[{gi}]." if len(grids) > 1 else "params."
+                raise StudyError(f"{study.path}: {study.where}{where}{key}: an empty list, so the grid has no "
+                                 f"case (give at least one value)")
+
+
+def _check_excludes(study: Study, where: str) -> None:
+    """Exclude entries name known keys and leave at least one case; the points met counting up to `COUNT_CAP`
+    case-repetitions are validated on the way."""
+    workload = get_workload(study.workload)
+    known = {"framework", "device", *workload.Params.model_fields}
+    for i, rule in enumerate(study.settings.exclude):
+        unknown = sorted(set(rule) - known)
+        if unknown:
+            raise StudyError(f"{study.path}: {where}exclude[{i}]: unknown key {', '.join(map(repr, unknown))} (an "
+                             f"exclude entry names framework, device or the {study.workload} parameters: "
+                             f"{', '.join(sorted(workload.Params.model_fields))})")
+    count = study.count_cases(stop_after=COUNT_CAP)  # validates the points it meets
+    if count.n == 0:
+        s = study.settings
+        before = len(s.frameworks) * len(s.devices) * study._grid_size() * s.repetitions
+        raise StudyError(f"{study.path}: {where}exclude: the entries leave no case (each of the {before:,} "
+                         f"case-repetitions of frameworks x devices x params matches one); remove or narrow an entry")
 
 
 def resolve_settings(*layers: Settings | None) -> RunSettings:
@@ -168,42 +308,6 @@ def resolve_settings(*layers: Settings | None) -> RunSettings:
         if layer is not None:
             settings = settings.with_overrides(**{key: getattr(layer, key) for key in Settings.model_fields})
     return settings
-
-
-def _grid_points(grid: dict[str, Any]) -> list[dict[str, Any]]:
-    keys = list(grid)
-    values = [v if isinstance(v, list) else [v] for v in grid.values()]
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
-
-
-def _expand(path: Path, workload_name: str, settings: RunSettings, prefix: str) -> list[Case]:
-    workload = get_workload(workload_name)
-    grids = settings.params if isinstance(settings.params, list) else [settings.params]
-    points: list[dict[str, Any]] = []
-    for gi, grid in enumerate(grids):
-        for point in _grid_points(grid):
-            try:
-                parsed = workload.parse(point)
-            except ValidationError as exc:
-                where = f"params[{gi}]." if len(grids) > 1 else "params."
-                raise _first_error(path, exc, prefix + where) from None
-            canonical = parsed.model_dump(mode="json", exclude_none=True)
-            if canonical not in points:
-                points.append(canonical)
-    known = {"framework", "device", *workload.Params.model_fields}
-    for i, rule in enumerate(settings.exclude):
-        unknown = sorted(set(rule) - known)
-        if unknown:
-            raise StudyError(f"{path}: {prefix}exclude[{i}]: unknown key {', '.join(map(repr, unknown))} (an exclude "
-                             f"entry names framework, device or the {workload_name} parameters: "
-                             f"{', '.join(sorted(workload.Params.model_fields))})")
-    cases = []
-    for fw, dev, point in itertools.product(settings.frameworks, settings.devices, points):
-        if any(_matches(rule, fw, dev, point) for rule in settings.exclude):
-            continue
-        for rep in range(settings.repetitions):
-            cases.append(Case(workload_name, fw, dev, point, rep))
-    return cases
 
 
 def _matches(rule: dict[str, Any], framework: str, device: str, point: dict[str, Any]) -> bool:
