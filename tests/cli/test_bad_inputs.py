@@ -84,6 +84,19 @@ BAD: dict[str, Bad] = {
                                              study=GOOD_STUDY + "mem_limit_mb: 1\nthreads: 1\n"),
     "tab-indented yaml": Bad(("run", "{study}"), "YAML syntax error", study="name: t\n\tworkload: ops\n"),
     "binary study": Bad(("run", "{study}"), "not a UTF-8 text file", study=b"\x00\xff\xfe binary"),
+    "study timeout inf": Bad(("run", "{study}"), "timeout_s: Input should be a finite number",
+                             study=GOOD_STUDY + "timeout_s: .inf\n"),
+    "study budget nan": Bad(("run", "{study}"), "budget_s: Input should be a finite number",
+                            study=GOOD_STUDY + "budget_s: .nan\n"),
+    "study threads beyond the cores": Bad(("run", "{study}"), "threads: 100000 in the study file",
+                                          study=GOOD_STUDY + "threads: 100000\n"),
+    "study is a device": Bad(("run", "/dev/null"), "not a regular file"),
+    "empty grid": Bad(("run", "{study}"), "t.yaml", study=GOOD_STUDY.replace("size_mb: 1", "size_mb: []")),
+    "exclude removes every case": Bad(("run", "{study}"), "t.yaml", study=GOOD_STUDY + "exclude: [{op: add}]\n"),
+    "grid of a million cases": Bad(("run", "{study}"), "--max-cases",
+                                   study=GOOD_STUDY.replace("size_mb: 1", "size_mb: {sizes}")),
+    "plan of a missing study": Bad(("plan", "{dir}/nope.yaml"), "study file not found"),
+    "absent cuda device": Bad(("run", "smoke", "--quick", "--device", "cuda:7"), "cuda:7"),
     # run references
     "unknown run": Bad(("show", "nope"), "unknown run 'nope'"),
     "empty run reference": Bad(("export", ""), "an empty run reference"),
@@ -141,7 +154,7 @@ def test_a_bad_input_is_one_line_and_changes_nothing(name, dlperf_main, two_runs
     if isinstance(bad.study, bytes):
         study.write_bytes(bad.study)
     elif bad.study is not None:
-        study.write_text(bad.study)
+        study.write_text(bad.study.replace("{sizes}", "[" + ", ".join(str(1 + i) for i in range(6000)) + "]"))
 
     def fill(s: str) -> str:
         return s.replace("{db}", str(db)).replace("{study}", str(study)).replace("{dir}", str(folder))

@@ -87,6 +87,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
                                f"cores only wait on each other")
     loaded = load_study(study, quick=quick)
+    if threads is None and loaded.settings.threads is not None and loaded.settings.threads > logical:
+        raise DlperfError(f"{study}: threads: {loaded.settings.threads} in the study file, but this machine has "
+                          f"{logical} logical cores; give --threads N (at most {logical}) to run it here")
     check_case_limit(study, loaded, list(frameworks), list(devices), max_cases)
     from dlperf.runner.footprint import check_run_cap
 

@@ -174,8 +174,10 @@ def resolve_path(name_or_path: str) -> Path:
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in name_or_path:
         if p.is_dir():
             raise StudyError(f"{name_or_path}: is a directory; give a study file (.yaml) or a shipped study's name")
-        if not p.is_file():
+        if not p.exists():
             raise StudyError(f"{name_or_path}: study file not found")
+        if not p.is_file():
+            raise StudyError(f"{name_or_path}: not a regular file (a device, pipe or socket); give a study file (.yaml)")
         return p
     shipped = shipped_studies()
     if name_or_path in shipped:

@@ -42,15 +42,17 @@ class Settings(_Strict):
     devices: list[DeviceName] | None = Field(default=None, min_length=1)
     params: ParamGrid | list[ParamGrid] | None = None
     repetitions: int | None = Field(default=None, gt=0, description="independent worker runs per case")
-    budget_s: float | None = Field(default=None, gt=0, description="timer budget per case, seconds")
-    min_run_time_s: float | None = Field(default=None, ge=0)
-    timeout_s: float | None = Field(default=None, gt=0, description="worker time-out per case, seconds")
+    budget_s: float | None = Field(default=None, allow_inf_nan=False, gt=0,
+                                   description="timer budget per case, seconds")
+    min_run_time_s: float | None = Field(default=None, allow_inf_nan=False, ge=0)
+    timeout_s: float | None = Field(default=None, allow_inf_nan=False, gt=0,
+                                    description="worker time-out per case, seconds")
     mem_limit_mb: int | None = Field(default=None, gt=0, description="memory cap of each worker")
     threads: int | None = Field(default=None, gt=0, description="CPU threads (default: physical cores)")
     warmup: int | None = Field(default=None, ge=0)
     steps: int | None = Field(
         default=None, gt=0, description="a fixed number of timed calls, one per sample, instead of the adaptive stop")
-    target_rel_ci: float | None = Field(default=None, gt=0, lt=1)
+    target_rel_ci: float | None = Field(default=None, allow_inf_nan=False, gt=0, lt=1)
     seed: int | None = None
     exclude: list[dict[str, Any]] | None = Field(
         default=None, description="cases to leave out: each entry matches on framework, device and/or params")
