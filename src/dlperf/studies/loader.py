@@ -177,7 +177,7 @@ def resolve_path(name_or_path: str) -> Path:
         if not p.exists():
             raise StudyError(f"{name_or_path}: study file not found")
         if not p.is_file():
-            raise StudyError(f"{name_or_path}: not a regular file (a device, pipe or socket); give a study file (.yaml)")
+            raise StudyError(f"{name_or_path}: not a regular file (a device, pipe or socket); give a .yaml study file")
         return p
     shipped = shipped_studies()
     if name_or_path in shipped:
