@@ -173,3 +173,15 @@ def test_a_bad_input_is_one_line_and_changes_nothing(name, dlperf_main, two_runs
 def test_the_table_is_large_and_varied():
     assert len(BAD) >= 25
     assert len({b.args[0] for b in BAD.values()}) >= 8  # run, show, export, compare, report, runs, recommend, ...
+
+
+@pytest.mark.parametrize("args", [("maxbatch", "lenet5", "--image-size", "1"), ("maxbatch", "lenet5", "--start", "0"),
+                                  ("run", "{study}", "--quick"), ("run", "smoke", "--device", "cuda:7")],
+                         ids=["maxbatch image", "maxbatch start", "bad study", "absent device"])
+def test_a_refused_command_creates_no_store(dlperf_main, tmp_path, args):
+    study = tmp_path / "t.yaml"
+    study.write_text(GOOD_STUDY + "timeout_s: .inf\n")
+    db = tmp_path / "new.sqlite"
+    res = dlperf_main(*(a.replace("{study}", str(study)) for a in args), db=db)
+    assert res.returncode != 0 and "Traceback" not in res.stderr + res.stdout
+    assert not db.exists()

@@ -182,8 +182,10 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     from dlperf.cli.progress import ConsoleEvents, short
     from dlperf.report.plots import memory_plot
     from dlperf.report.sections import rich_table
-    from dlperf.runner.maxbatch import search
+    from dlperf.runner.maxbatch import check_search, search
 
+    check_search(model=model, framework=framework, image_size=image_size, precision=precision, start=start,
+                 max_batch=max_batch)
     if mem_limit_mb:
         from dlperf.hardware.probe import default_threads
         from dlperf.runner.footprint import refuse_caps_below_imports

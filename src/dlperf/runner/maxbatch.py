@@ -48,15 +48,12 @@ class MaxBatch:
     probes: list[Probe] = field(default_factory=list)
 
 
-def search(store: Store, *, model: str, framework: str, device: str, image_size: int | None = None,
-           precision: str = "fp32", mem_limit_mb: int | None = None, start: int = 1, max_batch: int = 8192,
-           steps: int = 2, timeout_s: float = 1800.0, threads: int | None = None, exact: bool = False,
-           events: RunEvents | None = None) -> MaxBatch:
-    """Double the batch from `start` until a probe runs out of memory, then bisect to the boundary:
-    to within 1/32 of it (about 3%), or to the exact batch with `exact`."""
+def check_search(*, model: str, framework: str, image_size: int | None, precision: str, start: int,
+                 max_batch: int) -> dict[str, Any]:
+    """The search's fixed parameters (model, precision, image size), checked: a StudyError names the first bad
+    one. Called before the store is opened, so a bad request creates nothing."""
     from dlperf.workloads.cnn import CnnParams
 
-    events = events or RunEvents()
     try:
         get_framework(framework)
     except KeyError as exc:
@@ -70,6 +67,18 @@ def search(store: Store, *, model: str, framework: str, device: str, image_size:
         raise StudyError(f"maxbatch: {msg}") from None
     if start < 1 or max_batch < start:
         raise StudyError("maxbatch: need 1 <= --start <= --max-batch")
+    return base
+
+
+def search(store: Store, *, model: str, framework: str, device: str, image_size: int | None = None,
+           precision: str = "fp32", mem_limit_mb: int | None = None, start: int = 1, max_batch: int = 8192,
+           steps: int = 2, timeout_s: float = 1800.0, threads: int | None = None, exact: bool = False,
+           events: RunEvents | None = None) -> MaxBatch:
+    """Double the batch from `start` until a probe runs out of memory, then bisect to the boundary:
+    to within 1/32 of it (about 3%), or to the exact batch with `exact`."""
+    events = events or RunEvents()
+    base = check_search(model=model, framework=framework, image_size=image_size, precision=precision, start=start,
+                        max_batch=max_batch)
     settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
                            mem_limit_mb=mem_limit_mb, threads=threads or default_threads(), energy=False, seed=0)
     fp = collect_fingerprint([framework], settings.threads)
