@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
@@ -24,14 +23,6 @@ from tests.unit.test_store import result_row
 from tests.v1_database import build_v1, check_migrated
 
 N_PROCESSES = 6
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A URL for a new store: a SQLite file, or a new database on the suite's PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.sqlite'}"
-    return new_database(request.getfixturevalue("postgres_url"))
 
 
 def _open(url: str, barrier, queue) -> None:  # in a spawned process

@@ -135,8 +135,8 @@ def claim(store: Store, run_id: str, owner: leases.Owner, token: str, stale_s: f
         if why is None:
             raise RunBusyError(
                 f"run {run_id} is being executed by {held.describe()}: wait for it to finish, or start a "
-                f"separate run with --new (a run whose owner is gone is taken over: same host and a dead pid, "
-                f"or no heartbeat for {stale_s:g} s, DLPERF_LEASE_STALE_S)")
+                f"separate run with --new (it is taken over once that process is gone, or silent for "
+                f"{stale_s:g} s: DLPERF_LEASE_STALE_S)")
         if leases.take_over(store.engine, held, owner, token):
             return f"taking over run {run_id} from pid {held.owner.pid} on {held.owner.host}: {why}"
     raise RunBusyError(f"run {run_id}: other processes keep taking its lease; try again, or start a separate "
