@@ -49,7 +49,10 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
 
             raise StoreError(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
                              f"`dlperf run` creates one)")
-    return Store(db)
+    store = Store(db)
+    if create:
+        store.check_writable()  # a read-only store: one line before any work, not after it
+    return store
 
 
 db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)

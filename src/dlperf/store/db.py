@@ -98,7 +98,7 @@ class Store:
             raise StoreError(f"{self.url} is not a dlperf database (it has tables but no {meta.name})")
         value = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
         try:
-            version = int(value or 0)
+            version = 0 if value is None else int(value)
         except ValueError:
             version = -1
         if version < 0:
@@ -125,6 +125,13 @@ class Store:
                     _set_version(conn, version + 1)
                     version += 1
         return version
+
+    def check_writable(self) -> None:
+        """StoreError (one line) where this store cannot be written, before a command does any work: an
+        update that changes nothing, rolled back (SQLite: a read-only file, folder or `mode=ro` URL)."""
+        with self.engine.connect() as conn, conn.begin() as tx:
+            conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=meta.c.value))
+            tx.rollback()
 
     # -- environments --------------------------------------------------
     def environment_id(self, fp: dict[str, Any], fp_hash: str) -> int:
