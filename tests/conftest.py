@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres_server import postgres_url  # noqa: F401  (a session fixture: one server for the suite)
+
 STUDIES = Path(__file__).parent / "studies"
 
 

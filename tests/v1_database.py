@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, insert, inspect, select
 from dlperf.hardware.identity import derived, identity_hash
 from dlperf.store import Store
 from dlperf.store.migrations import _v1_tables
-from dlperf.store.schema import MIGRATIONS, environments, metadata, results, runs
+from dlperf.store.schema import MIGRATIONS, SCHEMA_VERSION, environments, metadata, results, runs
 
 GPU = {"index": 0, "name": "NVIDIA L4", "memory_bytes": 24 * 2**30, "driver": "550.54", "cuda_driver": "12.4"}
 ENV_A: dict[str, Any] = {
@@ -82,7 +82,7 @@ def columns(url: str) -> dict[str, list[tuple[str, str, bool]]]:
 def check_migrated(url: str, ids: dict[str, int], fresh_url: str) -> None:
     """Open the version-1 database (which migrates it) and check version 2's promises."""
     store = Store(url)
-    assert store.schema_version == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     a, c = ids["a"], ids["c"]
     with store.engine.connect() as conn:
         envs = dict(conn.execute(select(environments.c.id, environments.c.fingerprint_hash)).all())

@@ -24,3 +24,13 @@ class UnknownRunError(StoreError):
 class ConfigError(DlperfError):
     """A setting dlperf cannot use: an environment variable (DLPERF_CPU_CLOCK_GHZ, ...) that is not a finite
     positive number, or not a whole number where one is needed."""
+
+
+class RunBusyError(DlperfError):
+    """A run another live process is executing (it holds the run's lease): it is not resumed a second time."""
+
+
+class LeaseLostError(DlperfError):
+    """This process no longer holds the lease of the run it was executing (another process took it over):
+    it stops and stores nothing more."""
+

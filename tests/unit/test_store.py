@@ -46,26 +46,26 @@ def test_newer_schema_is_refused_with_clear_message(db_path):
     store = Store(db_path)
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE dlperf_meta SET value='99' WHERE key='schema_version'"))
-    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(2\)"):
+    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(3\)"):
         Store(db_path)
 
 
 def test_migrations_run_one_step_at_a_time(db_path):
-    Store(db_path)  # at version 2
+    Store(db_path)  # at version 3
     applied = []
-
-    def v2_to_v3(conn):
-        applied.append(3)
-        conn.execute(text("ALTER TABLE results ADD COLUMN note TEXT"))
 
     def v3_to_v4(conn):
         applied.append(4)
+        conn.execute(text("ALTER TABLE results ADD COLUMN note TEXT"))
+
+    def v4_to_v5(conn):
+        applied.append(5)
         conn.execute(text("CREATE INDEX ix_results_status ON results(status)"))
 
-    store = Store(db_path, migrations=[*MIGRATIONS, v2_to_v3, v3_to_v4])
-    assert applied == [3, 4] and store.schema_version == 4
-    Store(db_path, migrations=[*MIGRATIONS, v2_to_v3, v3_to_v4])  # already current: nothing re-applied
-    assert applied == [3, 4]
+    store = Store(db_path, migrations=[*MIGRATIONS, v3_to_v4, v4_to_v5])
+    assert applied == [4, 5] and store.schema_version == 5
+    Store(db_path, migrations=[*MIGRATIONS, v3_to_v4, v4_to_v5])  # already current: nothing re-applied
+    assert applied == [4, 5]
 
 
 def test_v1_database_migrates_to_v2(tmp_path):

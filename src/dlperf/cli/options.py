@@ -39,17 +39,20 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
     --db would otherwise become a new, empty store that shows nothing), never created."""
     from dlperf.store import Store
     from dlperf.store.db import default_db_path
+    from dlperf.store.engines import sqlite_path
 
     if not create:
         text = str(db if db is not None else os.environ.get("DLPERF_DB") or default_db_path())
-        path = (Path(text.removeprefix("sqlite:///")) if text.startswith("sqlite:///")
-                else None if "://" in text else Path(text).expanduser())
+        path = sqlite_path(text) if "://" in text else Path(text).expanduser()  # sqlite:///file:P?uri=true too
         if path is not None and str(path) != ":memory:" and not path.is_file():
             from dlperf.errors import StoreError
 
             raise StoreError(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
                              f"`dlperf run` creates one)")
-    return Store(db)
+    store = Store(db)
+    if create:
+        store.check_writable()  # a read-only store: one line before any work, not after it
+    return store
 
 
 db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)

@@ -39,6 +39,9 @@ class ConsoleEvents(RunEvents):
         else:
             self.console.print(f"run [bold]{run_id}[/]: {n_cases} cases of {escape(what)}")
 
+    def run_taken_over(self, run_id: str, why: str) -> None:
+        self.console.print(escape(why), highlight=False)
+
     def threads_chosen(self, threads: int, why: str) -> None:
         self.console.print(escape(f"threads: {threads} ({why})"), highlight=False)
 

@@ -18,15 +18,20 @@ from dlperf.units import format_number, format_time
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @db_option
 def runs(limit: int, db: str | None) -> None:
-    """The most recent runs in the store."""
+    """The most recent runs in the store. A run left `running` by a process that is gone (killed, its host
+    rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)`."""
     from rich.table import Table
 
+    from dlperf.runner.lifecycle import lease_stale_s, shown_status
+
     rows = open_store(db, create=False).list_runs(limit)
+    stale_s = lease_stale_s()
     table = Table(title="runs", title_justify="left")
     for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["id"], r["study"], r["variant"], r["status"], f"{r['n_done'] or 0}/{r['n_cases']}",
+        status = shown_status(r["status"], r["lease"], stale_s)
+        table.add_row(r["id"], r["study"], r["variant"], status, f"{r['n_done'] or 0}/{r['n_cases']}",
                       str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
     new_console().print(table)
 
@@ -43,6 +48,7 @@ def runs(limit: int, db: str | None) -> None:
 def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> None:
     """The results table of RUN (an id, a unique prefix, or `latest`); with --errors or --case, cases whole."""
     from dlperf.report.tables import render_terminal
+    from dlperf.runner.lifecycle import shown_status
 
     store = open_store(db, create=False)
     run_row = store.run(run_ref)
@@ -50,6 +56,7 @@ def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> 
     if errors or cases:
         _show_cases(run_row["id"], results, errors, cases)
         return
+    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]))
     render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console())
 
 

@@ -19,6 +19,9 @@ class RunEvents:
     def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
         """A run starts or resumes: `n_stored` of its `n_cases` are already stored; `what` names the study."""
 
+    def run_taken_over(self, run_id: str, why: str) -> None:
+        """The run to resume was taken over from an owner that is gone; `why` says whose and how it is known."""
+
     def threads_chosen(self, threads: int, why: str) -> None:
         """The run's CPU thread count was chosen by dlperf (not given with --threads), for this reason."""
 

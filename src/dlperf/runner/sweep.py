@@ -22,7 +22,7 @@ from dlperf.meters.activity import wait_idle
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
-from dlperf.runner.lifecycle import NewRun, SweepInterrupted, open_run
+from dlperf.runner.lifecycle import NewRun, OpenRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.runner.threads import choose_threads, with_wait
@@ -132,17 +132,21 @@ def run_study(
         return (f"interrupted: {stored} of {len(cases)} cases of run {run_id} are stored; "
                 f"rerun the same command to resume")
 
-    with open_run(store, new_run, resume_id=run_id, interrupted=interrupted) as run:
+    # The run is owned while it runs: a run another live process executes is refused (one line naming it),
+    # one whose owner is gone is taken over (said on the console); each case is stored only while owned.
+    with open_run(store, new_run, resume_id=run_id, interrupted=interrupted,
+                  on_takeover=events.run_taken_over) as run:
         if retry_failed:
             store.delete_results(run.run_id, FAILED_STATUSES)
-        summary = _sweep(cases, settings, store, run.run_id, env_id, resumed, counters, study, events,
-                         wait_idle_s)
+        summary = _sweep(cases, settings, store, run, env_id, resumed, counters, study, events, wait_idle_s)
     return summary
 
 
-def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, env_id: int, resumed: bool,
+def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun, env_id: int, resumed: bool,
            counters: bool, study: Study, events: RunEvents, wait_idle_s: float | None = None) -> SweepSummary:
-    """Run and store every case of `cases` the run lacks, telling `events` of each."""
+    """Run and store every case of `cases` the run lacks, telling `events` of each; stop (LeaseLostError)
+    as soon as another process has taken the run over."""
+    run_id = run.run_id
     done = store.done_cases(run_id)
     order = sorted(range(len(cases)), key=lambda i: (cases[i].repetition, i))  # A B C A B C
     todo = [cases[i] for i in order if (cases[i].key, cases[i].repetition) not in done]
@@ -153,6 +157,7 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, 
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
+            run.check_lease()
             row = _skip_after_oom(case, oom_at, run_id, env_id)
             if row is None:
                 waited = None
@@ -163,7 +168,7 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run_id: str, 
                 if waited is not None:
                     row = with_wait(row, waited)
             _note_oom(row, oom_at)
-            store.add_result(row)
+            run.store_result(row)
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             events.case_done(i, len(cases), row)
     return summary

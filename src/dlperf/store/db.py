@@ -9,14 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, case, create_engine, event, func, insert, inspect, select, update
+from sqlalchemy import Connection, Engine, case, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus, check_run_status
-from dlperf.errors import StoreError, UnknownRunError
-from dlperf.store import schema
-from dlperf.store.schema import MIGRATIONS, environments, meta, results, runs
+from dlperf.errors import LeaseLostError, StoreError, UnknownRunError
+from dlperf.store import leases, schema
+from dlperf.store.engines import migration_lock, open_engine, sqlite_path
+from dlperf.store.schema import MIGRATIONS, environments, meta, results, run_leases, runs
 
 
 def default_db_path() -> Path:
@@ -53,9 +54,9 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 def _check_sqlite_file(url: str) -> None:
     """A SQLite path that holds something other than a database is refused, never written into."""
-    if not url.startswith("sqlite:///"):
+    path = sqlite_path(url)
+    if path is None:
         return
-    path = Path(url.removeprefix("sqlite:///"))
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return  # a new store (SQLite writes the header on first use)
@@ -76,11 +77,9 @@ class Store:
         _check_sqlite_file(self.url)
         self._migrations = MIGRATIONS if migrations is None else migrations
         try:
-            self.engine: Engine = create_engine(self.url, future=True)
+            self.engine: Engine = open_engine(self.url)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             raise StoreError(f"cannot open database {self.url}: {exc}") from None
-        if self.url.startswith("sqlite"):
-            event.listen(self.engine, "connect", _sqlite_pragmas)
         self.schema_version = self._migrate()
 
     @property
@@ -88,33 +87,51 @@ class Store:
         return len(self._migrations)
 
     # -- schema --------------------------------------------------------
-    def _read_version(self) -> int:
+    def _read_version(self, conn: Connection) -> int:
         try:
-            names = set(inspect(self.engine).get_table_names())
+            names = set(inspect(conn).get_table_names())
         except OperationalError as exc:
             raise StoreError(f"cannot open database {self.url}: {exc.orig}") from None
         if not names:
             return 0
         if meta.name not in names:
             raise StoreError(f"{self.url} is not a dlperf database (it has tables but no {meta.name})")
-        with self.engine.connect() as conn:
-            value = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
-        return int(value or 0)
-
-    def _migrate(self) -> int:
-        version = self._read_version()
+        value = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+        try:
+            version = 0 if value is None else int(value)
+        except ValueError:
+            version = -1
+        if version < 0:
+            raise StoreError(f"database {self.url} has an unreadable schema_version {value!r} in {meta.name}: it "
+                             f"was not written by dlperf, or is damaged; nothing was written to it")
         if version > self.target_version:
             raise StoreError(
                 f"database {self.url} has schema version {version}, newer than this dlperf reads "
                 f"({self.target_version}): upgrade dlperf, or use another --db"
             )
-        while version < self.target_version:
-            step = self._migrations[version]
-            with self.engine.begin() as conn:
-                step(conn)
-                _set_version(conn, version + 1)
-            version += 1
         return version
+
+    def _migrate(self) -> int:
+        """Bring the schema to the target version, one step per transaction. Each step runs under a lock
+        (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock) after reading the version again inside it,
+        so that processes opening a new or old store at once each see it whole, and migrate it once."""
+        with self.engine.connect() as conn:
+            version = self._read_version(conn)  # no lock where the schema is current (read-only stores too)
+        while version < self.target_version:
+            with migration_lock(self.engine) as conn:
+                version = self._read_version(conn)
+                if version < self.target_version:
+                    self._migrations[version](conn)
+                    _set_version(conn, version + 1)
+                    version += 1
+        return version
+
+    def check_writable(self) -> None:
+        """StoreError (one line) where this store cannot be written, before a command does any work: an
+        update that changes nothing, rolled back (SQLite: a read-only file, folder or `mode=ro` URL)."""
+        with self.engine.connect() as conn, conn.begin() as tx:
+            conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=meta.c.value))
+            tx.rollback()
 
     # -- environments --------------------------------------------------
     def environment_id(self, fp: dict[str, Any], fp_hash: str) -> int:
@@ -125,10 +142,16 @@ class Store:
             ).scalar()
             if found is not None:
                 return int(found)
-            res = conn.execute(
-                insert(environments).values(fingerprint_hash=fp_hash, data=fp, created_at=now())
-            )
-            return int(res.inserted_primary_key[0])
+        try:
+            with self.engine.begin() as conn:
+                res = conn.execute(
+                    insert(environments).values(fingerprint_hash=fp_hash, data=fp, created_at=now())
+                )
+                return int(res.inserted_primary_key[0])
+        except IntegrityError:  # another process inserted it first
+            with self.engine.connect() as conn:
+                return int(conn.execute(
+                    select(environments.c.id).where(environments.c.fingerprint_hash == fp_hash)).scalar_one())
 
     def environment(self, env_id: int) -> dict[str, Any]:
         """An environment's data as first stored (its identity, and the derived fields of its first run)."""
@@ -153,9 +176,11 @@ class Store:
     # -- runs ----------------------------------------------------------
     def create_run(self, *, study: str, variant: str, study_hash: str, study_path: str,
                    filters: dict[str, Any], settings: dict[str, Any], env_id: int, n_cases: int,
-                   dlperf_version: str, derived: dict[str, Any] | None = None) -> str:
+                   dlperf_version: str, derived: dict[str, Any] | None = None,
+                   lease: tuple[leases.Owner, str] | None = None) -> str:
         """A new run in environment `env_id`; `derived`: what its fingerprint holds beyond the environment's
-        identity (hardware.identity.derived), kept with the run for its reports."""
+        identity (hardware.identity.derived), kept with the run for its reports. With `lease` (owner,
+        token), the run is created with its lease in one transaction: never `running` without an owner."""
         started = now()
         run_id = f"{study}-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
         with self.engine.begin() as conn:
@@ -164,6 +189,8 @@ class Store:
                 filters=filters, settings=settings, env_id=env_id, status="running", n_cases=n_cases,
                 dlperf_version=dlperf_version, started_at=started, derived=derived,
             ))
+            if lease is not None:
+                conn.execute(insert(run_leases).values(**leases.lease_values(run_id, *lease, started)))
         return run_id
 
     def find_resumable(self, *, study: str, variant: str, study_hash: str, filters: dict[str, Any],
@@ -232,7 +259,16 @@ class Store:
             .order_by(runs.c.started_at.desc()).limit(limit)
         )
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(q).mappings()]
+            rows = [dict(r) for r in conn.execute(q).mappings()]
+            held = {lease.run_id: lease for lease in map(leases.Lease.from_row, conn.execute(
+                select(run_leases).where(run_leases.c.run_id.in_([r["id"] for r in rows]))))}
+        for r in rows:
+            r["lease"] = held.get(r["id"])  # a store.leases.Lease, or None where nobody executes the run
+        return rows
+
+    def lease(self, run_id: str) -> leases.Lease | None:
+        """Who is executing the run (None: nobody)."""
+        return leases.current(self.engine, run_id)
 
     # -- results -------------------------------------------------------
     def done_cases(self, run_id: str) -> set[tuple[str, int]]:
@@ -242,13 +278,18 @@ class Store:
             ).all()
         return {(r.case_key, int(r.repetition)) for r in rows}
 
-    def add_result(self, result: CaseResult) -> bool:
-        """Insert one case's result; False if that case was already stored (never duplicated)."""
+    def add_result(self, result: CaseResult, *, lease_token: str | None = None) -> bool:
+        """Insert one case's result; False if that case was already stored (never duplicated).
+
+        With `lease_token`, only while that token holds the run's lease (checked, and the heartbeat
+        refreshed, in the same transaction): else LeaseLostError and nothing is stored."""
         row = result.as_row()
         if row["id"] is None:
             del row["id"]  # the store numbers it
         try:
             with self.engine.begin() as conn:
+                if lease_token is not None and not leases.heartbeat(conn, result.run_id, lease_token):
+                    raise LeaseLostError(_lost(conn, result.run_id))
                 conn.execute(insert(results).values(**row))
         except IntegrityError:
             return False
@@ -287,9 +328,11 @@ def _set_version(conn: Any, version: int) -> None:
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(version)))
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA journal_mode=WAL")  # readers (show/report) never block a running sweep
-    cur.execute("PRAGMA busy_timeout=10000")
-    cur.close()
+def _lost(conn: Connection, run_id: str) -> str:
+    """The one line of a process whose lease on `run_id` was taken over."""
+    now_lease = leases.current(conn, run_id)
+    who = f" by {now_lease.describe()}" if now_lease is not None else ""
+    return (f"run {run_id} was taken over{who}: this process stops here and stores nothing more "
+            f"(see 'dlperf runs')")
+
+

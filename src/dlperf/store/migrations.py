@@ -143,3 +143,24 @@ def v1_to_v2(conn: Connection) -> None:
                      .values(fingerprint_hash=f"rekeying-{env_id}"))
     for new_hash, env_id in kept.items():
         conn.execute(update(_environments).where(_environments.c.id == env_id).values(fingerprint_hash=new_hash))
+
+
+# -- v2 -> v3: run leases (who is executing a run) ------------------------------------------------------
+
+def v2_to_v3(conn: Connection) -> None:
+    """Add `run_leases`: one row per run being executed, naming its owner (host, PID and the PID's start
+    time, against PID reuse), when it took the run, its last heartbeat and a random token. The primary key
+    on run_id makes taking a lease one atomic INSERT; runs left `running` by older versions have no row."""
+    md = MetaData()
+    Table("runs", md, Column("id", String(128), primary_key=True))
+    leases = Table(
+        "run_leases", md,
+        Column("run_id", String(128), ForeignKey("runs.id"), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("pid_started_s", Float, nullable=False),
+        Column("acquired_at", DateTime(timezone=True), nullable=False),
+        Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+        Column("token", String(64), nullable=False),
+    )
+    md.create_all(conn, tables=[leases])

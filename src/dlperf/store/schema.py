@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from dlperf.store.migrations import v0_to_v1, v1_to_v2
+from dlperf.store.migrations import v0_to_v1, v1_to_v2, v2_to_v3
 
 metadata = MetaData()
 
@@ -92,9 +92,22 @@ results = Table(
     Index("ix_results_run", "run_id"),
 )
 
+# v3: the owner of a run being executed (store.leases); no row: nobody is executing the run.
+run_leases = Table(
+    "run_leases",
+    metadata,
+    Column("run_id", String(128), ForeignKey("runs.id"), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("pid_started_s", Float, nullable=False),  # the PID's process start time (epoch s), against PID reuse
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("token", String(64), nullable=False),  # random; every heartbeat, check and release names it
+)
+
 
 Migration = Callable[[Connection], None]
 
 #: MIGRATIONS[i] upgrades version i to i + 1.
-MIGRATIONS: list[Migration] = [v0_to_v1, v1_to_v2]
+MIGRATIONS: list[Migration] = [v0_to_v1, v1_to_v2, v2_to_v3]
 SCHEMA_VERSION = len(MIGRATIONS)
