@@ -185,3 +185,24 @@ def test_a_refused_command_creates_no_store(dlperf_main, tmp_path, args):
     res = dlperf_main(*(a.replace("{study}", str(study)) for a in args), db=db)
     assert res.returncode != 0 and "Traceback" not in res.stderr + res.stdout
     assert not db.exists()
+
+
+def test_another_programs_sqlite_database_is_refused_untouched(dlperf_main, tmp_path):
+    import sqlite3
+
+    db = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    before = db.read_bytes()
+    for args in (("runs",), ("run", "smoke", "--quick")):
+        assert_one_line_error(dlperf_main(*args, db=db), "is not a dlperf database")
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["foreign.sqlite"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
+
+
+def test_a_read_command_leaves_an_empty_file_empty(dlperf_main, tmp_path):
+    db = tmp_path / "empty.sqlite"
+    db.write_bytes(b"")
+    assert_one_line_error(dlperf_main("runs", db=db), "is an empty file, not a results store")
+    assert db.stat().st_size == 0

@@ -49,6 +49,11 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
 
             raise StoreError(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
                              f"`dlperf run` creates one)")
+        if path is not None and str(path) != ":memory:" and path.stat().st_size == 0:
+            from dlperf.errors import StoreError
+
+            raise StoreError(f"{path} is an empty file, not a results store: nothing has been run into it (check "
+                             f"--db or DLPERF_DB; `dlperf run` makes a store of it); it was left as it is")
     store = Store(db)
     if create:
         store.check_writable()  # a read-only store: one line before any work, not after it

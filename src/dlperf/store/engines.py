@@ -46,10 +46,17 @@ def sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = BUSY_TI
     cur.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
     cur.execute("PRAGMA foreign_keys=ON")
     try:
-        cur.execute("PRAGMA journal_mode=WAL")
+        if _dlperf_or_empty(cur):  # another program's database is refused as it is, its journal mode untouched
+            cur.execute("PRAGMA journal_mode=WAL")
     except sqlite3.OperationalError:
         pass  # a read-only store keeps its journal mode; a read or a write then says what is wrong
     cur.close()
+
+
+def _dlperf_or_empty(cur: Any) -> bool:
+    """Whether the database has no table, or dlperf's meta table (then it is, or will become, a store)."""
+    tables = {row[0] for row in cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return not tables or "dlperf_meta" in tables
 
 
 def _migration_connect(dbapi_conn: Any, record: Any) -> None:
