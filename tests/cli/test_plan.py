@@ -70,7 +70,8 @@ def test_plan_lists_counts_and_says_there_is_no_store(dlperf_main, tmp_path):
     assert "6 cases x 2 repetitions = 12 case-repetitions" in out
     assert "cases per framework and device: numpy cpu 3, torch cpu 3" in out
     assert f"estimate: none, no stored timings (no results store at {db})" in out
-    assert "at most 60 min by the time-outs (12 case-repetitions x 300 s each; not an estimate)" in out
+    assert ("at most 60 min in workers by the time-outs (12 case-repetitions x 300 s each; not an estimate; "
+            "memory re-checks and start-up come on top)") in out
     assert not db.exists()  # read-only: never creates a store
 
 
@@ -221,3 +222,30 @@ def test_durations_read_as_a_person_reads_them():
 
     assert [_duration(t) for t in (None, 0.0123, 3.96, 42, 130, 3600, 3 * 86400)] == [
         "-", "0.012 s", "4.0 s", "42 s", "2.2 min", "60 min", "3 days"]
+
+
+def test_cases_that_never_ran_give_no_estimate(dlperf_main, two_runs, tmp_path):
+    """A case skipped after an oom (stored with wall_s 0) or `unsupported` at once was never timed: it has no
+    estimate rather than an estimate of 0 s; a run with --counters (profiled) is not timed like a plain one."""
+    import shutil
+
+    from sqlalchemy import create_engine, text
+
+    source, _, _ = two_runs
+    db = tmp_path / "copy.sqlite"
+    shutil.copy(source, db)
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        keys = [r[0] for r in conn.execute(text("SELECT DISTINCT case_key FROM results ORDER BY case_key"))]
+        conn.execute(text("UPDATE results SET wall_s = 0 WHERE case_key = :k"), {"k": keys[0]})
+        conn.execute(text("UPDATE results SET status = 'unsupported' WHERE case_key = :k"), {"k": keys[1]})
+    engine.dispose()
+    plan = json.loads(dlperf_main("plan", str(STUDIES / "many_ok.yaml"), "--budget", "0.2", "--format", "json",
+                                  db=db).stdout)
+    assert plan["estimate"]["cases_without_stored_time"] == 2
+    assert plan["estimate"]["case_repetitions_estimated"] == 10
+    with create_engine(f"sqlite:///{db}").begin() as conn:
+        conn.execute(text("""UPDATE runs SET filters = json_set(filters, '$.counters', json('true'))"""))
+    plan = json.loads(dlperf_main("plan", str(STUDIES / "many_ok.yaml"), "--budget", "0.2", "--format", "json",
+                                  db=db).stdout)
+    assert plan["estimate"]["seconds"] is None and plan["estimate"]["cases_without_stored_time"] == 12

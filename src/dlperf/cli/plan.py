@@ -29,8 +29,10 @@ RUN_CASE_LIMIT = 5_000
 PLAN_COUNT_CAP = 100_000
 #: Rows listed at each end of a long plan (all of them with --all).
 HEAD_ROWS = 10
-#: Stored runs count towards a case's estimate only when they timed it with these settings as the plan's.
-TIMING_KEYS = ("budget_s", "min_run_time_s", "steps", "warmup", "target_rel_ci", "profile", "mem_limit_mb")
+#: Stored runs count towards a case's estimate only when they timed it with these settings as the plan's
+#: (threads only where the study sets them: otherwise a run picks them when it starts).
+TIMING_KEYS = ("budget_s", "min_run_time_s", "steps", "warmup", "target_rel_ci", "profile", "mem_limit_mb",
+               "threads")
 
 
 @dataclass
@@ -96,13 +98,16 @@ def stored_times(db: str | None, workload: str, settings: dict[str, Any]) -> Sto
     with store.engine.connect() as conn:
         envs = {row.id: row.data or {} for row in conn.execute(select(environments.c.id, environments.c.data))}
         rows = conn.execute(
-            select(results.c.case_key, results.c.wall_s, results.c.env_id, runs.c.settings)
+            select(results.c.case_key, results.c.wall_s, results.c.env_id, runs.c.settings, runs.c.filters)
             .select_from(results.join(runs, results.c.run_id == runs.c.id))
-            .where(results.c.workload == workload, results.c.wall_s.is_not(None))).all()
+            # a case that ran: not `unsupported` at once, not skipped after an oom (stored with wall_s 0)
+            .where(results.c.workload == workload, results.c.wall_s > 0, results.c.status != "unsupported")).all()
+    # threads: the study's where it sets them; else a run picks them when it starts (the idle cores), so any
+    keys = TIMING_KEYS if settings.get("threads") else tuple(k for k in TIMING_KEYS if k != "threads")
     out = StoredTimes()
     for row in rows:
-        same = (_host_of(envs.get(row.env_id, {})) == here
-                and all((row.settings or {}).get(k) == settings.get(k) for k in TIMING_KEYS))
+        same = (_host_of(envs.get(row.env_id, {})) == here and not (row.filters or {}).get("counters")
+                and all((row.settings or {}).get(k) == settings.get(k) for k in keys))
         if same:
             out.by_key.setdefault(row.case_key, []).append(float(row.wall_s))
         else:
@@ -229,8 +234,9 @@ def render(out: dict[str, Any]) -> None:
             say(f"estimate: none for {k:,} case{'s' if k != 1 else ''} (no stored time on this machine with these "
                 f"settings{other})")
     bound_n = n if out["count_exact"] else out["case_repetitions_at_most"]
-    say(f"at most {_duration(out['at_most_s_by_timeouts'])} by the time-outs ({bound_n:,} case-repetitions x "
-        f"{out['timeout_s']:g} s each; not an estimate)")
+    say(f"at most {_duration(out['at_most_s_by_timeouts'])} in workers by the time-outs ({bound_n:,} "
+        f"case-repetitions x {out['timeout_s']:g} s each; not an estimate; memory re-checks and start-up come on "
+        f"top)")
     if n > out["run_limit"]:
         say(f"over `dlperf run`'s limit of {out['run_limit']:,} case-repetitions: run it with --max-cases N "
             f"(N at least the count)")

@@ -166,7 +166,7 @@ def open_run(store: Store, new: NewRun, *, resume_id: str | None = None,
         if took_over is not None and on_takeover is not None:
             on_takeover(run_id, took_over)
         if resume_id is not None:
-            store.set_run_status(run_id, "running")
+            store.set_run_status(run_id, "running", lease_token=token)
         beat = _Heartbeat(store, run_id, token, min(HEARTBEAT_S, stale_s / 4))
         beat.start()
         run = OpenRun(run_id, resumed=resume_id is not None, took_over=took_over, store=store,
@@ -174,12 +174,17 @@ def open_run(store: Store, new: NewRun, *, resume_id: str | None = None,
         try:
             yield run
         except KeyboardInterrupt:
-            store.set_run_status(run_id, "interrupted")
+            store.set_run_status(run_id, "interrupted", lease_token=token)  # not if another process owns it now
             if interrupted is None:
                 raise
             raise SweepInterrupted(interrupted(run_id)) from None
+        except LeaseLostError:
+            raise  # the run is its new owner's: its status too
+        except BaseException:
+            store.set_run_status(run_id, "interrupted", lease_token=token)  # a crash of this process: resumable
+            raise
         finally:
             beat.stop()
-        store.set_run_status(run_id, run.status)
+        store.set_run_status(run_id, run.status, lease_token=token)
     finally:
         leases.release(store.engine, run_id, token)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, func, insert, inspect, select, update
+from sqlalchemy import Connection, Engine, case, exists, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from dlperf.core.result import CaseResult
@@ -117,13 +117,18 @@ class Store:
         so that processes opening a new or old store at once each see it whole, and migrate it once."""
         with self.engine.connect() as conn:
             version = self._read_version(conn)  # no lock where the schema is current (read-only stores too)
-        while version < self.target_version:
+        for _ in range(self.target_version + 1):  # one step per pass: more passes means a step did not stick
+            if version >= self.target_version:
+                break
             with migration_lock(self.engine) as conn:
                 version = self._read_version(conn)
                 if version < self.target_version:
                     self._migrations[version](conn)
                     _set_version(conn, version + 1)
                     version += 1
+        else:
+            raise StoreError(f"database {self.url}: its schema migrations did not stick (it reads version "
+                             f"{version} after every step); nothing more was written")
         return version
 
     def check_writable(self) -> None:
@@ -190,7 +195,7 @@ class Store:
                 dlperf_version=dlperf_version, started_at=started, derived=derived,
             ))
             if lease is not None:
-                conn.execute(insert(run_leases).values(**leases.lease_values(run_id, *lease, started)))
+                conn.execute(insert(run_leases).values(**leases.lease_values(run_id, *lease, leases.db_now(conn))))
         return run_id
 
     def find_resumable(self, *, study: str, variant: str, study_hash: str, filters: dict[str, Any],
@@ -209,12 +214,17 @@ class Store:
                 return str(row.id)
         return None
 
-    def set_run_status(self, run_id: str, status: RunStatus) -> None:
-        """Mark the run `status` (a RunStatus; anything else is a ValueError); finished unless running."""
+    def set_run_status(self, run_id: str, status: RunStatus, *, lease_token: str | None = None) -> bool:
+        """Mark the run `status` (a RunStatus; anything else is a ValueError); finished unless running.
+        With `lease_token`, only while that token holds the run's lease (in one statement): a process whose
+        run was taken over never overwrites its new owner's status. False where nothing was marked."""
         values: dict[str, Any] = {"status": check_run_status(status)}
         values["finished_at"] = now() if status != "running" else None
+        query = update(runs).where(runs.c.id == run_id)
+        if lease_token is not None:
+            query = query.where(exists().where(run_leases.c.run_id == run_id, run_leases.c.token == lease_token))
         with self.engine.begin() as conn:
-            conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+            return conn.execute(query.values(**values)).rowcount == 1
 
     def resolve_run(self, ref: str) -> str:
         """A run id from an exact id, 'latest', or a unique prefix."""
@@ -260,7 +270,8 @@ class Store:
         )
         with self.engine.connect() as conn:
             rows = [dict(r) for r in conn.execute(q).mappings()]
-            held = {lease.run_id: lease for lease in map(leases.Lease.from_row, conn.execute(
+            read_at = leases.db_now(conn)
+            held = {lease.run_id: lease for lease in (leases.Lease.from_row(row, read_at) for row in conn.execute(
                 select(run_leases).where(run_leases.c.run_id.in_([r["id"] for r in rows]))))}
         for r in rows:
             r["lease"] = held.get(r["id"])  # a store.leases.Lease, or None where nobody executes the run

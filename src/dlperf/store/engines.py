@@ -98,7 +98,7 @@ def open_engine(url: str) -> Engine:
 @contextlib.contextmanager
 def migration_lock(engine: Engine) -> Iterator[Connection]:
     """A transaction that holds the store's migration lock until it ends (other migrating processes wait)."""
-    if engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
         url = engine.url.render_as_string(hide_password=False)
         locked = create_engine(url, poolclass=NullPool)  # a connection of its own
         event.listen(locked, "connect", _migration_connect)
@@ -110,7 +110,7 @@ def migration_lock(engine: Engine) -> Iterator[Connection]:
         finally:
             locked.dispose()
         return
-    with engine.begin() as conn:
+    with engine.begin() as conn:  # an in-memory SQLite store is this process's alone: no lock to take
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
         yield conn

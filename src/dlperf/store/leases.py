@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from dlperf.errors import StoreError
@@ -28,8 +28,17 @@ START_TIME_TOLERANCE_S = 1.0
 
 
 def _utc(when: datetime) -> datetime:
-    """SQLite gives datetimes back without their zone; dlperf writes them in UTC."""
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    """In UTC: SQLite gives datetimes back without their zone (dlperf writes them in UTC); PostgreSQL gives
+    them in its session's zone."""
+    return when.astimezone(UTC) if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def db_now(conn: Connection) -> datetime:
+    """Now, on the store's clock: PostgreSQL's server clock, which every host sharing the store reads, so a
+    host whose clock runs ahead never judges a live owner stale; SQLite's store is on one host: its clock."""
+    if conn.dialect.name == "postgresql":
+        return _utc(conn.execute(select(func.clock_timestamp())).scalar_one())
+    return datetime.now(UTC)
 
 
 def process_start_s(pid: int) -> float | None:
@@ -71,14 +80,16 @@ class Lease:
     acquired_at: datetime
     heartbeat_at: datetime
     token: str
+    #: When it was read, on the store's clock (`db_now`): heartbeat ages are measured against it.
+    read_at: datetime | None = None
 
     @classmethod
-    def from_row(cls, row: Any) -> Lease:
+    def from_row(cls, row: Any, read_at: datetime | None = None) -> Lease:
         return cls(row.run_id, Owner(row.host, int(row.pid), float(row.pid_started_s)), _utc(row.acquired_at),
-                   _utc(row.heartbeat_at), row.token)
+                   _utc(row.heartbeat_at), row.token, read_at)
 
     def heartbeat_age_s(self, now: datetime | None = None) -> float:
-        return ((now or datetime.now(UTC)) - self.heartbeat_at).total_seconds()
+        return ((now or self.read_at or datetime.now(UTC)) - self.heartbeat_at).total_seconds()
 
     def gone_reason(self, stale_s: float, now: datetime | None = None) -> str | None:
         """Why its owner is provably gone (its PID on this host no longer runs, or is another process now;
@@ -115,11 +126,11 @@ def current(engine: Engine | Connection, run_id: str) -> Lease | None:
     """The run's lease, or None where nobody holds it."""
     query = select(run_leases).where(run_leases.c.run_id == run_id)
     if isinstance(engine, Connection):
-        row = engine.execute(query).first()
+        row, read_at = engine.execute(query).first(), db_now(engine)
     else:
         with engine.connect() as conn:
-            row = conn.execute(query).first()
-    return None if row is None else Lease.from_row(row)
+            row, read_at = conn.execute(query).first(), db_now(conn)
+    return None if row is None else Lease.from_row(row, read_at)
 
 
 def acquire(engine: Engine, run_id: str, owner: Owner, token: str) -> Lease | None:
@@ -127,7 +138,7 @@ def acquire(engine: Engine, run_id: str, owner: Owner, token: str) -> Lease | No
     that was there (then nothing changed)."""
     try:
         with engine.begin() as conn:
-            conn.execute(insert(run_leases).values(**lease_values(run_id, owner, token, datetime.now(UTC))))
+            conn.execute(insert(run_leases).values(**lease_values(run_id, owner, token, db_now(conn))))
         return None
     except IntegrityError:
         held = current(engine, run_id)
@@ -142,10 +153,9 @@ def acquire(engine: Engine, run_id: str, owner: Owner, token: str) -> Lease | No
 def take_over(engine: Engine, old: Lease, owner: Owner, token: str) -> bool:
     """Replace the lease `old` by one of `owner`, only if `old` still holds it (compare-and-swap on its
     token): True for exactly one of several takers."""
-    now = datetime.now(UTC)
-    values = lease_values(old.run_id, owner, token, now)
-    del values["run_id"]
     with engine.begin() as conn:
+        values = lease_values(old.run_id, owner, token, db_now(conn))
+        del values["run_id"]
         res = conn.execute(update(run_leases)
                            .where(run_leases.c.run_id == old.run_id, run_leases.c.token == old.token)
                            .values(**values))
@@ -154,12 +164,14 @@ def take_over(engine: Engine, old: Lease, owner: Owner, token: str) -> bool:
 
 def heartbeat(engine: Engine | Connection, run_id: str, token: str) -> bool:
     """Refresh the lease's heartbeat; False when `token` no longer holds it (taken over)."""
-    query = (update(run_leases).where(run_leases.c.run_id == run_id, run_leases.c.token == token)
-             .values(heartbeat_at=datetime.now(UTC)))
+    def beat(conn: Connection) -> bool:
+        return conn.execute(update(run_leases).where(run_leases.c.run_id == run_id, run_leases.c.token == token)
+                            .values(heartbeat_at=db_now(conn))).rowcount == 1
+
     if isinstance(engine, Connection):
-        return engine.execute(query).rowcount == 1
+        return beat(engine)
     with engine.begin() as conn:
-        return conn.execute(query).rowcount == 1
+        return beat(conn)
 
 
 def release(engine: Engine, run_id: str, token: str) -> None:
