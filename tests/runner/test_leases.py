@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -113,7 +112,7 @@ def sleeper():
 
 def _owner(pid: int, host: str | None = None) -> leases.Owner:
     started = leases.process_start_s(pid)
-    return leases.Owner(host or socket.gethostname(), pid, started if started is not None else 1.0)
+    return leases.Owner(host or leases.host_id(), pid, started if started is not None else 1.0)
 
 
 def _dead_pid() -> int:
@@ -138,7 +137,7 @@ def test_a_live_owner_is_refused_in_one_line(store_url, sleeper):
     with pytest.raises(RunBusyError) as err:
         claim(store, run_id, leases.Owner.me(), "mine", 120.0)
     msg = str(err.value)
-    assert "\n" not in msg and f"run {run_id} is being executed by pid {sleeper.pid} on {socket.gethostname()}" in msg
+    assert "\n" not in msg and f"run {run_id} is being executed by pid {sleeper.pid} on {leases.host_id()}" in msg
     assert "since " in msg and re.search(r"last heartbeat \d+ s ago", msg) and "--new" in msg
     assert store.lease(run_id).token == "theirs"  # untouched
 
@@ -149,7 +148,7 @@ def test_a_gone_owner_is_taken_over(store_url, sleeper, how):
     if how == "dead pid":
         gone, why = _owner(_dead_pid()), "is no longer running"
     elif how == "pid reused":  # the sleeper's PID, but not the process that took the lease
-        gone, why = leases.Owner(socket.gethostname(), sleeper.pid, 12345.0), "is another process now"
+        gone, why = leases.Owner(leases.host_id(), sleeper.pid, 12345.0), "is another process now"
     else:  # another host: its PID cannot be checked from here, only its heartbeat
         gone, why = leases.Owner("elsewhere", sleeper.pid, 1.0), "last heartbeat was 300 s ago"
     run_id = _make_run(store, (gone, "old"))
@@ -301,3 +300,19 @@ def test_a_missing_postgresql_fails_where_it_is_required(monkeypatch):
     monkeypatch.delenv("DLPERF_REQUIRE_POSTGRES")
     with pytest.raises(pytest.skip.Exception, match="initdb is missing"):
         _unavailable("initdb is missing")
+
+
+def test_a_host_is_its_name_and_its_pid_namespace(monkeypatch):
+    """Two containers with one host name but their own PIDs are two hosts to a lease (a PID is only checked
+    where it means the same process)."""
+    real_stat = leases.os.stat
+
+    def stat(path, *a, **k):
+        if path == "/proc/self/ns/pid":
+            return type("St", (), {"st_ino": 4026532999})()
+        return real_stat(path, *a, **k)
+
+    monkeypatch.setattr(leases.os, "stat", stat)
+    assert leases.host_id() == f"{leases.socket.gethostname()} (pid namespace 4026532999)"
+    monkeypatch.setattr(leases.os, "stat", lambda path, *a, **k: type("St", (), {"st_ino": leases.INITIAL_PID_NS})())
+    assert leases.host_id() == leases.socket.gethostname()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import time
 import pytest
 from sqlalchemy import create_engine, text
 
+from dlperf.store.leases import host_id
 from tests.conftest import STUDIES, run_cli
 from tests.runner.test_resume import TAG, workers_left
 
@@ -90,10 +90,10 @@ def test_two_resumers_of_one_run(store_url, sig):
     lines = l_err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in l_err, l_err
     assert lines[0].startswith("dlperf: error: run many_ok-") and "is being executed by" in lines[0]
-    assert f"pid {winner} on {socket.gethostname()} since " in lines[0] and "--new" in lines[0]
+    assert f"pid {winner} on {host_id()} since " in lines[0] and "--new" in lines[0]
     assert "last heartbeat" in lines[0]
     assert f"{len(before)} of {N_CASES} cases already stored" in w_out, w_out + w_err
-    took_over = f"from pid {killed_pid} on {socket.gethostname()}: pid {killed_pid} on"
+    took_over = f"from pid {killed_pid} on {host_id()}: pid {killed_pid} on"
     assert ("taking over run many_ok-" in w_out and took_over in w_out) == (sig == signal.SIGKILL), w_out
     assert "[4/12]" not in l_out  # the loser ran no case
 

@@ -56,6 +56,22 @@ def process_start_s(pid: int) -> float | None:
         return float("nan")
 
 
+def host_id() -> str:
+    """This host as a lease names it: the host name, and the PID namespace where it is not the first one, so
+    that two containers sharing a host name (host networking) but not their PIDs are told apart; a PID is
+    only checked by a process that sees the same PIDs."""
+    name = socket.gethostname()
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return name
+    return name if ns == INITIAL_PID_NS else f"{name} (pid namespace {ns})"
+
+
+#: The inode of the kernel's first PID namespace (PROC_PID_INIT_INO): processes outside any container.
+INITIAL_PID_NS = 0xEFFFFFFC
+
+
 @dataclass(frozen=True)
 class Owner:
     """A process that executes a run: its host, PID and the PID's start time."""
@@ -68,7 +84,7 @@ class Owner:
     def me(cls) -> Owner:
         """This process."""
         started = process_start_s(os.getpid())
-        return cls(socket.gethostname(), os.getpid(), started if started is not None else 0.0)
+        return cls(host_id(), os.getpid(), started if started is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -95,7 +111,7 @@ class Lease:
         """Why its owner is provably gone (its PID on this host no longer runs, or is another process now;
         or its heartbeat is older than `stale_s`), or None while it may still be executing the run."""
         o = self.owner
-        if o.host == socket.gethostname():
+        if o.host == host_id():
             started = process_start_s(o.pid)
             if started is None:
                 return f"pid {o.pid} on {o.host} is no longer running"
