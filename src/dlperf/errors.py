@@ -17,6 +17,15 @@ class StoreError(DlperfError):
     """A database that cannot be opened, is too new, or lacks what was asked for."""
 
 
+class NoStoreError(StoreError):
+    """A read-only command pointed at a store that does not exist (nothing has been run into it)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
+                         f"`dlperf run` creates one)")
+        self.path = path
+
+
 class UnknownRunError(StoreError):
     """A run id that is not in the store."""
 

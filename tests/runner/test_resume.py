@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,18 +36,25 @@ def stored(db: Path) -> list[tuple[str, str]]:
 TAG = "DLPERF_TEST_SWEEP"
 
 
-def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str] | int:
-    env = dict(os.environ, DLPERF_DB=str(db), **{TAG: str(db)})
-    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def stop_once_stored(proc: subprocess.Popen[str], n_stored: Callable[[], int], sig: int,
+                     after_cases: int = 3) -> subprocess.CompletedProcess[str]:
+    """Send `sig` to the sweep `proc` once `n_stored()` reaches `after_cases`; what it printed, reaped (a
+    SIGKILLed parent leaves no zombie behind)."""
     deadline = time.monotonic() + 180
-    while len(stored(db)) < after_cases:
+    while n_stored() < after_cases:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "sweep made no progress"
         time.sleep(0.05)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DLPERF_DB=str(db), **{TAG: str(db)})
+    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return stop_once_stored(proc, lambda: len(stored(db)), sig, after_cases)
 
 
 def workers_left(db: Path) -> list[str]:

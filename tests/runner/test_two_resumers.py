@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from dlperf.store.leases import host_id
 from tests.conftest import STUDIES, run_cli
-from tests.runner.test_resume import TAG, workers_left
+from tests.runner.test_resume import TAG, stop_once_stored, workers_left
 
 STUDY = str(STUDIES / "many_ok.yaml")
 N_CASES = 12
@@ -50,13 +50,7 @@ def start(url: str) -> subprocess.Popen[str]:
 def stop_after(url: str, sig: int, after_cases: int = 3) -> int:
     """Start a sweep, stop it with `sig` once `after_cases` cases are stored; its PID."""
     proc = start(url)
-    deadline = time.monotonic() + 180
-    while len(stored(url)) < after_cases:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "sweep made no progress"
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    proc.communicate(timeout=60)  # reaped: a SIGKILLed parent leaves no zombie behind
+    stop_once_stored(proc, lambda: len(stored(url)), sig, after_cases)
     return proc.pid
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from dlperf.errors import DlperfError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = (
     "results database: a SQLite path or an SQLAlchemy URL "
@@ -45,10 +48,9 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
         text = str(db if db is not None else os.environ.get("DLPERF_DB") or default_db_path())
         path = sqlite_path(text) if "://" in text else Path(text).expanduser()  # sqlite:///file:P?uri=true too
         if path is not None and str(path) != ":memory:" and not path.is_file():
-            from dlperf.errors import StoreError
+            from dlperf.errors import NoStoreError
 
-            raise StoreError(f"no results store at {path}: nothing has been run into it (check --db or DLPERF_DB; "
-                             f"`dlperf run` creates one)")
+            raise NoStoreError(path)
         if path is not None and str(path) != ":memory:" and path.stat().st_size == 0:
             from dlperf.errors import StoreError
 
@@ -61,6 +63,31 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
 
 
 db_option = click.option("--db", envvar="DLPERF_DB", default=None, metavar="PATH|URL", help=DB_HELP)
+
+
+def study_selection(quick_help: str) -> Callable[[F], F]:
+    """STUDY and the options that pick its cases (--quick, --framework, --device), as `run` and `plan`
+    share them: `plan` shows what `run` with the same words would run."""
+    def apply(f: F) -> F:
+        for option in reversed([
+            click.argument("study"),
+            click.option("--quick", is_flag=True, help=quick_help),
+            click.option("--framework", "frameworks", multiple=True, metavar="NAME",
+                         help="only this framework (repeatable)"),
+            click.option("--device", "devices", multiple=True, metavar="DEV",
+                         help="only this device: cpu, cuda, cuda:N (repeatable)"),
+        ]):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def refuse_steps_with_budget(steps: int | None, budget_s: float | None) -> None:
+    """--steps replaces the adaptive stop that --budget bounds: both at once is a usage error."""
+    if steps is not None and budget_s is not None:
+        raise click.UsageError("--steps times a fixed number of calls and --budget bounds the adaptive stop, "
+                               "which --steps replaces: give one of them")
 
 
 class MemorySize(click.ParamType):

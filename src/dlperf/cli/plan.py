@@ -20,7 +20,14 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
+from dlperf.cli.options import (
+    FiniteFloatRange,
+    db_option,
+    new_console,
+    open_store,
+    refuse_steps_with_budget,
+    study_selection,
+)
 
 #: `dlperf run` refuses a study (after its filters) of more case-repetitions than this unless told
 #: `--max-cases N`: each one is a worker process, so 5,000 is already hours at a second each.
@@ -46,11 +53,7 @@ class StoredTimes:
 
 
 @click.command()
-@click.argument("study")
-@click.option("--quick", is_flag=True, help="the study's quick variant")
-@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
-@click.option("--device", "devices", multiple=True, metavar="DEV",
-              help="only this device: cpu, cuda, cuda:N (repeatable)")
+@study_selection("the study's quick variant")
 @click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="worker time-out per case, seconds, as `run --timeout` would set it")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
@@ -67,9 +70,7 @@ def plan(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[st
     from dlperf.runner.cases import count_run_cases
     from dlperf.studies import load_study
 
-    if steps is not None and budget_s is not None:
-        raise click.UsageError("--steps times a fixed number of calls and --budget bounds the adaptive stop, "
-                               "which --steps replaces: give one of them")
+    refuse_steps_with_budget(steps, budget_s)
     loaded = load_study(study, quick=quick)
     count = count_run_cases(loaded, list(frameworks), list(devices), stop_after=PLAN_COUNT_CAP)
     settings = loaded.settings.with_overrides(timeout_s=timeout_s, budget_s=budget_s, steps=steps)
@@ -85,15 +86,13 @@ def stored_times(db: str | None, workload: str, settings: dict[str, Any]) -> Sto
     """The wall times of `workload`'s stored results, sorted into usable and not (see `StoredTimes`)."""
     from sqlalchemy import select
 
-    from dlperf.errors import StoreError
+    from dlperf.errors import NoStoreError
     from dlperf.store.schema import environments, results, runs
 
     try:
         store = open_store(db, create=False)
-    except StoreError as exc:
-        if "no results store at" not in str(exc):
-            raise
-        return StoredTimes(missing=str(exc).partition(": nothing has been run")[0])  # "no results store at PATH"
+    except NoStoreError as exc:
+        return StoredTimes(missing=f"no results store at {exc.path}")
     here = _this_host()
     with store.engine.connect() as conn:
         envs = {row.id: row.data or {} for row in conn.execute(select(environments.c.id, environments.c.data))}

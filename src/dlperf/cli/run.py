@@ -9,18 +9,22 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import FiniteFloatRange, MemorySize, db_option, new_console, open_store
+from dlperf.cli.options import (
+    FiniteFloatRange,
+    MemorySize,
+    db_option,
+    new_console,
+    open_store,
+    refuse_steps_with_budget,
+    study_selection,
+)
 from dlperf.cli.plan import RUN_CASE_LIMIT
 from dlperf.errors import DlperfError, StudyError
 from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 
 
 @click.command()
-@click.argument("study")
-@click.option("--quick", is_flag=True, help="run the study's quick variant")
-@click.option("--framework", "frameworks", multiple=True, metavar="NAME", help="only this framework (repeatable)")
-@click.option("--device", "devices", multiple=True, metavar="DEV",
-              help="only this device: cpu, cuda, cuda:N (repeatable)")
+@study_selection("run the study's quick variant")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
 @click.option("--retry-failed", is_flag=True, help="run again the cases that ended in error/timeout/oom/crashed")
@@ -79,9 +83,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     if retry_failed and new:
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
-    if steps is not None and budget_s is not None:
-        raise click.UsageError("--steps times a fixed number of calls and --budget bounds the adaptive stop, "
-                               "which --steps replaces: give one of them")
+    refuse_steps_with_budget(steps, budget_s)
     logical = os.cpu_count() or 1
     if threads is not None and threads > logical:
         raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
