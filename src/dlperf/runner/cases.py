@@ -8,13 +8,13 @@ A device is checked against this machine only when the user names it (`--device 
 from __future__ import annotations
 
 import os
-import re
 
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware import probe
 from dlperf.studies import Case, Study
 from dlperf.studies.loader import CaseCount
+from dlperf.studies.schema import is_device_name
 
 
 def check_filters(study: Study, frameworks: list[str], devices: list[str]) -> None:
@@ -26,7 +26,7 @@ def check_filters(study: Study, frameworks: list[str], devices: list[str]) -> No
         except KeyError as exc:
             raise StudyError(f"--framework: {exc.args[0]}") from None
     for dev in devices:
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", dev):
+        if not is_device_name(dev):
             raise StudyError(f"--device {dev}: unknown device (dlperf runs on cpu, cuda and cuda:N)")
     named = [dev for dev in devices if dev.startswith("cuda")]
     if named:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -19,9 +20,13 @@ def _known_framework(name: str) -> str:
     return name
 
 
+def is_device_name(d: str) -> bool:
+    """A device dlperf runs on: cpu, cuda or cuda:N (a study's `devices`, or `--device`)."""
+    return re.fullmatch(r"cpu|cuda(:\d+)?", d) is not None
+
+
 def _device_name(d: str) -> str:
-    base, _, index = d.partition(":")
-    if base not in ("cpu", "cuda") or (index and not index.isdigit()) or (base == "cpu" and index):
+    if not is_device_name(d):
         raise ValueError(f"unknown device {d!r} (expected cpu, cuda or cuda:N)")
     return d
 
