@@ -39,13 +39,15 @@ install-gpu: $(VENV)/.gpu-installed
 run: install-default
 	$(BIN)/dlperf run smoke --quick
 
-# The concurrency tests run against a real PostgreSQL server the suite starts itself: its programs are
-# installed where missing (scripts/ensure_postgres.sh), and DLPERF_REQUIRE_POSTGRES=1 makes those tests
-# fail rather than skip where they still cannot run.
+# The concurrency tests run against a real PostgreSQL server the suite starts itself, and the browser tests
+# open the HTML report in headless Chromium (Debian's, never Playwright's download; DLPERF_CHROMIUM=/path names
+# another): both are installed where missing (scripts/ensure_postgres.sh, scripts/ensure_chromium.sh), and
+# DLPERF_REQUIRE_POSTGRES=1 / DLPERF_REQUIRE_CHROMIUM=1 make those tests fail rather than skip where they still cannot run.
 test: install-all
 	$(BIN)/ruff check src tests benchmarks scripts
 	sh scripts/ensure_postgres.sh
-	DLPERF_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest
+	sh scripts/ensure_chromium.sh
+	DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest
 
 # make gpu-check [STEPS="install tests studies"] [STUDIES="peaks ops"] [GPU_PYTHON=/path/to/python3]
 # Each step has a time-out and a failed step does not stop the next; exit 1 if any failed. Without an
