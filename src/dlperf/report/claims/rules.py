@@ -189,6 +189,8 @@ def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
         if id(pt.metrics) not in usable:
             continue
         pct = pt.roof.get("pct_flop_peak")
+        if pct is None and pt.metrics.flops_per_s is None:
+            raise CannotCheck(f"{pt.framework} {pt.op} {pt.size_mb:g} MB stored no FLOP count (its cost model)")
         if pct is None:
             raise CannotCheck(f"the {device} FP32 peak is unknown ({pt.ceilings.origin}); set it with a DLPERF_* "
                               "override before the run")
