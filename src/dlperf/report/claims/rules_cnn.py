@@ -168,10 +168,11 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
     usable = {k: v for k, v in setups.items() if p["first"] in v and len(v) > 1}
     note = trail.note()
     if not usable:
-        seen = sorted({r["device"] for r in rows}) or ["no device"]
+        seen = sorted({r["device"] for r in rows})
+        trained = f"trained {p['model']} on: {', '.join(seen)}" if seen else f"trained no {p['model']}"
         return Outcome(CANNOT_CHECK, None, (
             f"needs {p['model']} training on the {p['first']} and on at least one of {', '.join(p['others'])} "
-            f"(same framework, image size, precision); these runs trained {p['model']} on: {', '.join(seen)}"
+            f"(same framework, image size, precision); these runs {trained}"
             + (f" ({note})" if note else "")))
     key = sorted(usable)[0]
     by_dev = usable[key]
