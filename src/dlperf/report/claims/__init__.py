@@ -13,5 +13,15 @@ __all__ = ["CANNOT_CHECK", "DOES_NOT_HOLD", "HOLDS", "VERDICTS", "Verdict", "eva
 
 
 def evaluate(datas: list[ReportData]) -> list[Verdict]:
-    """A verdict for every claim, from the given runs (the rules land with the claims file)."""
-    return []
+    """A verdict for every claim of `claims.yaml`, in file order, from the given runs (any order: where
+    several runs could decide a claim, the first given that can is used; pass the newest first)."""
+    from dlperf.report.claims.loader import load_claims
+    from dlperf.report.claims.rules import RULES
+
+    out = []
+    for claim in load_claims():
+        got = RULES[claim.rule](claim, datas)
+        out.append(Verdict(claim_id=claim.id, seed=claim.seed, study=claim.study, text=claim.text,
+                           quantity=claim.quantity, paper=f"{claim.paper} ({claim.where})", measured=got.measured,
+                           verdict=got.verdict, detail=got.detail, run_ids=got.run_ids))
+    return out

@@ -1,0 +1,92 @@
+"""`dlperf verdicts [RUN...]`: every seed study's headline claims, put to the test on the user's runs.
+
+With RUNs, those runs are judged; with none, the newest complete run of each study a claim needs
+(mlp, cnn, ops, backends). Read-only: the store is opened without creating anything, and no plot is drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from dlperf.cli.options import db_option, new_console, open_store
+
+#: The shipped studies whose runs the claims are judged on, in claims order.
+CLAIM_STUDIES = ("mlp", "cnn", "ops", "backends")
+VERDICT_STYLE = {"holds": "green", "does not hold": "red", "cannot check here": "yellow"}
+
+
+def default_runs(store: Any) -> tuple[list[str], list[str]]:
+    """(ids of the newest complete run of each claim study, the studies with no complete run)."""
+    chosen, never = [], []
+    for study in CLAIM_STUDIES:
+        run = next((r for r in store.runs_of_study(study) if r["status"] == "complete"), None)
+        if run is None:
+            never.append(study)
+        else:
+            chosen.append(str(run["id"]))
+    return chosen, never
+
+
+def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool) -> str:
+    """Which runs were judged, and how they were chosen."""
+    used = ", ".join(f"{r['id']} ({r['study']}{', ' + r['variant'] if r.get('variant') else ''}, {r['status']})"
+                     for r in runs) or "none"
+    how = "the runs given" if given else "the newest complete run of each study"
+    line = f"runs judged ({how}): {used}"
+    if never:
+        line += f"; no complete run of {', '.join(never)} in this store"
+    return line
+
+
+@click.command("verdicts")
+@click.argument("run_refs", nargs=-1, metavar="[RUN]...")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@db_option
+def verdicts(run_refs: tuple[str, ...], fmt: str, db: str | None) -> None:
+    """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
+    study): holds, does not hold (by how much), or cannot check here (and what is missing)."""
+    from dlperf.cli.readers import report_data
+    from dlperf.report.claims import evaluate
+
+    store = open_store(db, create=False)
+    if run_refs:
+        ids = list(dict.fromkeys(store.resolve_run(ref) for ref in run_refs))  # an unknown run: one line, exit 2
+        never: list[str] = []
+    else:
+        ids, never = default_runs(store)
+    # report_data reads only; its plot_dir is where reports would draw, and nothing here draws
+    datas = [report_data(store, run_id, None) for run_id in ids]
+    found = evaluate(datas)
+    runs = [d.run for d in datas]
+    if fmt == "json":
+        click.echo(json.dumps({"runs": [{k: r.get(k) for k in ("id", "study", "variant", "status")} for r in runs],
+                               "studies_never_run": never,
+                               "verdicts": [dataclasses.asdict(v) for v in found]}, indent=2, default=str))
+        return
+    print_table(found, runs_line(runs, never, bool(run_refs)))
+
+
+def print_table(found: list[Any], line: str) -> None:
+    """The verdicts as a rich table, every string escaped, the verdict coloured, then a count."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = new_console()
+    table = Table(title="the seed studies' claims on these runs", title_justify="left", show_lines=True)
+    for name, kw in (("claim", {"no_wrap": True}), ("claim text", {"min_width": 24, "ratio": 3}),
+                     ("paper", {"min_width": 14, "ratio": 2}), ("measured", {"min_width": 10, "ratio": 1}),
+                     ("verdict", {"no_wrap": True}), ("detail", {"min_width": 24, "ratio": 4})):
+        table.add_column(name, **kw)
+    for v in found:
+        style = VERDICT_STYLE[v.verdict]
+        table.add_row(escape(v.claim_id), escape(v.text), escape(v.paper), escape(v.measured or "-"),
+                      f"[{style}]{escape(v.verdict)}[/{style}]", escape(v.detail))
+    console.print(escape(line), highlight=False, soft_wrap=True)
+    console.print(table)
+    counts = {k: sum(v.verdict == k for v in found) for k in VERDICT_STYLE}
+    console.print(escape(f"{len(found)} claims: " + ", ".join(f"{n} {k}" for k, n in counts.items())),
+                  highlight=False)

@@ -1,0 +1,242 @@
+"""The rules that judge a claim, one function per kind of claim, registered by name (`RULES`).
+
+A rule takes the claim and the runs given and returns an `Outcome`. Most rules judge one run at a time
+(`per_run`): the first run, in the order given, whose figures decide the claim is used; where none can,
+the verdict is `cannot check here` with what each run lacks. A rule never skips a claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dlperf.core.result import CaseResult
+from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, pick, runs_with, times
+from dlperf.report.claims.loader import Claim
+from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
+from dlperf.report.study import ReportData
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A rule's answer: the verdict, the measured figure for display, the detail, the runs it rests on."""
+
+    verdict: str
+    measured: str | None
+    detail: str
+    run_ids: tuple[str, ...] = ()
+
+
+Rule = Callable[[Claim, list[ReportData]], Outcome]
+#: Judged per run: (claim, one run, its trail) -> (verdict, measured, detail); raises CannotCheck.
+RunRule = Callable[[Claim, ReportData, Trail], tuple[str, str, str]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        RULES[name] = fn
+        return fn
+    return register
+
+
+def not_run(claim: Claim) -> str:
+    return f"no {claim.study} run given; run `{claim.run}`"
+
+
+def per_run(name: str) -> Callable[[RunRule], RunRule]:
+    """Register a rule judged on one run at a time: the first run (in the order given) that decides it."""
+    def register(fn: RunRule) -> RunRule:
+        def judge(claim: Claim, datas: list[ReportData]) -> Outcome:
+            assert claim.workload is not None
+            runs = runs_with(datas, claim.workload)
+            if not runs:
+                return Outcome(CANNOT_CHECK, None, not_run(claim))
+            reasons: list[str] = []
+            for data in runs:
+                trail = Trail()
+                try:
+                    verdict, measured, detail = fn(claim, data, trail)
+                except CannotCheck as exc:
+                    note = trail.note()
+                    reasons.append(str(exc) + (f" ({note})" if note else ""))
+                    continue
+                note = trail.note()
+                return Outcome(verdict, measured, detail + (f"; {note}" if note else ""), tuple(trail.run_ids))
+            unique = list(dict.fromkeys(reasons))
+            return Outcome(CANNOT_CHECK, None, "; ".join(unique), ())
+        RULES[name] = judge
+        return fn
+    return register
+
+
+def judge_band(claim: Claim, measured: float, value: float, factor: float, what: str = "") -> tuple[str, str]:
+    """(verdict, detail) for a ratio the paper gives as `value`: holds within `factor` of it and on the
+    same side of 1 (which of the two is faster is the claim's core)."""
+    lo, hi = value / factor, value * factor
+    same_side = (measured > 1) == (value > 1)
+    rel = measured / value
+    how = (f"{1 / rel:.2g}x below the paper's {value:g}x" if rel < 1
+           else f"{rel:.2g}x above the paper's {value:g}x")
+    head = f"measured {fmt_x(measured)}{what}, {how}"
+    if lo <= measured <= hi and same_side:
+        return HOLDS, f"{head}; tolerance: {claim.tolerance}"
+    side = "" if same_side else ("; the other side of 1: the order of the two is reversed")
+    return DOES_NOT_HOLD, f"{head}{side}; tolerance: {claim.tolerance}"
+
+
+# --- study 000 (mlp) ---------------------------------------------------------------------------------------
+def _mlp_match(variant: str, size: str | None = None) -> Callable[[dict], bool]:
+    def match(p: dict) -> bool:
+        return (p.get("variant") == variant and (size is None or p.get("size") == size)
+                and p.get("dtype", "float32") == "float32")
+    return match
+
+
+@per_run("mlp_speedup")
+def mlp_speedup(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
+    p = claim.params
+    what = f"{p['framework']} {p['variant']} {p['size']}"
+    kw = {"workload": "mlp", "framework": p["framework"], "match": _mlp_match(p["variant"], p["size"])}
+    gpu = pick(data, trail, f"{what} on cuda", device="cuda", **kw)
+    cpu = pick(data, trail, f"{what} on cpu", device="cpu", **kw)
+    t_cpu, t_gpu = times(cpu), times(gpu)
+    ratio = t_cpu / t_gpu
+    verdict, detail = judge_band(claim, ratio, float(p["value"]), float(p["factor"]))
+    return verdict, fmt_x(ratio), f"{detail} (CPU {t_cpu:.4g} s, GPU {t_gpu:.4g} s per iteration)"
+
+
+def _energy_per_call(results: list[CaseResult], device: str) -> float:
+    """Median energy per call of the cases that measured it; CannotCheck with the meter's reason otherwise."""
+    got = [r.m.energy["energy_per_call_j"] for r in results if (r.m.energy or {}).get("measured")]
+    if not got:
+        why = next((r.m.energy.get("reason") for r in results if r.m.energy), None) or "energy not recorded"
+        where = "the CPU" if device == "cpu" else "the GPU"
+        raise CannotCheck(f"no energy meter on {where}: {why}")
+    got.sort()
+    return got[len(got) // 2] if len(got) % 2 else (got[len(got) // 2 - 1] + got[len(got) // 2]) / 2
+
+
+@per_run("mlp_edp")
+def mlp_edp(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
+    p = claim.params
+    fw, floor = p["framework"], float(p["min_ratio"])
+    worst: dict[str, tuple[float, str]] = {}
+    missing: dict[str, list[str]] = {}  # reason -> the programs it stops
+    for variant in p["variants"]:
+        try:
+            kw = {"workload": "mlp", "framework": fw, "match": _mlp_match(variant)}
+            gpu = pick(data, trail, f"{fw} {variant} on cuda", device="cuda", **kw)
+            cpu = pick(data, trail, f"{fw} {variant} on cpu", device="cpu", **kw)
+            sizes = sorted({r.params["size"] for r in gpu} & {r.params["size"] for r in cpu})
+            if not sizes:
+                raise CannotCheck(f"{fw} {variant}: no size ran on both the CPU and the GPU")
+            for size in sizes:
+                c = [r for r in cpu if r.params["size"] == size]
+                g = [r for r in gpu if r.params["size"] == size]
+                iters = int(c[0].params.get("iterations", 1))
+                edp = {dev: _energy_per_call(rs, dev) * iters * times(rs) * iters  # EDP per run, J s
+                       for dev, rs in (("cuda", g), ("cpu", c))}
+                ratio = edp["cpu"] / edp["cuda"]
+                if variant not in worst or ratio < worst[variant][0]:
+                    worst[variant] = (ratio, size)
+        except CannotCheck as exc:
+            missing.setdefault(str(exc), []).append(variant)
+    unchecked = "; ".join(f"{', '.join(vs)}: {why}" for why, vs in missing.items())
+    shown = ", ".join(f"{v} {fmt_x(r)} ({s})" for v, (r, s) in worst.items())
+    failed = {v: rs for v, rs in worst.items() if rs[0] < floor}
+    if failed:
+        what = ", ".join(f"{v} only {fmt_x(r)} at size {s}" for v, (r, s) in failed.items())
+        extra = f"; not checked: {unchecked}" if missing else ""
+        return DOES_NOT_HOLD, shown, f"CPU EDP / GPU EDP below {floor:g}x: {what}{extra}; tolerance: {claim.tolerance}"
+    if missing:
+        held = f"holds for {shown}; " if worst else ""
+        raise CannotCheck(held + unchecked)
+    return HOLDS, shown, (f"lowest CPU/GPU EDP ratio per program: {shown}; tolerance: {claim.tolerance}; GPU energy "
+                          "from the GPU's meter alone (NVML does not count the host CPU), the paper metered the board")
+
+
+# --- study 003 (backends) ----------------------------------------------------------------------------------
+def _backend_device(framework: str) -> str:
+    return "cuda" if framework.startswith("nn-cuda") else "cpu"
+
+
+@per_run("backends_ratio")
+def backends_ratio(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
+    p = claim.params
+    model, num, den = p["model"], p["numerator"], p["denominator"]
+    got: dict[str, list[CaseResult]] = {}
+    for fw in sorted((num, den), key=lambda f: _backend_device(f) != "cuda"):  # a missing GPU is said first
+        got[fw] = pick(data, trail, f"{fw} ({model})", workload="backends", framework=fw,
+                       device=_backend_device(fw), match=lambda q: q.get("model") == model)
+    t_num, t_den = times(got[num]), times(got[den])
+    ratio = t_num / t_den
+    verdict, detail = judge_band(claim, ratio, float(p["value"]), float(p["factor"]))
+    return verdict, fmt_x(ratio), f"{detail} ({num} {t_num:.4g} s, {den} {t_den:.4g} s per step)"
+
+
+# --- study 002 (ops) ---------------------------------------------------------------------------------------
+def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
+                  dtype: str) -> tuple[list[tuple[str, str, float, float]], list[str]]:
+    """[(framework, op, size MB, % of the FP32 peak)] of the usable cases, and the cases left out and why."""
+    from dlperf.report.ops_report import ops_points
+
+    cases = pick(data, trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None, device=device,
+                 match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
+    usable = {id(r.metrics) for r in cases}
+    out, dropped = [], []
+    for pt in ops_points(data):
+        if id(pt.metrics) not in usable:
+            continue
+        pct = pt.roof.get("pct_flop_peak")
+        if pct is None and pt.metrics.flops_per_s is None:
+            raise CannotCheck(f"{pt.framework} {pt.op} {pt.size_mb:g} MB stored no FLOP count (its cost model)")
+        if pct is None:
+            raise CannotCheck(f"the {device} FP32 peak is unknown ({pt.ceilings.origin}); set it with a DLPERF_* "
+                              "override before the run")
+        if pt.roof.get("flag") == "above compute peak":
+            dropped.append(f"{pt.framework} {pt.op} {pt.size_mb:g} MB above the compute peak ({pct:.0f}%)")
+            continue
+        out.append((pt.framework, pt.op, pt.size_mb, pct))
+    if not out:
+        raise CannotCheck("no case could be placed against the peak" + (f" ({'; '.join(dropped)})" if dropped else ""))
+    return out, dropped
+
+
+@per_run("ops_efficiency_max")
+def ops_efficiency_max(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
+    p = claim.params
+    pts, dropped = _efficiencies(data, trail, list(p["ops"]), p["device"], p["dtype"])
+    cap = float(p["max_pct"])
+    lo, hi = min(x[3] for x in pts), max(x[3] for x in pts)
+    over = [x for x in pts if x[3] >= cap]
+    extra = f"; left out: {'; '.join(dropped)}" if dropped else ""
+    if over:
+        worst = max(over, key=lambda x: x[3])
+        return DOES_NOT_HOLD, f"{lo:.3g}-{hi:.3g}%", (
+            f"{len(over)} of {len(pts)} cases at or above {cap:g}%, up to {worst[3]:.3g}% ({worst[0]} {worst[1]} "
+            f"{worst[2]:g} MB), {worst[3] / cap:.2g}x the bound; tolerance: {claim.tolerance}{extra}")
+    return HOLDS, f"{lo:.3g}-{hi:.3g}%", f"all {len(pts)} cases below {cap:g}%; tolerance: {claim.tolerance}{extra}"
+
+
+@per_run("ops_efficiency_band")
+def ops_efficiency_band(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
+    p = claim.params
+    pts, dropped = _efficiencies(data, trail, [p["op"]], p["device"], p["dtype"])
+    low, high = float(p["low_pct"]), float(p["high_pct"])
+    by_fw: dict[str, list[float]] = {}
+    for fw, _, _, pct in pts:
+        by_fw.setdefault(fw, []).append(pct)
+    medians = {fw: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1: len(v) // 2 + 1]) / 2
+               for fw, v in sorted(by_fw.items())}
+    shown = ", ".join(f"{fw} {m:.3g}%" for fw, m in medians.items())
+    extra = f"; left out: {'; '.join(dropped)}" if dropped else ""
+    out = {fw: m for fw, m in medians.items() if not low <= m <= high}
+    if out:
+        how = ", ".join(f"{fw} {m:.3g}% ({low - m:.3g} points below {low:g}%)" if m < low else
+                        f"{fw} {m:.3g}% (above {high:g}%)" for fw, m in out.items())
+        return DOES_NOT_HOLD, shown, f"median over sizes outside the band: {how}; tolerance: {claim.tolerance}{extra}"
+    return HOLDS, shown, f"median over sizes per framework: {shown}; tolerance: {claim.tolerance}{extra}"
+
+
+from dlperf.report.claims import rules_cnn as _rules_cnn  # noqa: E402,F401  (registers the cnn and catalog rules)
