@@ -171,7 +171,7 @@ def paper_sections(results: list[CaseResult]) -> list[Section]:
             Table("study 000 as published (Jetson TX2, PyTorch) beside this run (torch, float32): GPU speedup "
                   "and EDP", header, rows, heading="### GPU speedup and EDP, paper and this run",
                   intro=f"Paper: {ref.citation}", text_cols=(-3, -2, -1)),
-            Note(PAPER_PICTURES, markdown=PAPER_PICTURES + ".")]
+            Note(PAPER_PICTURES, markdown=PAPER_PICTURES[0].upper() + PAPER_PICTURES[1:] + ".")]
 
 
 def sections(data: ReportData) -> list[Section]:
