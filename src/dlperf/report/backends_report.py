@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dlperf.core.result import CaseResult
-from dlperf.report.sections import Note, Section, Table
+from dlperf.report.paper_plots import speedup_plot
+from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
+from dlperf.studies import paper
 from dlperf.timing import format_time
 from dlperf.units import format_pct
 
@@ -68,6 +70,50 @@ def steps_timed(counts: list[int | None]) -> str:
     return f"{lo} step{'s' * (lo != 1)}" if lo == hi else f"{lo} to {hi} steps per case"
 
 
+#: The study's backend names and this project's frameworks that implement them.
+PAPER_BACKENDS = {"sequential": "nn-sequential", "vectorized": "nn-vectorized", "cuda": "nn-cuda"}
+PAPER_PAIRS = (("sequential", "vectorized"), ("sequential", "cuda"), ("vectorized", "cuda"))
+
+
+def _why_missing(results: list[CaseResult], model: str, framework: str) -> str:
+    """Why this run has no time of `framework` on `model`: a case that did not finish, or none at all."""
+    mine = [r for r in results if r.workload == "backends" and r.params.get("model") == model
+            and r.framework == framework]
+    if mine:
+        r = mine[0]
+        reason = (r.reason or "").splitlines()[0][:80] if r.reason else ""
+        return f"missing here: {framework} {r.status}" + (f" ({reason})" if reason else "")
+    gpu = " (it needs a GPU)" if framework.startswith("nn-cuda") else ""
+    return f"missing here: no {framework} case in this run{gpu}"
+
+
+def paper_speedups(results: list[CaseResult]) -> tuple[list[str], list[list[str]], list[tuple[str, float | None,
+                                                                                            float | None]]]:
+    """Study 003's speedup matrix (Figures 5(b) and 6) beside this run's, per model and pair; and the plot's
+    points (label, paper, this run)."""
+    ref = paper.load("study003_speedups")
+    models = _by_model(results)
+    header = ["model", "speedup (time a / time b)", "paper", "where in the paper", "this run"]
+    rows, points = [], []
+    for model in ("mlp", "cnn"):
+        for a, b in PAPER_PAIRS:
+            quoted = ref.where(model=model, numerator=a, denominator=b)
+            paper_value = float(quoted[0]["speedup"]) if quoted else None
+            where = quoted[0]["where"] if quoted else (
+                "not measured by the paper (Figure 6: sequential too slow)" if model == "cnn" else "not printed")
+            fa, fb = PAPER_BACKENDS[a], PAPER_BACKENDS[b]
+            fws = models.get(model, {})
+            mine = None
+            if fa in fws and fb in fws and fws[fb].m.median_s:
+                mine = fws[fa].m.median_s / fws[fb].m.median_s
+                cell = f"{mine:.3g}"
+            else:
+                cell = _why_missing(results, model, fa if fa not in fws else fb)
+            rows.append([model, f"{a} / {b}", quoted[0]["speedup"] if quoted else "-", where, cell])
+            points.append((f"{model}: {a} / {b}", paper_value, mine))
+    return header, rows, points
+
+
 def sections(data: ReportData) -> list[Section]:
     """Study 003's layout: time per step and per epoch, the speedup matrix, the profile of `fit`."""
     out: list[Section] = [Table(title, header, rows, heading=f"### {title}") for title, header, rows in
@@ -76,4 +122,21 @@ def sections(data: ReportData) -> list[Section]:
     if data.of("backends") and seq:
         out.append(Note(f"nn-sequential was timed on {steps_timed([r.m.total_iters for r in seq])}, not whole "
                         "epochs: its per-epoch time is the per-step median times the steps of an epoch", markdown=""))
+    if data.of("backends"):
+        out += paper_sections(data)
+    return out
+
+
+def paper_sections(data: ReportData) -> list[Section]:
+    """Study 003's printed speedups beside this run's: a table and a bar chart (the paper hatched)."""
+    ref = paper.load("study003_speedups")
+    header, rows, points = paper_speedups(data.results)
+    out: list[Section] = [Table("study 003 speedups as published (its own library, PyCUDA, 2017) beside this run's",
+                                header, rows, heading="### Study 003 as published, beside this run",
+                                intro=f"Paper: {ref.citation}", text_cols=(3, 4)),
+                          Note(f"paper: {ref.citation}", markdown="")]
+    paths = speedup_plot(points, data.plot_dir, f"speedups-{data.run.get('id', 'run')}")
+    if paths:
+        out.append(Figure(paths, "study 003 speedups, paper (hatched) and this run (solid)",
+                          label="speedup plot (paper hatched, this run solid)"))
     return out

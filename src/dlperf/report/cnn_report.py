@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from dlperf.core.result import CaseResult
 from dlperf.profiling.kernels import FAMILY_ORDER, by_family, main_clock
+from dlperf.report.paper_cnn import FIGURE1_NOTE, study001_sections, study004_sections
 from dlperf.report.plots import time_per_image_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
@@ -124,10 +125,12 @@ def sections(data: ReportData) -> list[Section]:
     if not data.of("cnn"):
         return []
     paths = time_per_image_plot(plot_series(data.results), data.plot_dir)
-    alt = "seconds per image against batch size"
+    alt = "this run: seconds per image against batch size"
     # Markdown shows Figure 1 under the heading; the terminal names its files last.
     out: list[Section] = [Heading("## Study 001 layout: training time per image"),
                           Figure(paths, alt, only="markdown")]
+    if paths:
+        out.append(Note(FIGURE1_NOTE, markdown="S" + FIGURE1_NOTE[1:] + ".", terminal=False))
     header, rows = time_rows(data.results)
     out.append(Table("study 001 layout: training step time per image", header, rows))
     header, rows = largest_batch_rows(data.results)
@@ -138,4 +141,6 @@ def sections(data: ReportData) -> list[Section]:
     if not tables:
         out.append(Note("kernel table: no case was profiled (run with --profile)", markdown=""))
     out.append(Figure(paths, alt, only="terminal"))
+    out += study001_sections(data.results)
+    out += study004_sections(data.results)
     return out

@@ -3,7 +3,6 @@ efficiency), the study's published figures beside it, and the roofline of every 
 
 from __future__ import annotations
 
-import csv
 import os
 import statistics
 from dataclasses import dataclass
@@ -14,9 +13,11 @@ from dlperf.core.result import Metrics
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import OVERRIDES
 from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
+from dlperf.report.paper_plots import efficiency_plot
 from dlperf.report.plots import roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
+from dlperf.studies import paper
 from dlperf.units import MISSING, format_iqr, format_number, format_size
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
@@ -155,8 +156,7 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
 
 def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     """Study 002's published figures for `ops`, in the same layout (one row per size and GPU)."""
-    with REFERENCE_CSV.open() as f:
-        data = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if r["op"] in ops]
+    data = [r for r in paper.load("study002").rows if r["op"] in ops]
     ops = tuple(o for o in ops if any(r["op"] == o for r in data))
     header = ["MB", "GPU (study 002)", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
     index: dict[tuple[float, str], dict[str, dict[str, str]]] = {}
@@ -172,6 +172,42 @@ def reference_layout(ops: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
             row += [f"{float(r['mflops_per_s']):,.2f}", r["efficiency_pct"]] if r else ["-", "-"]
         rows.append(row)
     return header, rows
+
+
+def reference_efficiency() -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Study 002's efficiency per op and GPU: op -> GPU -> [(size MB, efficiency %)] (dot at its own sizes)."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for r in paper.load("study002").rows:
+        out.setdefault(r["op"], {}).setdefault(r["device"], []).append(
+            (float(r["size_mb"]), float(r["efficiency_pct"])))
+    return out
+
+
+def efficiency_figure(points: list[OpsPoint], data: ReportData) -> list[Section]:
+    """The study's efficiency curves (dashed) beside this run's float32 ones (solid), per op of the study's
+    tables this run has; a line saying so where this run has no GPU case."""
+    ref = reference_efficiency()
+    panels = {}
+    for op in STUDY_OP_ORDER:
+        mine: dict[str, list[tuple[float, float]]] = {}
+        for p in points:
+            if p.op == op and p.dtype == REFERENCE_DTYPE and p.roof["pct_flop_peak"] is not None:
+                mine.setdefault(f"{p.framework}/{p.device}", []).append((p.size_mb, p.roof["pct_flop_peak"]))
+        if op in ref and mine:
+            panels[op] = (ref[op], mine)
+    out: list[Section] = []
+    if not any(p.device != "cpu" for p in points):
+        text = ("this run has no GPU case: study 002's figures are three GPUs' (GT710M, K40, GTX980), so the rows of "
+                "this machine above are CPU figures set beside them for scale, not a like-for-like comparison")
+        out.append(Note(text, markdown=text[0].upper() + text[1:] + "."))
+    paths = efficiency_plot(panels, data.plot_dir, f"study002-efficiency-{data.run.get('id', 'run')}")
+    if paths:
+        out.append(Figure(paths, "study 002 efficiency against size: paper dashed, this run solid",
+                          label="efficiency plot (paper dashed, this run solid)"))
+    elif not panels:
+        out.append(Note("efficiency plot: no float32 case of the study's ops with a known FLOP peak in this run",
+                        markdown=""))
+    return out
 
 
 def _dot_row_size(dot_mb: float) -> float:
@@ -253,6 +289,7 @@ def sections(data: ReportData) -> list[Section]:
             out.append(Table(f"{name} as published: study 002, Theano on three GPUs (nvprof)",
                              *reference_layout(ops), heading=f"### {name}: as published"))
     out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
+    out += efficiency_figure(points, data)
     notes = flag_notes(points)
     lines = ceiling_lines(points)
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
