@@ -70,9 +70,12 @@ def sample_sections(results: list[CaseResult], out_dir: Path, stem: str) -> list
                               heading=f"### {workload} on {device}{part}"))
     missing = [r for r in results if not per_call_times(r)]
     if missing:
-        names = ", ".join(f"{r.case_key} ({r.status})" for r in missing[:12])
-        more = f" and {len(missing) - 12} more" if len(missing) > 12 else ""
-        out.append(Note(f"no samples to draw for {len(missing)} case(s): {names}{more}"))
+        counts: dict[str, int] = defaultdict(int)
+        for r in missing:
+            counts[r.status] += 1
+        how = ", ".join(f"{n} {status}" for status, n in counts.items())
+        out.append(Note(f"no samples to draw for {len(missing)} case(s) ({how}): each is listed with its reason "
+                        "under the validity and noise flags"))
     return out
 
 

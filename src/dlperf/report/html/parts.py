@@ -39,8 +39,8 @@ def run_table_blocks(run: dict[str, Any], results: list[CaseResult]) -> list[dic
     out += text_blocks([validity_line(results)])
     failed = sum(r.status in FAILED for r in results)
     if failed:
-        out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under *Validity and "
-                            f"noise flags*; `dlperf show {run['id']} --errors` prints their stored tracebacks"])
+        out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under Validity and "
+                            f"noise flags; `dlperf show {run['id']} --errors` prints their stored tracebacks"])
     across = across_processes(results)
     if across:
         out.append(table_block(list(ACROSS_COLUMNS), across, heading="### Repetitions in separate worker processes"))
