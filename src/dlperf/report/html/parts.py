@@ -131,9 +131,10 @@ def environment_rows(env: dict[str, Any]) -> list[list[str]]:
     if env.get("peaks_overrides"):
         rows.append(["DLPERF_* overrides", json.dumps(env["peaks_overrides"], default=str), "environment at run start"])
     for device, c in sorted(((env.get("ceilings") or {}).get("devices") or {}).items()):
-        levels = ", ".join(f"{lv.get('name')} {_rate(lv.get('bytes_per_s'), 'GB/s', 1e9)}" for lv in c.get("levels") or [])
-        rows.append([f"ceilings {device}", levels or "none", f"measured at the start of the run ({c.get('threads')} "
-                                                             "threads)"])
+        levels = ", ".join(f"{lv.get('name')} {_rate(lv.get('bytes_per_s'), 'GB/s', 1e9)}"
+                           for lv in c.get("levels") or [])
+        rows.append([f"ceilings {device}", levels or "none",
+                     f"measured at the start of the run ({c.get('threads')} threads)"])
     return rows
 
 
