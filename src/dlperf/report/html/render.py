@@ -148,7 +148,7 @@ def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]
 
 def render_blocks(items: list[dict[str, Any]]) -> Markup:
     """Blocks drawn by templates/sections.html.j2."""
-    return Markup(jinja_env().get_template("sections.html.j2").render(blocks=items))
+    return Markup(jinja_env().get_template("sections.html.j2").render(blocks=items, fold=COLLAPSE_ROWS))
 
 
 def render_html(sections: list[Section], prefix: str = "fig") -> str:

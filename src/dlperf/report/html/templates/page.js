@@ -34,7 +34,8 @@
   }
   function fold(table) {
     if (!table.classList.contains("collapsible")) { return; }
-    Array.prototype.forEach.call(table.tBodies[0].rows, function (row, i) { row.classList.toggle("extra", i >= 25); });
+    var limit = parseInt(table.dataset.fold, 10) || 25;
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (row, i) { row.classList.toggle("extra", i >= limit); });
   }
   document.querySelectorAll("table.sortable").forEach(function (table) {
     if (!table.tHead) { return; }
@@ -51,7 +52,7 @@
       button.textContent = "show all " + n + " rows";
       button.addEventListener("click", function () {
         var folded = table.classList.toggle("collapsed");
-        button.textContent = folded ? "show all " + n + " rows" : "show the first 25 rows";
+        button.textContent = folded ? "show all " + n + " rows" : "show the first " + table.dataset.fold + " rows";
       });
       table.parentNode.parentNode.insertBefore(button, table.parentNode.nextSibling);
     }
