@@ -62,7 +62,7 @@ def test_sections_become_a_sortable_table_paragraphs_headings_and_lists() -> Non
                         Table("t", ["case", "median"], [["a", "1.5 ms"], ["b", "800 us"]], heading="### Times"),
                         Note("terminal only", markdown=""), Note("- one", markdown="- one"), Note("- two")])
     assert '<h3>Largest batch</h3>' in html and "<code>largest</code>" in html and "<strong>fits</strong>" in html
-    assert '<table class="sortable">' in html and '<th class="num"' in html and "<h4>Times</h4>" in html
+    assert '<table class="sortable" data-fold="25">' in html and '<th class="num"' in html and "<h4>Times</h4>" in html
     assert "terminal only" not in html  # the terminal's note: Markdown (and HTML) leave it out
     assert re.search(r"<ul><li>one</li><li>two</li></ul>", html)
 
