@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make run    - create .venv, install the embedded default (NumPy + PyTorch CPU), run the quick smoke study
+#   make run    - create .venv, install the embedded default (NumPy + PyTorch CPU), run the quick smoke study,
+#                 write its HTML report to reports/smoke.html
 #   make test   - create .venv, install every framework that installs here + dev tools, run the whole suite
 # On a machine with an NVIDIA GPU:
 #   make gpu-check - GPU evidence under results/evidence/<gpu>/ (results/evidence/README.md says what and how)
@@ -36,8 +37,10 @@ install-default: $(VENV)/.default-installed
 install-all: $(VENV)/.all-installed
 install-gpu: $(VENV)/.gpu-installed
 
+# The quick smoke study, then its self-contained HTML report (the last line names the page and its size).
 run: install-default
 	$(BIN)/dlperf run smoke --quick
+	$(BIN)/dlperf report latest --format html -o reports/smoke.html
 
 # The concurrency tests run against a real PostgreSQL server the suite starts itself, and the browser tests
 # open the HTML report in headless Chromium (Debian's, never Playwright's download; DLPERF_CHROMIUM=/path names

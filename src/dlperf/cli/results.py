@@ -222,21 +222,30 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 
 
 @click.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown"]), default="terminal", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
+@click.argument("run_refs", metavar="RUN [RUN...]", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "html"]), default="terminal",
+              show_default=True,
+              help="html: one self-contained page (several RUNs: one part each), opens offline from disk")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="write to this file [html default: reports/RUN.html, with several RUNs reports/RUN+N.html]")
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where plots go [default: reports/RUN/]")
+              help="where plots go [default: reports/RUN/; html: inlined in the page, kept only with --plot-dir]")
 @db_option
-def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
-    """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot."""
+def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
+    """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot;
+    with --format html, one page for one or more RUNs (verdicts, tables, plots, samples, environment, raw data)."""
     from dlperf.cli.readers import report_data
     from dlperf.report.registry import study_sections
     from dlperf.report.sections import render_markdown as sections_markdown
     from dlperf.report.sections import render_terminal as sections_terminal
     from dlperf.report.tables import render_markdown, render_terminal
 
-    data = report_data(open_store(db, create=False), run_ref, plot_dir)
+    if fmt == "html":
+        html_report(run_refs, output, plot_dir, db)
+        return
+    if len(run_refs) > 1:
+        raise click.UsageError(f"--format {fmt} reports one RUN; several RUNs make one page with --format html")
+    data = report_data(open_store(db, create=False), run_refs[0], plot_dir)
     sections = study_sections(data)
     if fmt == "markdown":
         md_dir = output.parent if output else Path.cwd()
@@ -245,3 +254,32 @@ def report(run_ref: str, fmt: str, output: Path | None, plot_dir: Path | None, d
         console = new_console()
         render_terminal(data.run, data.env, data.results, console)
         sections_terminal(sections, console)
+
+
+def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path | None, db: str | None) -> None:
+    """`report --format html`: read each run, evaluate the claims on them, write one page, say where and its size.
+    Plots are drawn in a scratch folder and inlined, unless --plot-dir keeps them (one subfolder per run when
+    there are several)."""
+    import tempfile
+
+    from dlperf.cli.readers import report_data
+    from dlperf.errors import DlperfError
+    from dlperf.report.claims import evaluate
+    from dlperf.report.html import render_page
+
+    store = open_store(db, create=False)
+    run_ids = list(dict.fromkeys(store.resolve_run(ref) for ref in run_refs))
+    with tempfile.TemporaryDirectory(prefix="dlperf-html-") as scratch:
+        base = plot_dir or Path(scratch)
+        datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
+                 for run_id in run_ids]
+        page = render_page(datas, evaluate(datas))
+    if output is None:
+        more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
+        output = Path("reports") / f"{run_ids[0]}{more}.html"
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise DlperfError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    click.echo(f"wrote {output} ({len(page.encode()) / 1024:,.0f} KB)")

@@ -27,15 +27,18 @@ def _pyplot() -> Any:
     return plt
 
 
-def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120) -> list[Path]:
-    """Write `fig` as STEM.png and STEM.svg under out_dir (created), close it, return the paths.
+def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120,
+                formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Write `fig` as STEM.png and STEM.svg (or the given `formats`) under out_dir (created), close it, return
+    the paths. SVG text stays text (svg.fonttype none: small, searchable, inlined as is by the HTML report).
     A folder that cannot be written is the user's to fix: one line (DlperfError), not a traceback."""
     plt = _pyplot()
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
+    paths = [out_dir / f"{stem}.{fmt}" for fmt in formats]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for p in paths:
-            fig.savefig(p, dpi=dpi)
+            with plt.rc_context({"svg.fonttype": "none"}):
+                fig.savefig(p, dpi=dpi, metadata={"Date": None} if p.suffix == ".svg" else None)
     except OSError as exc:
         raise DlperfError(f"{out_dir}: cannot write plots ({exc.strerror or exc})") from None
     finally:

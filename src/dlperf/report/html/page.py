@@ -1,0 +1,106 @@
+"""One self-contained HTML page for one or more runs: the summary with the verdicts on top, a table of
+contents, then per run its table, its study sections, box plots of the raw samples, validity and noise
+flags, the environment and the commands that reproduce it, and the raw data as JSON at the end.
+
+Nothing on the page is fetched: the stylesheet and the script are read from this package's templates/
+and inlined, figures are inline SVG (or a PNG as a data: URI), fonts are the system's. Jinja2 draws it
+with autoescape on, so every string from a study file, an environment or a stored error is escaped.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+from markupsafe import Markup
+
+from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
+from dlperf.report.html import parts
+from dlperf.report.html.commands import reproduce
+from dlperf.report.html.embed import SCRIPT_ID, document, script_json
+from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_block
+from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.registry import study_sections
+from dlperf.report.sample_plots import sample_sections
+from dlperf.report.study import ReportData
+from dlperf.report.tables import FAILED
+
+#: A verdict's row class (the stylesheet colours it).
+VERDICT_CLASS = {HOLDS: "verdict-holds", DOES_NOT_HOLD: "verdict-fails", CANNOT_CHECK: "verdict-cannot"}
+
+
+def _asset(name: str) -> str:
+    return resources.files("dlperf.report.html").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def verdict_blocks(verdicts: list[Verdict]) -> list[dict[str, Any]]:
+    """The verdicts as one table coloured by verdict, with their counts; a line when there are none."""
+    if not verdicts:
+        return [{"kind": "p", "text": "No verdicts: the claims of the seed studies gave none for these runs "
+                                      "(no claim is checked against them)."}]
+    counts = ", ".join(f"{sum(v.verdict == k for v in verdicts)} {k}" for k in VERDICTS
+                       if any(v.verdict == k for v in verdicts))
+    rows = [[v.claim_id, v.study, v.text, v.quantity, v.paper, v.measured if v.measured is not None else "-",
+             v.verdict, v.detail] for v in verdicts]
+    return [{"kind": "p", "text": f"{len(verdicts)} claims: {counts}."},
+            table_block(["claim", "study", "claim (as the paper states it)", "quantity", "paper", "this run",
+                         "verdict", "detail"], rows, text_cols=(2, 3, 4, 5, 7),
+                        row_classes=[VERDICT_CLASS[v.verdict] for v in verdicts])]
+
+
+def overview_blocks(datas: list[ReportData]) -> list[dict[str, Any]]:
+    """One row per run: what it is, how it ended, how its cases fared, and where it ran."""
+    rows, classes = [], []
+    for d in datas:
+        res = d.results
+        ok = sum(r.ok for r in res)
+        failed = sum(r.status in FAILED for r in res)
+        flagged = sum(r.ok and r.m.validity not in (None, "valid") for r in res)
+        gpus = ", ".join(str(g.get("name")) for g in d.env.get("gpus") or []) or "no GPU"
+        started = d.run.get("started_at")
+        rows.append([str(d.run["id"]), f"{d.run.get('study')} ({d.run.get('variant')})", str(d.run.get("status")),
+                     f"{len(res)}/{d.run.get('n_cases')}", str(ok), str(failed), str(flagged),
+                     f"{d.env.get('cpu_model')}; {gpus}",
+                     f"{started:%Y-%m-%d %H:%M} UTC" if isinstance(started, datetime) else str(started)])
+        classes.append("st-error" if failed else "")
+    return [table_block(["run", "study", "status", "stored", "ok", "failed", "not valid", "machine",
+                         "started"], rows, text_cols=(7,), row_classes=classes)]
+
+
+def run_part(index: int, data: ReportData) -> dict[str, Any]:
+    """One run's part of the page: its id for links, its title, and each subsection's HTML."""
+    anchor = f"run-{index}"
+    commands, caveats = reproduce(data.run, data.env)
+    study = blocks(study_sections(data), prefix=f"r{index}s")
+    samples = blocks(sample_sections(data.results, data.plot_dir, f"samples-{data.run['id']}"), prefix=f"r{index}b")
+    subsections = [
+        ("results", "Results", parts.run_table_blocks(data.run, data.results)),
+        ("study", "Study report", study or [{"kind": "p", "text": "no study report for this run's workloads"}]),
+        ("samples", "Raw samples per case", samples),
+        ("flags", "Validity and noise flags", parts.flag_blocks(data.results)),
+        ("env", "Environment", parts.environment_blocks(data.env)),
+    ]
+    return {"anchor": anchor, "run": data.run,
+            "title": f"Run {data.run['id']}: study {data.run.get('study')} ({data.run.get('variant')})",
+            "subsections": [{"anchor": f"{anchor}-{key}", "title": title, "html": render_blocks(items)}
+                            for key, title, items in subsections],
+            "commands": commands, "caveats": caveats}
+
+
+def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None) -> str:
+    """The whole page for these runs (at least one) and the verdicts on them, as one HTML string."""
+    if not datas:
+        raise ValueError("render_page needs at least one run")
+    when = generated_at or datetime.now(UTC)
+    runs = [run_part(i, d) for i, d in enumerate(datas, 1)]
+    from dlperf import __version__
+
+    page = jinja_env().get_template("page.html.j2").render(
+        title=(f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"),
+        generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__, runs=runs,
+        overview=render_blocks(overview_blocks(datas)), verdicts=render_blocks(verdict_blocks(verdicts)),
+        n_verdicts=len(verdicts), style=Markup(_asset("style.css")), script=Markup(_asset("page.js")),
+        data_id=SCRIPT_ID, data=Markup(script_json(document(datas, verdicts, when))),
+        n_results=sum(len(d.results) for d in datas))
+    return WEB_ADDRESS.sub(r"\1&#58;", page)  # a URL in a stored string is text, never a reference

@@ -1,0 +1,143 @@
+"""The page's own parts of one run, as render.py blocks: the run table (what `show` prints), the validity
+and noise flags per case, the environment with the peaks used and their sources."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.report.html.render import table_block, text_blocks
+from dlperf.report.tables import (
+    ACROSS_COLUMNS,
+    COLUMNS,
+    FAILED,
+    across_processes,
+    energy_reasons,
+    environment_lines,
+    result_rows,
+    validity_line,
+)
+from dlperf.timing.measurement import Measurement
+from dlperf.units import format_iqr
+
+
+def status_class(r: CaseResult) -> str:
+    """A row's class: its status, and its validity where it was measured (the stylesheet colours them)."""
+    if r.ok:
+        return f"st-ok v-{r.m.validity or 'unknown'}"
+    return f"st-{r.status}"
+
+
+def run_table_blocks(run: dict[str, Any], results: list[CaseResult]) -> list[dict[str, Any]]:
+    """The run table with every note whole, the validity counts, repetitions across processes, energy."""
+    rows = result_rows(results)
+    out = [table_block(list(COLUMNS), [[row[c] for c in COLUMNS] for row in rows],
+                       caption=f"{len(results)} of {run.get('n_cases')} cases stored; times per call (median, "
+                               "IQR/median, samples x calls per sample)", text_cols=(-1,),
+                       row_classes=[status_class(r) for r in results])]
+    out += text_blocks([validity_line(results)])
+    failed = sum(r.status in FAILED for r in results)
+    if failed:
+        out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under Validity and "
+                            f"noise flags; `dlperf show {run['id']} --errors` prints their stored tracebacks"])
+    across = across_processes(results)
+    if across:
+        out.append(table_block(list(ACROSS_COLUMNS), across, heading="### Repetitions in separate worker processes"))
+    out += text_blocks([f"energy: {reason}" for reason in energy_reasons(results)])
+    if any(r.m.energy_estimate is not None for r in results):
+        out += text_blocks(["energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement"])
+    return out
+
+
+def findings(r: CaseResult) -> list[str]:
+    """Everything that makes a case's figure doubtful, whole: its failure reason, its validity reason, the
+    shape of its samples (bimodal, drifting) and the noise flag (IQR/median over 10%)."""
+    out: list[str] = []
+    if r.reason:
+        out.append(r.reason)
+    m = r.m
+    if r.ok and m.validity_reason:
+        out += [part for part in m.validity_reason.split("; ") if part]
+    if r.ok and r.measurement and r.measurement.get("sample_times_s"):
+        try:
+            meas = Measurement.from_dict(r.measurement)
+        except (KeyError, TypeError, ValueError):
+            meas = None
+        if meas is not None:
+            out += [f for f in meas.shape_flags if not any(f.split(":")[0] in o for o in out)]
+            if meas.noisy and not any("IQR" in o or "noisy" in o for o in out):
+                out.append(f"noisy: IQR/median {format_iqr(meas.iqr_rel)} (over 10%)")
+    return out
+
+
+def flag_blocks(results: list[CaseResult]) -> list[dict[str, Any]]:
+    """One row per case that failed or whose figure is not clean (not valid, noisy, bimodal, drifting,
+    contended), with every finding; a line for how many are clean."""
+    rows, classes = [], []
+    for r in results:
+        found = findings(r)
+        clean = r.ok and (r.m.validity in (None, "valid")) and not found
+        if clean:
+            continue
+        rows.append([r.case_key + (f" #{r.repetition}" if r.repetition else ""), r.status,
+                     (r.m.validity or "unknown") if r.ok else "-", format_iqr(r.m.iqr_rel) if r.ok else "-",
+                     "; ".join(found) or "-"])
+        classes.append(status_class(r))
+    n_clean = len(results) - len(rows)
+    out = text_blocks([f"{n_clean} of {len(results)} stored cases are ok and valid with no finding; "
+                       f"{len(rows)} are listed below" if rows else
+                       f"all {len(results)} stored cases are ok and valid with no finding (no noise, "
+                       "bimodal or drifting samples, no contention)"])
+    if rows:
+        out.append(table_block(["case", "status", "validity", "IQR", "findings (whole)"], rows, text_cols=(-1,),
+                               row_classes=classes))
+    return out
+
+
+def _rate(value: Any, unit: str, scale: float) -> str:
+    return f"{value / scale:,.1f} {unit}" if isinstance(value, int | float) and value else "not known"
+
+
+def environment_rows(env: dict[str, Any]) -> list[list[str]]:
+    """(what, value, where it came from) rows: the machine, the software, the clocks and the peaks used."""
+    rows = []
+    for line in environment_lines(env):
+        what, sep, value = line.partition(": ")
+        if what == "frameworks":  # one row per framework below, with its details
+            continue
+        rows.append([what, value, "fingerprint"] if sep else [line.split(" ", 1)[0], line, "fingerprint"])
+    for gpu in env.get("gpus") or []:
+        detail = ", ".join(f"{k}={v}" for k, v in gpu.items() if k != "name" and not isinstance(v, dict | list))
+        rows.append([f"GPU {gpu.get('index', '')}".strip(), f"{gpu.get('name')}: {detail}", "NVML"])
+    for name, info in sorted((env.get("frameworks") or {}).items()):
+        detail = ", ".join(f"{k}={v}" for k, v in info.items() if v is not None)
+        rows.append([f"framework {name}", detail, "import in a worker"])
+    cpu = env.get("cpu_peaks_theoretical") or {}
+    if cpu:
+        rows.append(["CPU clock", f"{cpu.get('clock_ghz') or 0:.2f} GHz", str(cpu.get("clock_source") or "unknown")])
+        if cpu.get("nominal_clock_ghz"):
+            rows.append(["CPU nominal clock", f"{cpu['nominal_clock_ghz']:.2f} GHz",
+                         str(cpu.get("nominal_clock_source") or "unknown")])
+        rows.append(["CPU FP32 peak", _rate(cpu.get("fp32_flops_per_s"), "GFLOP/s", 1e9),
+                     f"{cpu.get('fp32_source') or 'unknown'}; {cpu.get('assumptions') or ''}".rstrip("; ")])
+        sources = cpu.get("dtype_peaks_source") or {}
+        for key, unit in (("fp64", "flops"), ("bf16", "flops"), ("fp16", "flops"), ("int8", "ops")):
+            rows.append([f"CPU {key.upper()} peak", _rate(cpu.get(f"{key}_{unit}_per_s"), f"G{unit.upper()}/s", 1e9),
+                         str(sources.get(key) or "unknown")])
+        rows.append(["memory bandwidth (theoretical)", _rate(cpu.get("mem_bw_bytes_per_s"), "GB/s", 1e9),
+                     str(cpu.get("mem_bw_source") or "unknown")])
+        rows.append(["peaks from", str(cpu.get("peaks_source") or "unknown"), "hardware.peaks"])
+    if env.get("peaks_overrides"):
+        rows.append(["DLPERF_* overrides", json.dumps(env["peaks_overrides"], default=str), "environment at run start"])
+    for device, c in sorted(((env.get("ceilings") or {}).get("devices") or {}).items()):
+        levels = ", ".join(f"{lv.get('name')} {_rate(lv.get('bytes_per_s'), 'GB/s', 1e9)}"
+                           for lv in c.get("levels") or [])
+        rows.append([f"ceilings {device}", levels or "none",
+                     f"measured at the start of the run ({c.get('threads')} threads)"])
+    return rows
+
+
+def environment_blocks(env: dict[str, Any]) -> list[dict[str, Any]]:
+    """The environment table; the whole stored record is in the embedded JSON (and the details below it)."""
+    return [table_block(["what", "value", "source"], environment_rows(env), text_cols=(1, 2))]
