@@ -84,8 +84,9 @@ def reproduce(run: dict[str, Any], env: dict[str, Any]) -> tuple[list[str], list
     settings = run.get("settings") or {}
     overrides = (run.get("filters") or {}).get("overrides") or {}
     if settings.get("threads") is not None and overrides.get("threads") is None:
-        caveats.append(f"dlperf chose {settings['threads']} threads for this run (the physical cores other processes "
-                       f"left idle); add --threads {settings['threads']} to use the same number whatever the load")
+        n = settings["threads"]
+        caveats.append(f"dlperf chose {n} thread{'' if n == 1 else 's'} for this run (the physical cores other "
+                       f"processes left idle); add --threads {n} to use the same number whatever the load")
     caveats.append("not stored, so not repeated: --wait-idle, --max-cases, and the store (--db / DLPERF_DB)")
     fws = env.get("frameworks") or {}
     if fws:
