@@ -1,13 +1,13 @@
 """History figures: per case group of a timeline, each case's median time per step with its 95% interval
 against the run number (oldest first), change points and software changes marked (PNG and SVG through
-`report.plots.save_figure`). Each case is drawn relative to its own median over the runs (1 = that time,
-named in the legend) on a linear axis: cases microseconds and seconds apart share a figure, and a 5% step
-stays visible, which it would not on a log axis spanning decades."""
+`report.plots.save_figure`). Each case is drawn relative to the level of its first segment (the median of
+its runs before its first change point; 1 = that time, named in the legend) on a linear axis: cases
+microseconds and seconds apart share a figure, and a 5% step stays visible, which it would not on a log
+axis spanning decades."""
 
 from __future__ import annotations
 
 import re
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,9 @@ def _figure(study: str, group: str, timeline: Timeline, cases: list[CaseHistory]
         colour = colours[i % len(colours)]
         label = case.case_key.removeprefix(prefix) or case.case_key
         used = [p for p in case.points if p.usable and p.median_s]
-        ref = statistics.median(p.median_s for p in used) if used else None  # type: ignore[type-var]
-        if ref is None:
+        if not used or case.detection is None:
             continue
+        ref = case.detection.levels[0]  # the level of the case's first segment: a step reads as +30%
         xs = [timeline.runs[p.run_index].number for p in used]
         ys = [p.median_s / ref for p in used]  # type: ignore[operator]
         lows = [(p.median_s - (p.ci_low_s if p.ci_low_s is not None else p.median_s)) / ref for p in used]  # type: ignore[operator]
@@ -88,9 +88,10 @@ def _figure(study: str, group: str, timeline: Timeline, cases: list[CaseHistory]
     numbers = [r.number for r in timeline.runs]
     step = max(1, len(numbers) // 12)
     ax.set_xticks(numbers[::step])
-    ax.set_xticklabels([f"#{r.number}\n{r.started_at:%m-%d}" for r in timeline.runs][::step], fontsize=7)
-    ax.set_xlabel("run on this machine (oldest first; month-day UTC)")
-    ax.set_ylabel("median time per step / the case's median over runs\n(95% interval)")
+    ax.set_xticklabels([f"#{r.number}\n{r.started_at:%m-%d}\n{r.started_at:%H:%M}" for r in timeline.runs][::step],
+                       fontsize=7)
+    ax.set_xlabel("run on this machine (oldest first; date and time UTC)")
+    ax.set_ylabel("median time per step / its first level\n(95% interval)")
     ax.set_title(f"{study}: {group} on {timeline.label}\n"
                  "dashed: change point (PELT); dotted: software changed; x: left out (contended/invalid)",
                  fontsize=9)
