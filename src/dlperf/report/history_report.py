@@ -76,11 +76,16 @@ def _timeline_sections(history: StudyHistory, t: Timeline, plot_dir: Path | None
                      [[c.case_key, *(_cell(c, c.points[r.number - 1], r.number) for r in shown)] for c in t.cases],
                      heading="### Series", intro=intro))
     out.append(Note(intro, markdown=""))
+    checked = [c for c in t.cases if c.newest.verdict != "not in newest run"]
+    absent = len(t.cases) - len(checked)
     out.append(Table(f"newest run (#{last.number}) against its baseline, machine {t.machine_id}",
                      ["case", "runs", "newest [95% CI]", "baseline [typical CI] (runs)", "newest/baseline",
                       "change points", "verdict"],
-                     [_check_row(c) for c in t.cases], heading="### Newest run", text_cols=(0,),
+                     [_check_row(c) for c in checked], heading="### Newest run", text_cols=(0,),
                      intro="Baseline: the segment before the last change point, or every earlier run."))
+    if absent:
+        out.append(Note(f"{absent} series not in the newest run (a case it did not run, or another thread count) "
+                        "are in the series table only"))
     if plot_dir is not None:
         from dlperf.report.history_plots import history_figures
 

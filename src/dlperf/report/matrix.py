@@ -87,8 +87,8 @@ def cell_text(p: Point) -> str:
     """A cell: the median with its validity where it is not plainly valid, or 'missing (STATUS)'."""
     if p.median_s is None:
         return f"missing ({p.status})"
-    if not p.usable:
-        return f"{format_time(p.median_s)} ({p.validity}: left out)"
+    if not p.usable:  # every process of the case was contended or invalid: shown, marked, to be trusted less
+        return f"{format_time(p.median_s)} ({p.validity})"
     return format_time(p.median_s) + (" (noisy)" if p.validity == "noisy" else "")
 
 
@@ -103,7 +103,7 @@ def matrix_sections(matrix: StudyMatrix) -> list[Section]:
         Heading(f"# Machine matrix of study `{matrix.study}`",
                 intro=f"The newest complete run of the study on each of {n} machine{'s' if n != 1 else ''}; "
                       "median time per step per case (repetitions pooled; contended or invalid processes left "
-                      "out)."),
+                      "out where the case has others, marked where it has none)."),
         Table(f"{matrix.study}: median time per step on {n} machine{'s' if n != 1 else ''} (newest complete run "
               "of each)", ["case", *(column_name(c) for c in matrix.columns)],
               [[key, *(cell_text(matrix.cells[(key, c.machine_id)]) for c in matrix.columns)]
