@@ -85,7 +85,7 @@ def _timeline_sections(history: StudyHistory, t: Timeline, plot_dir: Path | None
                      intro="Baseline: the segment before the last change point, or every earlier run."))
     if absent:
         out.append(Note(f"{absent} series not in the newest run (a case it did not run, or another thread count) "
-                        "are in the series table only"))
+                        f"{'is' if absent == 1 else 'are'} in the series table only"))
     if plot_dir is not None:
         from dlperf.report.history_plots import history_figures
 
