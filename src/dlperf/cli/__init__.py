@@ -3,6 +3,7 @@
 One module per command group; every command is registered here, in `_register`:
     run.py      run, peaks, maxbatch           results.py  runs, show, compare, export, report
     plan.py     plan (a study's cases, their count, an estimate of their time; runs nothing)
+    history.py  history, matrix (a study over time per machine, and across machines)
     hw.py       hw list/show/compare/diff-study/measured
     recommend.py recommend                     doctor.py   doctor, list
     verdicts.py verdicts (the seed studies' claims judged on runs)
@@ -31,12 +32,13 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command and command group of `dlperf`, in one place."""
-    from dlperf.cli import doctor, hw, plan, recommend, results, run, verdicts
+    from dlperf.cli import doctor, history, hw, plan, recommend, results, run, verdicts
 
     for command in (doctor.doctor, doctor.list_cmd,
                     plan.plan, run.run, run.peaks, run.maxbatch,
                     results.runs, results.show, results.compare, results.export, results.report,
-                    hw.hw, recommend.recommend, verdicts.verdicts):
+                    hw.hw, recommend.recommend, verdicts.verdicts,
+                    history.history, history.matrix):
         cli.add_command(command)
 
 

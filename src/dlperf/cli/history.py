@@ -1,0 +1,115 @@
+"""`dlperf history` and `dlperf matrix`: one study over time on each machine, and across machines.
+
+The store reads are here (every run of the study, its environment with the run's derived figures, its
+typed results); `report.history` / `report.matrix` build the data, their section builders draw it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dlperf.cli.options import db_option, new_console, open_store, write_output
+from dlperf.cli.results import REGRESSION_EXIT, Percent
+
+FORMATS = ["terminal", "markdown", "json"]
+
+
+def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, list[Any]]]:
+    """Every run of `study` (any status), each run's environment (`Store.run_environment`) and typed results,
+    by run id. No run of it: DlperfError naming the studies the store holds."""
+    from dlperf.errors import DlperfError
+
+    runs = store.runs_of_study(study)
+    if not runs:
+        studies = sorted({r["study"] for r in store.list_runs(10_000)})
+        raise DlperfError(f"no runs of study {study!r} in {store.url} (its studies: "
+                          f"{', '.join(studies) if studies else 'none yet'})")
+    envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
+    results = {r["id"]: store.results(r["id"]) for r in runs}
+    return runs, envs, results
+
+
+def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None) -> None:
+    from dlperf.report.sections import render_markdown, render_terminal
+
+    if fmt == "json":
+        write_output(json.dumps(doc, indent=2, default=str) + "\n", output)
+    elif fmt == "markdown":
+        write_output(render_markdown(sections, output.parent if output else Path.cwd()), output)
+    elif output is not None:
+        from rich.console import Console
+
+        try:
+            with output.open("w") as f:
+                render_terminal(sections, Console(file=f, width=200, soft_wrap=False))
+        except OSError as exc:
+            from dlperf.errors import DlperfError
+
+            raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
+        click.echo(f"wrote {output}", err=True)
+    else:
+        render_terminal(sections, new_console())
+
+
+@click.command(epilog=f"Exit status: 0; {REGRESSION_EXIT} with --fail-on-regression when the newest run of a case "
+               "regressed on any machine shown, or could not be checked (contended, invalid or failed where "
+               "earlier runs were not); 2 on bad input.")
+@click.argument("study")
+@click.option("--case", "case_filter", default=None, metavar="SUBSTRING", help="only cases whose key contains this")
+@click.option("--machine", default=None, metavar="ID",
+              help="only this machine (its id, or a unique prefix, as history prints it) [default: every machine "
+                   "of the study, one timeline each]")
+@click.option("--metric", type=click.Choice(["time"]), default="time", show_default=True,
+              help="what is followed: the median time per step (per call) with its 95% interval")
+@click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
+              help="smallest step that counts as a change point; also the threshold of the newest run's verdict "
+                   "without --fail-on-regression")
+@click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
+              help=f"exit {REGRESSION_EXIT} when a case's newest run is slower than its baseline (the segment "
+                   "before the last change point) by more than PCT with intervals that do not overlap, or could "
+                   "not be checked; the cases are listed on stderr")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
+@click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="draw a history figure per case group (PNG and SVG) into this folder [default: no figures]")
+@db_option
+def history(study: str, case_filter: str | None, machine: str | None, metric: str, min_effect: float,
+            fail_pct: float | None, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
+    """The runs of STUDY over time, one timeline per machine (never merged; a framework, dlperf or kernel
+    change on the same machine stays on its timeline and is marked), each case's median per run, its
+    change points (PELT) and the newest run against the level before the last change."""
+    from dlperf.report.history import build_history
+    from dlperf.report.history_report import history_json, history_sections
+
+    runs, envs, results = study_runs(open_store(db, create=False), study)
+    hist = build_history(study, runs, envs, results, min_effect=min_effect / 100, fail_pct=fail_pct,
+                         case_filter=case_filter, machine=machine, metric=metric)
+    sections = history_sections(hist, plot_dir=plot_dir) if fmt != "json" or plot_dir is not None else []
+    _emit(sections, history_json(hist), fmt, output)
+    failed = hist.failures()
+    if failed:
+        click.echo(f"dlperf: {len(failed)} case(s) failed the gate at +{fail_pct:g}%: "
+                   + ", ".join(f"{c.case_key} on machine {t.machine_id} ({c.newest.verdict})" for t, c in failed),
+                   err=True)
+        raise click.exceptions.Exit(REGRESSION_EXIT)
+
+
+@click.command()
+@click.argument("study")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
+@db_option
+def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
+    """STUDY across the machines of the store: the newest complete run on each machine, one column per machine
+    (never merged), a row per case (median time per step, validity; missing cases with their status)."""
+    from dlperf.report.matrix import build_matrix, matrix_json, matrix_sections
+
+    runs, envs, results = study_runs(open_store(db, create=False), study)
+    mat = build_matrix(study, runs, envs, results)
+    _emit(matrix_sections(mat), matrix_json(mat), fmt, output)
+
+
+__all__ = ["history", "matrix", "study_runs"]

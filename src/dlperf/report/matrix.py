@@ -1,0 +1,137 @@
+"""The machine matrix: one study across the machines of one store (the fleet case).
+
+For each machine (`report.machines`: the hardware part of an environment) the newest *complete* run of
+the study is taken; rows are case keys, columns are machines (CPU model / GPUs / host hash, and the run
+id), a cell is the case's median time per step in that run (its repetitions pooled, contended or invalid
+processes left out, as in `report.history.pooled_point`) with its validity; a case a machine did not run,
+or that failed there, shows as missing with its status. A note lists every machine's identity in full, so
+two machines that look alike are never taken for one; machines with runs of the study but none complete
+are named with their newest run's status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.errors import DlperfError
+from dlperf.report.history import Point, pooled_point
+from dlperf.report.machines import describe_machine, machine_id, machine_label, software
+from dlperf.report.sections import Heading, Note, Section, Table
+from dlperf.units import format_time
+
+
+@dataclass(frozen=True)
+class MachineColumn:
+    """One machine and the run of it the matrix shows."""
+
+    machine_id: str
+    label: str
+    identity: str
+    run_id: str
+    started_at: datetime
+    software: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StudyMatrix:
+    study: str
+    columns: list[MachineColumn]
+    case_keys: list[str]
+    #: (case key, machine id) -> the case's point in that machine's run.
+    cells: dict[tuple[str, str], Point]
+    #: Machines with runs of the study but none complete: (machine id, label, newest run id, its status).
+    incomplete: list[tuple[str, str, str, str]]
+
+
+def build_matrix(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
+                 results: Mapping[str, Sequence[CaseResult]]) -> StudyMatrix:
+    """The matrix of `study` from its runs (store rows), their environments and typed results (by run id).
+    No run of the study, or no complete one on any machine: DlperfError (one line)."""
+    if not runs:
+        raise DlperfError(f"no runs of study {study!r} in this store (see 'dlperf runs')")
+    newest_first = sorted(runs, key=lambda r: (r["started_at"], r["id"]), reverse=True)
+    chosen: dict[str, Mapping[str, Any]] = {}
+    newest_any: dict[str, Mapping[str, Any]] = {}
+    for run in newest_first:
+        mid = machine_id(dict(envs[run["id"]]))
+        newest_any.setdefault(mid, run)
+        if run["status"] == "complete":
+            chosen.setdefault(mid, run)
+    incomplete = [(mid, machine_label(dict(envs[r["id"]])), r["id"], str(r["status"]))
+                  for mid, r in newest_any.items() if mid not in chosen]
+    if not chosen:
+        raise DlperfError(f"no complete run of study {study!r} on any machine in this store (newest: "
+                          f"{newest_first[0]['id']}, {newest_first[0]['status']}); finish one with "
+                          f"'dlperf run {study} --resume'")
+    columns = []
+    for mid, run in chosen.items():
+        env = dict(envs[run["id"]])
+        columns.append(MachineColumn(mid, machine_label(env), describe_machine(env), run["id"], run["started_at"],
+                                     software(env)))
+    columns.sort(key=lambda c: (c.label, c.machine_id))
+    grouped: dict[tuple[str, str], list[CaseResult]] = {}
+    for col in columns:
+        for r in results.get(col.run_id, []):
+            grouped.setdefault((r.case_key, col.machine_id), []).append(r)
+    keys = sorted({key for key, _ in grouped})
+    cells = {(key, col.machine_id): pooled_point(0, grouped.get((key, col.machine_id), []))
+             for key in keys for col in columns}
+    return StudyMatrix(study, columns, keys, cells, incomplete)
+
+
+def cell_text(p: Point) -> str:
+    """A cell: the median with its validity where it is not plainly valid, or 'missing (STATUS)'."""
+    if p.median_s is None:
+        return f"missing ({p.status})"
+    if not p.usable:  # every process of the case was contended or invalid: shown, marked, to be trusted less
+        return f"{format_time(p.median_s)} ({p.validity})"
+    return format_time(p.median_s) + (" (noisy)" if p.validity == "noisy" else "")
+
+
+def column_name(col: MachineColumn) -> str:
+    return f"{col.label} · {col.run_id}"
+
+
+def matrix_sections(matrix: StudyMatrix) -> list[Section]:
+    """The matrix as sections: a heading, the table, each machine's identity, machines left out."""
+    n = len(matrix.columns)
+    out: list[Section] = [
+        Heading(f"# Machine matrix of study `{matrix.study}`",
+                intro=f"The newest complete run of the study on each of {n} machine{'s' if n != 1 else ''}; "
+                      "median time per step per case (repetitions pooled; contended or invalid processes left "
+                      "out where the case has others, marked where it has none)."),
+        Table(f"{matrix.study}: median time per step on {n} machine{'s' if n != 1 else ''} (newest complete run "
+              "of each)", ["case", *(column_name(c) for c in matrix.columns)],
+              [[key, *(cell_text(matrix.cells[(key, c.machine_id)]) for c in matrix.columns)]
+               for key in matrix.case_keys]),
+        Heading("## Machines", intro="Each column's machine in full: two machines are never one column."),
+    ]
+    for c in matrix.columns:
+        soft = ", ".join(f"{k} {v}" for k, v in c.software.items() if k not in ("cpu_flags",) and "." not in k)
+        line = (f"machine {c.machine_id} ({c.label}): {c.identity}; run {c.run_id} started "
+                f"{c.started_at:%Y-%m-%d %H:%M} UTC; software: {soft}")
+        out.append(Note(line, markdown=f"- {line}"))
+    for mid, label, run_id, status in matrix.incomplete:
+        line = f"machine {mid} ({label}): no complete run of {matrix.study} (newest: {run_id}, {status}); not shown"
+        out.append(Note(line, markdown=f"- {line}"))
+    return out
+
+
+def matrix_json(matrix: StudyMatrix) -> dict[str, Any]:
+    """The matrix as plain JSON data."""
+    return {
+        "study": matrix.study,
+        "machines": [{**asdict(c), "started_at": c.started_at.isoformat()} for c in matrix.columns],
+        "cases": [{"case_key": key, "cells": {c.machine_id: {k: v for k, v in asdict(
+            matrix.cells[(key, c.machine_id)]).items() if k != "run_index"} for c in matrix.columns}}
+            for key in matrix.case_keys],
+        "incomplete": [{"machine_id": m, "label": label, "newest_run": r, "status": s}
+                       for m, label, r, s in matrix.incomplete],
+    }
+
+
+__all__ = ["MachineColumn", "StudyMatrix", "build_matrix", "cell_text", "matrix_json", "matrix_sections"]
