@@ -27,6 +27,19 @@ def environment(machine: str = "m1", numpy: str = "1.26.4", threads: int = 1, co
             "dlperf_version": "0.1.0", "dlperf_git_commit": commit}
 
 
+def params_of(key: str) -> dict:
+    """The params a case key names ('dtype=float32,op=add,size_mb=1.0'), numbers as numbers, as real ops
+    results store them (the study report of a run reads them)."""
+    out: dict = {}
+    for kv in key.rsplit("/", 1)[-1].split(","):
+        name, _, value = kv.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
 def add_run(store: Store, number: int, cases: dict[str, float | str], *, seed: int, machine: str = "m1",
             numpy: str = "1.26.4", threads: int = 1, status: str = "complete", validity: str | None = "valid",
             samples: int = 60, sample_sigma: float = 0.03, study: str = STUDY) -> str:
@@ -44,13 +57,13 @@ def add_run(store: Store, number: int, cases: dict[str, float | str], *, seed: i
         if isinstance(level, str):
             store.add_result(CaseResult(
                 run_id=run_id, case_key=key, repetition=0, workload="ops", framework="numpy", device="cpu",
-                params={}, status=level, reason=f"{level} on purpose", env_id=env_id, started_at=started,
+                params=params_of(key), status=level, reason=f"{level} on purpose", env_id=env_id, started_at=started,
                 finished_at=started))
             continue
         times = list(level * rng.lognormal(0.0, sample_sigma, samples))
         store.add_result(CaseResult.from_row({
             "run_id": run_id, "case_key": key, "repetition": 0, "workload": "ops", "framework": "numpy",
-            "device": "cpu", "params": {}, "status": "ok", "reason": None,
+            "device": "cpu", "params": params_of(key), "status": "ok", "reason": None,
             "measurement": {"sample_times_s": times, "sample_iters": [1] * samples},
             # no statistics stored: with none, the validity given here stands (CaseResult.from_row judges it
             # again from the raw samples and the activity only where statistics were stored)

@@ -126,3 +126,38 @@ def test_matrix_without_a_complete_run_is_one_line(dlperf_main, tmp_path):
     db = tmp_path / "x.sqlite"
     add_run(Store(db), 0, {KEY.format(1): 1e-3}, seed=0, status="interrupted")
     assert_one_line_error(dlperf_main("matrix", STUDY, db=db), "no complete run of study")
+
+
+def test_history_and_matrix_as_html_pages(dlperf_main, fleet_db, tmp_path):
+    """--format html: one self-contained page each (no web address, the figures inline, the JSON embedded),
+    with both machines named and never merged."""
+    from dlperf.report.html.embed import extract
+
+    res = dlperf_main("history", STUDY, "--format", "html", "-o", str(tmp_path / "h.html"), db=fleet_db)
+    assert res.returncode == 0 and res.stdout.startswith(f"wrote {tmp_path / 'h.html'} (")
+    page = (tmp_path / "h.html").read_text()
+    assert not re.search(r"https?://", page) and "<link" not in page
+    assert f"Machine {M1}" in page and f"Machine {M2}" in page
+    assert page.count("<svg") >= 2  # a history figure per machine's case group, inlined
+    data = extract(page)
+    assert {t["machine_id"] for t in data["timelines"]} == {M1, M2}
+
+    res = dlperf_main("matrix", STUDY, "--format", "html", db=fleet_db)  # default: reports/matrix-STUDY.html
+    out = Path("reports") / f"matrix-{STUDY}.html"
+    assert res.returncode == 0 and out.exists(), res.stderr
+    page = out.read_text()
+    assert not re.search(r"https?://", page) and page.count("<th") >= 3  # case + one column per machine
+    assert len(extract(page)["machines"]) == 2
+
+
+def test_the_run_report_has_its_studys_history_on_its_machine(dlperf_main, fleet_db, tmp_path):
+    """The HTML report of a run shows the study's timeline on the run's machine (not the other machine's);
+    a machine with one run of the study gets no history part."""
+    store = Store(fleet_db)
+    runs = store.runs_of_study(STUDY)
+    m1_run = next(r["id"] for r in runs if machine_id(store.run_environment(r["id"])) == M1)
+    res = dlperf_main("report", m1_run, "--format", "html", "-o", str(tmp_path / "r.html"), db=fleet_db)
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "History of this study on this machine" in page and f"Machine {M1}" in page
+    assert f"Machine {M2}" not in page

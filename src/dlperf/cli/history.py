@@ -6,6 +6,7 @@ typed results); `report.history` / `report.matrix` build the data, their section
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import click
 from dlperf.cli.options import db_option, new_console, open_store, write_output
 from dlperf.cli.results import REGRESSION_EXIT, Percent
 
-FORMATS = ["terminal", "markdown", "json"]
+FORMATS = ["terminal", "markdown", "json", "html"]
 
 
 def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, list[Any]]]:
@@ -32,10 +33,32 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     return runs, envs, results
 
 
-def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None) -> None:
+def run_history(store: Any, data: Any) -> list[Any]:
+    """For the HTML report of one run: its study's history on the run's machine (every run of the study
+    there, this one marked by its id in the run table), or [] when the run is the only one there."""
+    from dlperf.report.history import build_history
+    from dlperf.report.history_report import history_sections
+    from dlperf.report.machines import machine_id
+
+    runs, envs, results = study_runs(store, str(data.run["study"]))
+    mid = machine_id(envs[data.run["id"]])
+    if sum(machine_id(envs[r["id"]]) == mid for r in runs) < 2:
+        return []
+    hist = build_history(str(data.run["study"]), runs, envs, results, machine=mid)
+    return history_sections(hist, plot_dir=data.plot_dir / "history")
+
+
+def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None, title: str = "",
+          default: str = "") -> None:
     from dlperf.report.sections import render_markdown, render_terminal
 
-    if fmt == "json":
+    if fmt == "html":
+        from dlperf.cli.results import write_html
+        from dlperf.report.html import render_sections_page
+
+        write_html(render_sections_page(title, [(title.removeprefix("dlperf "), sections)], doc),
+                   output or Path("reports") / default)
+    elif fmt == "json":
         write_output(json.dumps(doc, indent=2, default=str) + "\n", output)
     elif fmt == "markdown":
         write_output(render_markdown(sections, output.parent if output else Path.cwd()), output)
@@ -74,7 +97,8 @@ def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | Non
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="draw a history figure per case group (PNG and SVG) into this folder [default: no figures]")
+              help="draw a history figure per case group (PNG and SVG) into this folder [default: no figures; html: "
+                   "drawn and inlined]")
 @db_option
 def history(study: str, case_filter: str | None, machine: str | None, metric: str, min_effect: float,
             fail_pct: float | None, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
@@ -87,8 +111,11 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
     runs, envs, results = study_runs(open_store(db, create=False), study)
     hist = build_history(study, runs, envs, results, min_effect=min_effect / 100, fail_pct=fail_pct,
                          case_filter=case_filter, machine=machine, metric=metric)
-    sections = history_sections(hist, plot_dir=plot_dir) if fmt != "json" or plot_dir is not None else []
-    _emit(sections, history_json(hist), fmt, output)
+    with tempfile.TemporaryDirectory(prefix="dlperf-history-") as scratch:
+        if fmt == "html" and plot_dir is None:  # figures are inlined into the page
+            plot_dir = Path(scratch)
+        sections = history_sections(hist, plot_dir=plot_dir) if fmt != "json" or plot_dir is not None else []
+        _emit(sections, history_json(hist), fmt, output, f"dlperf history: study {study}", f"history-{study}.html")
     failed = hist.failures()
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) failed the gate at +{fail_pct:g}%: "
@@ -109,7 +136,8 @@ def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
 
     runs, envs, results = study_runs(open_store(db, create=False), study)
     mat = build_matrix(study, runs, envs, results)
-    _emit(matrix_sections(mat), matrix_json(mat), fmt, output)
+    _emit(matrix_sections(mat), matrix_json(mat), fmt, output, f"dlperf matrix: study {study}",
+          f"matrix-{study}.html")
 
 
 __all__ = ["history", "matrix", "study_runs"]

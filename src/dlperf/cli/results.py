@@ -262,8 +262,8 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     there are several)."""
     import tempfile
 
+    from dlperf.cli.history import run_history
     from dlperf.cli.readers import report_data
-    from dlperf.errors import DlperfError
     from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
 
@@ -273,10 +273,16 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         base = plot_dir or Path(scratch)
         datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
-        page = render_page(datas, evaluate(datas))
-    if output is None:
-        more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
-        output = Path("reports") / f"{run_ids[0]}{more}.html"
+        histories = {d.run["id"]: run_history(store, d) for d in datas}
+        page = render_page(datas, evaluate(datas), histories=histories)
+    more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
+    write_html(page, output or Path("reports") / f"{run_ids[0]}{more}.html")
+
+
+def write_html(page: str, output: Path) -> None:
+    """Write a page (its folder made), then one line: where, and its size."""
+    from dlperf.errors import DlperfError
+
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(page, encoding="utf-8")

@@ -26,14 +26,15 @@ def history_sections(history: StudyHistory, *, plot_dir: Path | None = None) -> 
     """Every timeline of `history` as sections; figures are drawn into `plot_dir` (None: no figures)."""
     out: list[Section] = []
     n = len(history.timelines)
-    out.append(Note(f"history of study {history.study}: {n} machine{'s' if n != 1 else ''} "
-                    "(one timeline each, never merged); metric: median time per step with its 95% interval",
-                    markdown=f"# History of study `{history.study}`\n\n{n} machine{'s' if n != 1 else ''}, "
-                             "one timeline each (never merged); metric: median time per step with its 95% "
-                             "interval."))
+    machines = f"{n} machine{'s' if n != 1 else ''}"
+    out.append(Note(f"history of study {history.study}: {machines} (one timeline each, never merged); metric: "
+                    "median time per step with its 95% interval", markdown=""))
+    out.append(Heading(f"# History of study `{history.study}`",
+                       intro=f"{machines}, one timeline each (never merged); metric: median time per step with "
+                             "its 95% interval."))
     for t in history.timelines:
         out += _timeline_sections(history, t, plot_dir)
-    out.append(Note(method_text(history), markdown=f"*Method.* {method_text(history)}"))
+    out.append(Note(method_text(history), markdown=f"Method: {method_text(history)}"))
     if history.fail_pct is not None:
         failed = history.failures()
         names = ", ".join(f"{c.case_key} on {t.machine_id} ({c.newest.verdict})" for t, c in failed)

@@ -294,13 +294,19 @@ def sections(data: ReportData) -> list[Section]:
     lines = ceiling_lines(points)
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
     overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(set_now)})" if set_now else "")
-    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
-                          f"roofline of run {data.run['id']} ({len(points)} cases)", stem=f"roofline-{data.run['id']}")
+    placeable = any(p.metrics.flops_per_s and p.metrics.arithmetic_intensity for p in points)
+    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir, f"roofline of run {data.run['id']} "
+                          f"({len(points)} cases)", stem=f"roofline-{data.run['id']}") if placeable else []
+    if not placeable:
+        notes = [*notes, "no roofline plot: no case has both a FLOP/s rate and an arithmetic intensity"]
     # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.
-    out.append(Figure(paths, "roofline", heading="## Roofline", only="markdown",
-                      markdown_notes=["Ceilings:", "", *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
-                                                         for line in lines], "",
-                                      overrides + "."]))
+    ceilings_md = ["Ceilings:", "", *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"
+                                       for line in lines], "", overrides + "."]
+    if paths:
+        out.append(Figure(paths, "roofline", heading="## Roofline", only="markdown", markdown_notes=ceilings_md))
+    else:  # the same place and text, without a plot
+        out.append(Heading("## Roofline"))
+        out.append(Note("", markdown="\n".join(ceilings_md), terminal=False))
     for note in notes:
         out.append(Note(note, markdown=note + ".", terminal=False))
     out.append(Table("roofline: each case against the ceilings of its memory level and the compute peak",
@@ -308,5 +314,5 @@ def sections(data: ReportData) -> list[Section]:
     for note in notes:
         out.append(Note(note, markdown=""))
     out.append(Figure(paths, "roofline", label="roofline plot", only="terminal",
-                      notes=["ceilings:", *[f"  {line}" for line in lines], overrides]))
+                      notes=["ceilings:", *[f"  {line}" for line in lines], overrides]))  # no paths: no file named
     return out

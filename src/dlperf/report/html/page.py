@@ -23,6 +23,7 @@ from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_bl
 from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.registry import study_sections
 from dlperf.report.sample_plots import sample_sections
+from dlperf.report.sections import Section
 from dlperf.report.study import ReportData
 from dlperf.report.tables import FAILED
 
@@ -68,8 +69,9 @@ def overview_blocks(datas: list[ReportData]) -> list[dict[str, Any]]:
                          "started"], rows, text_cols=(7,), row_classes=classes)]
 
 
-def run_part(index: int, data: ReportData) -> dict[str, Any]:
-    """One run's part of the page: its id for links, its title, and each subsection's HTML."""
+def run_part(index: int, data: ReportData, history: list[Section] | None = None) -> dict[str, Any]:
+    """One run's part of the page: its id for links, its title, and each subsection's HTML (`history`: the
+    study's timeline on this run's machine, when the store holds other runs of it there)."""
     anchor = f"run-{index}"
     commands, caveats = reproduce(data.run, data.env)
     study = blocks(study_sections(data), prefix=f"r{index}s")
@@ -81,6 +83,8 @@ def run_part(index: int, data: ReportData) -> dict[str, Any]:
         ("flags", "Validity and noise flags", parts.flag_blocks(data.results)),
         ("env", "Environment", parts.environment_blocks(data.env)),
     ]
+    if history:
+        subsections.append(("history", "History of this study on this machine", blocks(history, prefix=f"r{index}h")))
     return {"anchor": anchor, "run": data.run,
             "title": f"Run {data.run['id']}: study {data.run.get('study')} ({data.run.get('variant')})",
             "subsections": [{"anchor": f"{anchor}-{key}", "title": title, "html": render_blocks(items)}
@@ -88,12 +92,14 @@ def run_part(index: int, data: ReportData) -> dict[str, Any]:
             "commands": commands, "caveats": caveats}
 
 
-def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None) -> str:
-    """The whole page for these runs (at least one) and the verdicts on them, as one HTML string."""
+def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None,
+                histories: dict[str, list[Section]] | None = None) -> str:
+    """The whole page for these runs (at least one) and the verdicts on them, as one HTML string
+    (`histories`: by run id, the sections of its study's history on its machine)."""
     if not datas:
         raise ValueError("render_page needs at least one run")
     when = generated_at or datetime.now(UTC)
-    runs = [run_part(i, d) for i, d in enumerate(datas, 1)]
+    runs = [run_part(i, d, (histories or {}).get(d.run["id"])) for i, d in enumerate(datas, 1)]
     from dlperf import __version__
 
     page = jinja_env().get_template("page.html.j2").render(
@@ -104,3 +110,19 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
         data_id=SCRIPT_ID, data=Markup(script_json(document(datas, verdicts, when))),
         n_results=sum(len(d.results) for d in datas))
     return WEB_ADDRESS.sub(r"\1&#58;", page)  # a URL in a stored string is text, never a reference
+
+
+def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: dict[str, Any], *,
+                         intro: str | None = None, generated_at: datetime | None = None) -> str:
+    """A self-contained page of titled section lists (`dlperf history`, `dlperf matrix`), `data` embedded as
+    JSON: the same renderer, style and script as the run report, and no web address either."""
+    from dlperf import __version__
+
+    when = generated_at or datetime.now(UTC)
+    drawn = [{"anchor": f"part-{i}", "title": t, "html": render_blocks(blocks(sections, prefix=f"p{i}"))}
+             for i, (t, sections) in enumerate(parts_, 1)]
+    page = jinja_env().get_template("sections_page.html.j2").render(
+        title=title, intro=intro, generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__, parts=drawn,
+        style=Markup(_asset("style.css")), script=Markup(_asset("page.js")), data_id=SCRIPT_ID,
+        data=Markup(script_json(data)))
+    return WEB_ADDRESS.sub(r"\1&#58;", page)
