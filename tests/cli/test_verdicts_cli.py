@@ -34,6 +34,12 @@ def test_every_claim_is_printed_with_a_verdict_and_the_runs_used_are_named(store
         assert claim.id in res.stdout
     assert f"{len(load_claims())} claims: " in res.stdout
     assert "no CUDA GPU in these runs" in res.stdout
+    # the claims' own words only with --long (the table stays readable in a terminal)
+    some = load_claims()[0].text.split()[:3]
+    assert " ".join(some) not in " ".join(res.stdout.split())
+    long_ = dlperf_main("verdicts", "--long", db=db)
+    assert long_.returncode == 0 and "claim text" in long_.stdout and "quantity" in long_.stdout
+    assert " ".join(some) in " ".join(long_.stdout.replace("│", " ").split())
 
 
 def test_json_has_one_verdict_per_claim(store: tuple[Path, str], dlperf_main: DlperfMain) -> None:

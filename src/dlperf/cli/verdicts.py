@@ -45,8 +45,9 @@ def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool) -> str:
 @click.command("verdicts")
 @click.argument("run_refs", nargs=-1, metavar="[RUN]...")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--long", "long_", is_flag=True, help="the table with each claim's text and what it compares")
 @db_option
-def verdicts(run_refs: tuple[str, ...], fmt: str, db: str | None) -> None:
+def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -> None:
     """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
     study): holds, does not hold (by how much), or cannot check here (and what is missing)."""
     from dlperf.cli.readers import report_data
@@ -67,24 +68,30 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, db: str | None) -> None:
                                "studies_never_run": never,
                                "verdicts": [dataclasses.asdict(v) for v in found]}, indent=2, default=str))
         return
-    print_table(found, runs_line(runs, never, bool(run_refs)))
+    print_table(found, runs_line(runs, never, bool(run_refs)), long_)
 
 
-def print_table(found: list[Any], line: str) -> None:
-    """The verdicts as a rich table, every string escaped, the verdict coloured, then a count."""
+def print_table(found: list[Any], line: str, long_: bool = False) -> None:
+    """The verdicts as a rich table, every string escaped, the verdict coloured, then a count (`long_`: with
+    each claim's text and quantity; without, the claim ids name them and `--long` or the HTML report says)."""
     from rich.markup import escape
     from rich.table import Table
 
     console = new_console()
     table = Table(title="the seed studies' claims on these runs", title_justify="left", show_lines=True)
-    for name, kw in (("claim", {"no_wrap": True}), ("claim text", {"min_width": 24, "ratio": 3}),
-                     ("paper", {"min_width": 14, "ratio": 2}), ("measured", {"min_width": 10, "ratio": 1}),
-                     ("verdict", {"no_wrap": True}), ("detail", {"min_width": 24, "ratio": 4})):
+    columns = [("claim", {"no_wrap": True}), ("claim text", {"min_width": 24, "ratio": 3}),
+               ("quantity", {"min_width": 16, "ratio": 2}), ("paper", {"min_width": 14, "ratio": 2}),
+               ("measured", {"min_width": 10, "ratio": 1}), ("verdict", {"no_wrap": True}),
+               ("detail", {"min_width": 24, "ratio": 4})]
+    shown = [c for c in columns if long_ or c[0] not in ("claim text", "quantity")]
+    for name, kw in shown:
         table.add_column(name, **kw)
     for v in found:
         style = VERDICT_STYLE[v.verdict]
-        table.add_row(escape(v.claim_id), escape(v.text), escape(v.paper), escape(v.measured or "-"),
-                      f"[{style}]{escape(v.verdict)}[/{style}]", escape(v.detail))
+        cells = {"claim": escape(v.claim_id), "claim text": escape(v.text), "quantity": escape(v.quantity),
+                 "paper": escape(v.paper), "measured": escape(v.measured or "-"),
+                 "verdict": f"[{style}]{escape(v.verdict)}[/{style}]", "detail": escape(v.detail)}
+        table.add_row(*(cells[name] for name, _ in shown))
     console.print(escape(line), highlight=False, soft_wrap=True)
     console.print(table)
     counts = {k: sum(v.verdict == k for v in found) for k in VERDICT_STYLE}
