@@ -184,6 +184,39 @@ def test_the_page_has_its_parts_and_nothing_external(tmp_path: Path) -> None:
     assert "no GPU" in page and "MemoryError" in page and "oom" in page
 
 
+def test_an_address_glued_to_a_word_is_no_address_either(tmp_path: Path) -> None:
+    """`xhttps://host/a.js` in a stored reason: neither the page nor its JSON holds an http(s):// afterwards."""
+    results = [result("bad", None, status="error", reason="see xhttps://evil.example/b.js and Xhttp://x.example")]
+    page = render_page([data_of(results, tmp_path)], [])
+    assert not re.search(r"(?i)https?://", page)
+    assert extract(page)["runs"][0]["results"][0]["reason"] == "see xhttps://evil.example/b.js and Xhttp://x.example"
+
+
+def test_rendering_twice_gives_the_same_page(tmp_path: Path) -> None:
+    """Figure ids come from the page's own parts, not from what the process drew before."""
+    data = data_of([result(f"k{i}", samples(1e-3 * (i + 1), i)) for i in range(3)], tmp_path)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    first = render_page([data], [], generated_at=when)
+    render_html([Note("another page in between")])
+    assert render_page([data], [], generated_at=when) == first
+
+
+def test_a_verdict_detail_shows_its_command_as_code(tmp_path: Path) -> None:
+    v = Verdict("c1", "000_x.txt", "mlp", "text", "q", "87.6x", None, CANNOT_CHECK,
+                "no mlp run given; run `dlperf run mlp --quick`")
+    page = render_page([data_of([result("a", samples(1e-3, 1))], tmp_path)], [v])
+    shown = page.split('<script type="application/json"')[0]  # the JSON keeps the text as stored
+    assert "<code>dlperf run mlp --quick</code>" in shown and "`dlperf run mlp" not in shown
+
+
+def test_a_dirty_commit_is_checked_out_clean_and_said(tmp_path: Path) -> None:
+    from dlperf.report.html.commands import reproduce
+
+    commands, caveats = reproduce(run_row(), {"dlperf_git_commit": "abc123-dirty"})
+    assert commands[0].startswith("git checkout abc123 ") and "-dirty" not in commands[0]
+    assert any("not committed" in c for c in caveats)
+
+
 def test_the_commands_come_from_the_stored_run() -> None:
     args = run_command(run_row())
     assert args == ["dlperf", "run", "studies/x.yaml", "--quick", "--framework", "numpy", "--timeout", "30",

@@ -37,7 +37,7 @@ def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120,
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for p in paths:
-            with plt.rc_context({"svg.fonttype": "none"}):
+            with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": stem}):  # ids from content, not random
                 fig.savefig(p, dpi=dpi, metadata={"Date": None} if p.suffix == ".svg" else None)
     except OSError as exc:
         raise DlperfError(f"{out_dir}: cannot write plots ({exc.strerror or exc})") from None

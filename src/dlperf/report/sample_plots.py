@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import re
 import statistics
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -111,7 +112,9 @@ def box_plot(items: list[tuple[CaseResult, list[float]]], out_dir: Path, stem: s
     ax.set_xlabel("seconds per call (each sample: its block's time / its calls)" + ("; log scale" if log else ""))
     ax.set_title(title, fontsize=10, loc="left")
     ax.grid(True, axis="x", which="both", alpha=0.25)
-    fig.tight_layout()
+    with warnings.catch_warnings():  # very long case keys: the layout is left as is, not warned about on stderr
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout()
     paths = save_figure(fig, out_dir, stem, formats=("svg",))
     add_titles(paths[0], tips)
     return paths

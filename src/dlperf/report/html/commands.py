@@ -69,7 +69,12 @@ def reproduce(run: dict[str, Any], env: dict[str, Any]) -> tuple[list[str], list
     commands: list[str] = []
     caveats: list[str] = []
     commit = env.get("dlperf_git_commit") or (run.get("derived") or {}).get("dlperf_git_commit")
-    if commit:
+    if commit and str(commit).endswith("-dirty"):
+        commit = str(commit).removesuffix("-dirty")
+        commands.append(f"git checkout {shlex.quote(commit)}   # the commit under the run's checkout")
+        caveats.append("the run's checkout had changes that were not committed (its commit was recorded as "
+                       f"{commit}-dirty): this commit alone may not be the code that measured it")
+    elif commit:
         commands.append(f"git checkout {shlex.quote(str(commit))}   # the dlperf commit the run was measured with")
     else:
         caveats.append(f"dlperf's commit was not recorded (version {run.get('dlperf_version') or 'unknown'}): "

@@ -23,7 +23,7 @@ from dlperf.report.study import ReportData
 FORMAT = "dlperf-html-report"
 VERSION = 1
 SCRIPT_ID = "dlperf-data"
-_ADDRESS = re.compile(r"(?i)\b(https?):(?=//)")
+_ADDRESS = re.compile(r"(?i)(https?):(?=//)")
 
 
 def _finite(value: Any) -> Any:

@@ -25,7 +25,6 @@ from dlperf.report.sections import Figure, Heading, Note, Section, Table
 #: Tables longer than this show their first rows and a button for the rest (the page's script).
 COLLAPSE_ROWS = 25
 _NUMERIC = re.compile(r"^[-+~<>]?\s*[$]?[\d.,]+(e[-+]?\d+)?\s*\S{0,6}$", re.IGNORECASE)
-_FIGURES = count(1)
 
 
 @lru_cache(maxsize=1)
@@ -108,8 +107,8 @@ def figure_block(fig: Figure, prefix: str) -> dict[str, Any]:
         twin = png.with_suffix(".svg")
         if twin not in svgs and twin.exists():
             svgs.append(twin)
-    for svg in svgs:
-        text = read_svg(svg, f"{prefix}{next(_FIGURES)}-")
+    for k, svg in enumerate(svgs):
+        text = read_svg(svg, f"{prefix}-{k}-")
         if text is not None:
             images.append({"svg": Markup(text), "name": svg.name})
     inlined = {i["name"] for i in images}
@@ -124,8 +123,10 @@ def figure_block(fig: Figure, prefix: str) -> dict[str, Any]:
 
 
 def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]:
-    """Sections as the template's blocks, Markdown's choice of what to show and in what order."""
+    """Sections as the template's blocks, Markdown's choice of what to show and in what order (figures'
+    SVG ids prefixed `prefix` and their number here: give each call a prefix of its own on a page)."""
     out: list[dict[str, Any]] = []
+    figures = count(1)
     for s in sections:
         if isinstance(s, Table):
             out.append(table_block(s.header, s.rows, caption=None if s.heading else s.title, heading=s.heading,
@@ -142,7 +143,7 @@ def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]
                     else:
                         out.append(b)
         elif isinstance(s, Figure) and s.only != "terminal":
-            out.append(figure_block(s, prefix))
+            out.append(figure_block(s, f"{prefix}{next(figures)}"))
     return out
 
 

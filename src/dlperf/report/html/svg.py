@@ -22,7 +22,7 @@ _DROP = (
 _ID = re.compile(r'\bid="([^"]+)"')
 #: A scheme followed by // anywhere in the page; what is left of one (a URL in a stored string) is made
 #: plain text by an entity for its colon, so nothing on the page reads as a web address.
-WEB_ADDRESS = re.compile(r"(?i)\b(https?):(?=//)")
+WEB_ADDRESS = re.compile(r"(?i)(https?):(?=//)")
 
 
 def inline_svg(text: str, prefix: str) -> str:
