@@ -110,8 +110,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     render_terminal(data.run, data.env, data.results, console)
     render_sections(study_sections(data), console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
-    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format markdown | "
-                  f"dlperf export {summary.run_id} --format csv", highlight=False)
+    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html | "
+                  f"dlperf verdicts {summary.run_id} | dlperf export {summary.run_id} --format csv", highlight=False)
 
 
 def warn_line(text: str) -> None:
