@@ -28,7 +28,8 @@ def test_every_claim_is_printed_with_a_verdict_and_the_runs_used_are_named(store
     db, run_id = store
     res = dlperf_main("verdicts", db=db)
     assert res.returncode == 0 and res.stderr == "", res.stderr
-    assert f"runs judged (the newest complete run of each study with an ok case): {run_id} (backends, full, complete)" in res.stdout
+    assert (f"runs judged (the newest complete run of each study with an ok case): {run_id} (backends, full, "
+            "complete)") in res.stdout
     assert "no complete run with an ok case of mlp, cnn, ops in this store" in res.stdout
     for claim in load_claims():
         assert claim.id in res.stdout
