@@ -28,8 +28,9 @@ def test_every_claim_is_printed_with_a_verdict_and_the_runs_used_are_named(store
     db, run_id = store
     res = dlperf_main("verdicts", db=db)
     assert res.returncode == 0 and res.stderr == "", res.stderr
-    assert f"runs judged (the newest complete run of each study): {run_id} (backends, full, complete)" in res.stdout
-    assert "no complete run of mlp, cnn, ops in this store" in res.stdout
+    assert (f"runs judged (the newest complete run of each study with an ok case): {run_id} (backends, full, "
+            "complete)") in res.stdout
+    assert "no complete run with an ok case of mlp, cnn, ops in this store" in res.stdout
     for claim in load_claims():
         assert claim.id in res.stdout
     assert f"{len(load_claims())} claims: " in res.stdout
@@ -65,3 +66,27 @@ def test_an_unknown_run_or_store_is_one_line(store: tuple[Path, str], dlperf_mai
     missing = dlperf_main("verdicts", db=tmp_path / "absent.sqlite")
     assert_one_line_error(missing)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_an_empty_newer_run_is_passed_over_and_named_when_given(store: tuple[Path, str], dlperf_main: DlperfMain,
+                                                                 tmp_path: Path) -> None:
+    import shutil
+
+    from dlperf.store import Store
+
+    db, run_id = store
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(db, copy)
+    s = Store(copy)
+    empty = s.create_run(study="backends", variant="full", study_hash="h", study_path="p", filters={}, settings={},
+                         env_id=int(s.run(run_id)["env_id"]), n_cases=5, dlperf_version="0")
+    s.set_run_status(empty, "complete")
+    s.engine.dispose()
+    res = dlperf_main("verdicts", db=copy)
+    assert res.returncode == 0, res.stderr
+    assert f"{run_id} (backends, full, complete)" in res.stdout
+    assert f"passed over (complete, no ok case): {empty}" in " ".join(res.stdout.split())
+    given = json.loads(dlperf_main("verdicts", empty, "--format", "json", db=copy).stdout)
+    by_id = {v["claim_id"]: v for v in given["verdicts"]}
+    assert by_id["003-seq-over-vec-mlp"]["detail"] == (f"run {empty} has no backends results (complete, 0 of 5 "
+                                                       "cases stored); run `dlperf run backends --quick`")

@@ -1,7 +1,8 @@
 """`dlperf verdicts [RUN...]`: every seed study's headline claims, put to the test on the user's runs.
 
-With RUNs, those runs are judged; with none, the newest complete run of each study a claim needs
-(mlp, cnn, ops, backends). Read-only: the store is opened without creating anything, and no plot is drawn.
+With RUNs, those runs are judged; with none, the newest complete run with at least one ok case of each
+study a claim needs (mlp, cnn, ops, backends). Read-only: the store is opened without creating anything,
+and no plot is drawn.
 """
 
 from __future__ import annotations
@@ -19,26 +20,31 @@ CLAIM_STUDIES = ("mlp", "cnn", "ops", "backends")
 VERDICT_STYLE = {"holds": "green", "does not hold": "red", "cannot check here": "yellow"}
 
 
-def default_runs(store: Any) -> tuple[list[str], list[str]]:
-    """(ids of the newest complete run of each claim study, the studies with no complete run)."""
-    chosen, never = [], []
+def default_runs(store: Any) -> tuple[list[str], list[str], list[str]]:
+    """(ids of the newest complete run of each claim study with at least one ok case, the studies with no
+    complete run, the newer complete runs passed over because they stored no ok case)."""
+    chosen, never, skipped = [], [], []
     for study in CLAIM_STUDIES:
-        run = next((r for r in store.runs_of_study(study) if r["status"] == "complete"), None)
+        complete = [r for r in store.runs_of_study(study) if r["status"] == "complete"]  # newest first
+        run = next((r for r in complete if any(c.ok for c in store.results(str(r["id"])))), None)
         if run is None:
             never.append(study)
         else:
             chosen.append(str(run["id"]))
-    return chosen, never
+        skipped += [str(r["id"]) for r in complete[: complete.index(run) if run else len(complete)]]
+    return chosen, never, skipped
 
 
-def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool) -> str:
+def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool, skipped: list[str] | None = None) -> str:
     """Which runs were judged, and how they were chosen."""
     used = ", ".join(f"{r['id']} ({r['study']}{', ' + r['variant'] if r.get('variant') else ''}, {r['status']})"
                      for r in runs) or "none"
-    how = "the runs given" if given else "the newest complete run of each study"
+    how = "the runs given" if given else "the newest complete run of each study with an ok case"
     line = f"runs judged ({how}): {used}"
+    if skipped:
+        line += f"; passed over (complete, no ok case): {', '.join(skipped)}"
     if never:
-        line += f"; no complete run of {', '.join(never)} in this store"
+        line += f"; no complete run with an ok case of {', '.join(never)} in this store"
     return line
 
 
@@ -49,7 +55,7 @@ def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool) -> str:
 @db_option
 def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -> None:
     """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
-    study): holds, does not hold (by how much), or cannot check here (and what is missing)."""
+    study with an ok case): holds, does not hold (by how much), or cannot check here (and what is missing)."""
     from dlperf.cli.readers import report_data
     from dlperf.report.claims import evaluate
 
@@ -57,18 +63,19 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -
     if run_refs:
         ids = list(dict.fromkeys(store.resolve_run(ref) for ref in run_refs))  # an unknown run: one line, exit 2
         never: list[str] = []
+        skipped: list[str] = []
     else:
-        ids, never = default_runs(store)
+        ids, never, skipped = default_runs(store)
     # report_data reads only; its plot_dir is where reports would draw, and nothing here draws
     datas = [report_data(store, run_id, None) for run_id in ids]
     found = evaluate(datas)
     runs = [d.run for d in datas]
     if fmt == "json":
         click.echo(json.dumps({"runs": [{k: r.get(k) for k in ("id", "study", "variant", "status")} for r in runs],
-                               "studies_never_run": never,
+                               "studies_never_run": never, "passed_over": skipped,
                                "verdicts": [dataclasses.asdict(v) for v in found]}, indent=2, default=str))
         return
-    print_table(found, runs_line(runs, never, bool(run_refs)), long_)
+    print_table(found, runs_line(runs, never, bool(run_refs), skipped), long_)
 
 
 def print_table(found: list[Any], line: str, long_: bool = False) -> None:

@@ -22,6 +22,25 @@ def _by_model(results: list[CaseResult]) -> dict[str, dict[str, CaseResult]]:
     return out
 
 
+def claim_time(results: list[CaseResult], model: str, framework: str) -> tuple[float | None, str]:
+    """The time per step the 003 claims judge: the median over repetitions of the ok, not invalid cases of
+    this backend and model on its device (`report.claims.figures`); None and why where there is none."""
+    from dlperf.report.claims.figures import CannotCheck, Trail, on_device, times
+
+    device = "cuda" if framework.startswith("nn-cuda") else "cpu"
+    ok = [r for r in results if r.workload == "backends" and r.ok and r.framework == framework
+          and r.params.get("model") == model and on_device(r, device)]
+    good = Trail().take(ok)
+    if ok and not good:
+        return None, f"missing here: {framework} has only invalid measurements"
+    if not good:
+        return None, _why_missing(results, model, framework)
+    try:
+        return times(good), ""
+    except CannotCheck as exc:
+        return None, f"missing here: {exc}"
+
+
 def _tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[list[str]]]]:
     models = _by_model(results)
     if not models:
@@ -35,13 +54,11 @@ def _tables(results: list[CaseResult]) -> list[tuple[str, list[str], list[list[s
                           f"{format_time(m.time_per_epoch_s_derived)} ({m.steps_per_epoch} steps x median)"])
     sp_h = ["model", *[f"{a} / {b}" for a, b in PAIRS]]
     sp = []
-    for model, fws in sorted(models.items()):
+    for model in sorted(models):
         row = [model]
-        for a, b in PAIRS:
-            if a in fws and b in fws:
-                row.append(f"{fws[a].m.median_s / fws[b].m.median_s:.3g}")
-            else:
-                row.append("-")
+        for a, b in PAIRS:  # the figures the claims judge: medians over repetitions, invalid cases left out
+            ta, tb = claim_time(results, model, a)[0], claim_time(results, model, b)[0]
+            row.append(f"{ta / tb:.3g}" if ta is not None and tb else "-")
         sp.append(row)
     out = [("time per training step; per epoch derived from the per-step median", times_h, times),
            ("speedup matrix: time per step of a / time per step of b (above 1: b is faster; '-': one did not run)",
@@ -92,7 +109,6 @@ def paper_speedups(results: list[CaseResult]) -> tuple[list[str], list[list[str]
     """Study 003's speedup matrix (Figures 5(b) and 6) beside this run's, per model and pair; and the plot's
     points (label, paper, this run)."""
     ref = paper.load("study003_speedups")
-    models = _by_model(results)
     header = ["model", "speedup (time a / time b)", "paper", "where in the paper", "this run"]
     rows, points = [], []
     for model in ("mlp", "cnn"):
@@ -101,14 +117,9 @@ def paper_speedups(results: list[CaseResult]) -> tuple[list[str], list[list[str]
             paper_value = float(quoted[0]["speedup"]) if quoted else None
             where = quoted[0]["where"] if quoted else (
                 "not measured by the paper (Figure 6: sequential too slow)" if model == "cnn" else "not printed")
-            fa, fb = PAPER_BACKENDS[a], PAPER_BACKENDS[b]
-            fws = models.get(model, {})
-            mine = None
-            if fa in fws and fb in fws and fws[fb].m.median_s:
-                mine = fws[fa].m.median_s / fws[fb].m.median_s
-                cell = f"{mine:.3g}"
-            else:
-                cell = _why_missing(results, model, fa if fa not in fws else fb)
+            (ta, why_a), (tb, why_b) = (claim_time(results, model, PAPER_BACKENDS[x]) for x in (a, b))
+            mine = ta / tb if ta is not None and tb else None
+            cell = f"{mine:.3g}" if mine is not None else (why_a or why_b or "missing here: a time of zero")
             rows.append([model, f"{a} / {b}", quoted[0]["speedup"] if quoted else "-", where, cell])
             points.append((f"{model}: {a} / {b}", paper_value, mine))
     return header, rows, points

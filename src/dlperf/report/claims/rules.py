@@ -7,11 +7,12 @@ the verdict is `cannot check here` with what each run lacks. A rule never skips 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlperf.core.result import CaseResult
-from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, pick, runs_with, times
+from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, on_device, pick, runs_with, times
 from dlperf.report.claims.loader import Claim
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 from dlperf.report.study import ReportData
@@ -40,8 +41,18 @@ def rule(name: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def not_run(claim: Claim) -> str:
-    return f"no {claim.study} run given; run `{claim.run}`"
+def not_run(claim: Claim, datas: Sequence[ReportData] = ()) -> str:
+    """Why no run given holds the claim's workload: none of its study was given, or the ones given stored no
+    case of it (an empty or aborted run)."""
+    empty = [d.run for d in datas if d.run.get("study") == claim.study]
+    if not empty:
+        return f"no {claim.study} run given; run `{claim.run}`"
+    said = []
+    for r in empty:
+        planned = f" of {r['n_cases']}" if r.get("n_cases") is not None else ""
+        said.append(f"run {r['id']} has no {claim.workload} results ({r.get('status', 'status unknown')}, "
+                    f"0{planned} cases stored)")
+    return f"{'; '.join(said)}; run `{claim.run}`"
 
 
 def per_run(name: str) -> Callable[[RunRule], RunRule]:
@@ -51,7 +62,7 @@ def per_run(name: str) -> Callable[[RunRule], RunRule]:
             assert claim.workload is not None
             runs = runs_with(datas, claim.workload)
             if not runs:
-                return Outcome(CANNOT_CHECK, None, not_run(claim))
+                return Outcome(CANNOT_CHECK, None, not_run(claim, datas))
             reasons: list[str] = []
             for data in runs:
                 trail = Trail()
@@ -76,8 +87,13 @@ def judge_band(claim: Claim, measured: float, value: float, factor: float, what:
     lo, hi = value / factor, value * factor
     same_side = (measured > 1) == (value > 1)
     rel = measured / value
-    how = (f"{1 / rel:.2g}x below the paper's {value:g}x" if rel < 1
-           else f"{rel:.2g}x above the paper's {value:g}x")
+    if abs(rel - 1) <= 0.005:
+        how = f"equal to the paper's {value:g}x (within 0.5%)"
+    elif 1 / 1.1 < rel < 1.1:  # '1x above' says nothing: a percentage does
+        how = f"{abs(rel - 1) * 100:.2g}% {'below' if rel < 1 else 'above'} the paper's {value:g}x"
+    else:
+        how = (f"{1 / rel:.2g}x below the paper's {value:g}x" if rel < 1
+               else f"{rel:.2g}x above the paper's {value:g}x")
     head = f"measured {fmt_x(measured)}{what}, {how}"
     if lo <= measured <= hi and same_side:
         return HOLDS, f"{head}; tolerance: {claim.tolerance}"
@@ -176,15 +192,20 @@ def backends_ratio(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, s
 
 
 # --- study 002 (ops) ---------------------------------------------------------------------------------------
+Point = tuple[str, str, float, float]  # framework, op, size MB, % of the FP32 peak
+ABOVE_PEAK = ("above the FP32 compute peak: the peak or the precision is wrong, e.g. TF32 matmul on Ampere or "
+              "later")
+
+
 def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
-                  dtype: str) -> tuple[list[tuple[str, str, float, float]], list[str]]:
-    """[(framework, op, size MB, % of the FP32 peak)] of the usable cases, and the cases left out and why."""
+                  dtype: str) -> tuple[list[Point], list[Point]]:
+    """The usable cases placed against the FP32 peak, and those above it (a wrong peak or precision)."""
     from dlperf.report.ops_report import ops_points
 
     cases = pick(data, trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None, device=device,
                  match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
     usable = {id(r.metrics) for r in cases}
-    out, dropped = [], []
+    out, above = [], []
     for pt in ops_points(data):
         if id(pt.metrics) not in usable:
             continue
@@ -194,43 +215,77 @@ def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
         if pct is None:
             raise CannotCheck(f"the {device} FP32 peak is unknown ({pt.ceilings.origin}); set it with a DLPERF_* "
                               "override before the run")
-        if pt.roof.get("flag") == "above compute peak":
-            dropped.append(f"{pt.framework} {pt.op} {pt.size_mb:g} MB above the compute peak ({pct:.0f}%)")
+        (above if pt.roof.get("flag") == "above compute peak" else out).append(
+            (pt.framework, pt.op, pt.size_mb, pct))
+    return out, above
+
+
+def _above(points: list[Point]) -> str:
+    """'torch dot 5 MB 140%, ...' (three at most)."""
+    return ", ".join(f"{f} {o} {s:g} MB {pct:.0f}%" for f, o, s, pct in points[:3]) + (
+        ", ..." if len(points) > 3 else "")
+
+
+def _missing_ops(data: ReportData, pts: list[Point], ops: list[str], device: str, dtype: str) -> str:
+    """'' when every op has a usable case below the peak; else what each op without one lacks."""
+    placed = {x[1] for x in pts}
+    none_at_all, other = [], []
+    for o in ops:
+        if o in placed:
             continue
-        out.append((pt.framework, pt.op, pt.size_mb, pct))
-    if not out:
-        raise CannotCheck("no case could be placed against the peak" + (f" ({'; '.join(dropped)})" if dropped else ""))
-    return out, dropped
+        try:
+            pick(data, Trail(), f"{dtype} {o}", workload="ops", framework=None, device=device,
+                 match=lambda q, o=o: q.get("op") == o and q.get("dtype", "float32") == dtype)
+        except CannotCheck as exc:
+            if not any(r.params.get("op") == o and r.params.get("dtype", "float32") == dtype and on_device(r, device)
+                       for r in data.of("ops")):
+                none_at_all.append(o)
+            else:
+                other.append(f"{o}: {exc}")
+            continue
+        other.append(f"{o}: every case {ABOVE_PEAK}")
+    if none_at_all:
+        other.insert(0, f"{', '.join(none_at_all)}: no {dtype} case on {device} in run {data.run['id']}")
+    return "; ".join(other)
 
 
 @per_run("ops_efficiency_max")
 def ops_efficiency_max(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
     p = claim.params
-    pts, dropped = _efficiencies(data, trail, list(p["ops"]), p["device"], p["dtype"])
+    ops = list(p["ops"])
+    pts, above = _efficiencies(data, trail, ops, p["device"], p["dtype"])
+    missing = _missing_ops(data, pts, ops, p["device"], p["dtype"])
+    if missing:  # a claim on every op is not judged on some of them
+        raise CannotCheck(missing)
     cap = float(p["max_pct"])
     lo, hi = min(x[3] for x in pts), max(x[3] for x in pts)
     over = [x for x in pts if x[3] >= cap]
-    extra = f"; left out: {'; '.join(dropped)}" if dropped else ""
+    extra = f"; left out, {ABOVE_PEAK}: {_above(above)}" if above else ""
     if over:
         worst = max(over, key=lambda x: x[3])
         return DOES_NOT_HOLD, f"{lo:.3g}-{hi:.3g}%", (
             f"{len(over)} of {len(pts)} cases at or above {cap:g}%, up to {worst[3]:.3g}% ({worst[0]} {worst[1]} "
             f"{worst[2]:g} MB), {worst[3] / cap:.2g}x the bound; tolerance: {claim.tolerance}{extra}")
-    return HOLDS, f"{lo:.3g}-{hi:.3g}%", f"all {len(pts)} cases below {cap:g}%; tolerance: {claim.tolerance}{extra}"
+    return HOLDS, f"{lo:.3g}-{hi:.3g}%", (f"all {len(pts)} cases of {', '.join(ops)} below {cap:g}%; "
+                                         f"tolerance: {claim.tolerance}{extra}")
 
 
 @per_run("ops_efficiency_band")
 def ops_efficiency_band(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str]:
     p = claim.params
-    pts, dropped = _efficiencies(data, trail, [p["op"]], p["device"], p["dtype"])
+    pts, above = _efficiencies(data, trail, [p["op"]], p["device"], p["dtype"])
     low, high = float(p["low_pct"]), float(p["high_pct"])
+    bad = sorted({x[0] for x in above})  # a framework with any point above the peak is not judged at all
     by_fw: dict[str, list[float]] = {}
     for fw, _, _, pct in pts:
-        by_fw.setdefault(fw, []).append(pct)
-    medians = {fw: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1: len(v) // 2 + 1]) / 2
-               for fw, v in sorted(by_fw.items())}
+        if fw not in bad:
+            by_fw.setdefault(fw, []).append(pct)
+    unjudged = f"{', '.join(bad)}: {ABOVE_PEAK} ({_above(above)})" if bad else ""
+    if not by_fw:
+        raise CannotCheck(unjudged or f"no {p['op']} case could be placed against the peak")
+    medians = {fw: statistics.median(v) for fw, v in sorted(by_fw.items())}
     shown = ", ".join(f"{fw} {m:.3g}%" for fw, m in medians.items())
-    extra = f"; left out: {'; '.join(dropped)}" if dropped else ""
+    extra = f"; cannot check {unjudged}" if bad else ""
     out = {fw: m for fw, m in medians.items() if not low <= m <= high}
     if out:
         how = ", ".join(f"{fw} {m:.3g}% ({low - m:.3g} points below {low:g}%)" if m < low else

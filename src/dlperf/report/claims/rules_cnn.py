@@ -95,6 +95,7 @@ def cnn_memory(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, 
     p = claim.params
     ratios: dict[Point, float] = {}
     reasons = []
+    dropped = 0  # readings at or below zero (a CPU peak RSS under its baseline) say nothing of the memory used
     for device in sorted({r.device for r in data.of("cnn")} | {"cpu"}):
         try:
             slow, fast = _pair(claim, data, trail, device)
@@ -102,16 +103,22 @@ def cnn_memory(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, 
             reasons.append(str(exc))
             continue
         for pt in sorted(slow.keys() & fast.keys()):
-            ms = [m for m in map(_memory, slow[pt]) if m]
-            mf = [m for m in map(_memory, fast[pt]) if m]
+            read_s = [m for m in map(_memory, slow[pt]) if m is not None]
+            read_f = [m for m in map(_memory, fast[pt]) if m is not None]
+            ms, mf = [m for m in read_s if m > 0], [m for m in read_f if m > 0]
+            dropped += len(read_s) - len(ms) + len(read_f) - len(mf)
             if ms and mf:
                 ratios[pt] = statistics.median(ms) / statistics.median(mf)
+    left_out = (f"; {dropped} memory reading(s) at or below zero left out (peak under the baseline)"
+                if dropped else "")
     if not ratios:
-        raise CannotCheck("; ".join(reasons) or f"no point with memory measured for both in run {data.run['id']}")
+        raise CannotCheck(("; ".join(reasons) or f"no point with memory measured for both in run {data.run['id']}")
+                          + left_out)
     wins = sum(v > 1 for v in ratios.values())
     lo, hi = min(ratios.values()), max(ratios.values())
     measured = f"{p['faster']} smaller at {wins} of {len(ratios)} points ({fmt_x(lo)} to {fmt_x(hi)})"
-    detail = f"{p['slower']}/{p['faster']} memory from {fmt_x(lo)} to {fmt_x(hi)}; tolerance: {claim.tolerance}"
+    detail = (f"{p['slower']}/{p['faster']} memory from {fmt_x(lo)} to {fmt_x(hi)}; tolerance: {claim.tolerance}"
+              + left_out)
     if wins * 2 > len(ratios):
         return HOLDS, measured, detail
     return DOES_NOT_HOLD, measured, (f"{p['faster']} needed less memory at only {wins} of {len(ratios)} points, "
@@ -154,7 +161,7 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
     p = claim.params
     runs = runs_with(datas, "cnn")
     if not runs:
-        return Outcome(CANNOT_CHECK, None, not_run(claim))
+        return Outcome(CANNOT_CHECK, None, not_run(claim, datas))
     trail = Trail()
     results = [r for d in runs for r in trail.take([r for r in d.of("cnn") if r.ok and r.params.get("model") ==
                                                     p["model"]])]
