@@ -294,10 +294,9 @@ def sections(data: ReportData) -> list[Section]:
     lines = ceiling_lines(points)
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
     overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(set_now)})" if set_now else "")
-    placeable = any(p.metrics.flops_per_s and p.metrics.arithmetic_intensity for p in points)
-    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir, f"roofline of run {data.run['id']} "
-                          f"({len(points)} cases)", stem=f"roofline-{data.run['id']}") if placeable else []
-    if not placeable:
+    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
+                          f"roofline of run {data.run['id']} ({len(points)} cases)", stem=f"roofline-{data.run['id']}")
+    if not paths:
         notes = [*notes, "no roofline plot: no case has both a FLOP/s rate and an arithmetic intensity"]
     # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.
     ceilings_md = ["Ceilings:", "", *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}"

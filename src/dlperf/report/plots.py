@@ -54,13 +54,13 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
     `points` are the ops report's `OpsPoint`s (op, framework, device, size_mb, metrics, ceilings);
     colour is the op (in `op_order`), marker the framework; each op's largest size carries a label.
     Each level's line is min(compute peak, AI x its bandwidth), labelled with the level and its GB/s.
-    Returns the written files (STEM.png, STEM.svg; the report names them by run id).
+    Returns the written files (STEM.png, STEM.svg; the report names them by run id), or [] and writes
+    nothing when no case has both a FLOP/s rate and an arithmetic intensity to place.
     """
-    plt = _pyplot()
-
     placed = [p for p in points if p.metrics.flops_per_s and p.metrics.arithmetic_intensity]
     if not placed:
-        raise ValueError("no case has both FLOP/s and an arithmetic intensity to place")
+        return []
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 6.5))
     ops = [o for o in op_order if any(p.op == o for p in placed)]
     frameworks = sorted({p.framework for p in placed})
