@@ -13,17 +13,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from datetime import datetime
 from typing import Any
 
 from dlperf.report.claims.model import Verdict
+from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.study import ReportData
 
 FORMAT = "dlperf-html-report"
 VERSION = 1
 SCRIPT_ID = "dlperf-data"
-_ADDRESS = re.compile(r"(?i)(https?):(?=//)")
 
 
 def _finite(value: Any) -> Any:
@@ -49,7 +48,7 @@ def script_json(doc: dict[str, Any]) -> str:
     text = json.dumps(_finite(doc), default=str, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return _ADDRESS.sub(r"\1\\u003a", text)
+    return WEB_ADDRESS.sub(r"\1\\u003a", text)
 
 
 def extract(page: str) -> Any:

@@ -92,6 +92,18 @@ def run_part(index: int, data: ReportData, history: list[Section] | None = None)
             "commands": commands, "caveats": caveats}
 
 
+def _page(template: str, title: str, doc: dict[str, Any], generated_at: datetime, **parts: Any) -> str:
+    """A template of base.html.j2 drawn with what every page shares (title, time, version, the inline style
+    and script, `doc` as the embedded JSON); any web address left in a stored string made plain text."""
+    from dlperf import __version__
+
+    page = jinja_env().get_template(template).render(
+        title=title, generated=f"{generated_at:%Y-%m-%d %H:%M} UTC", version=__version__,
+        style=Markup(_asset("style.css")), script=Markup(_asset("page.js")), data_id=SCRIPT_ID,
+        data=Markup(script_json(doc)), **parts)
+    return WEB_ADDRESS.sub(r"\1&#58;", page)  # a URL in a stored string is text, never a reference
+
+
 def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None,
                 histories: dict[str, list[Section]] | None = None) -> str:
     """The whole page for these runs (at least one) and the verdicts on them, as one HTML string
@@ -100,29 +112,16 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
         raise ValueError("render_page needs at least one run")
     when = generated_at or datetime.now(UTC)
     runs = [run_part(i, d, (histories or {}).get(d.run["id"])) for i, d in enumerate(datas, 1)]
-    from dlperf import __version__
-
-    page = jinja_env().get_template("page.html.j2").render(
-        title=(f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"),
-        generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__, runs=runs,
-        overview=render_blocks(overview_blocks(datas)), verdicts=render_blocks(verdict_blocks(verdicts)),
-        n_verdicts=len(verdicts), style=Markup(_asset("style.css")), script=Markup(_asset("page.js")),
-        data_id=SCRIPT_ID, data=Markup(script_json(document(datas, verdicts, when))),
-        n_results=sum(len(d.results) for d in datas))
-    return WEB_ADDRESS.sub(r"\1&#58;", page)  # a URL in a stored string is text, never a reference
+    title = f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
+    return _page("page.html.j2", title, document(datas, verdicts, when), when, runs=runs,
+                 overview=render_blocks(overview_blocks(datas)), verdicts=render_blocks(verdict_blocks(verdicts)),
+                 n_results=sum(len(d.results) for d in datas))
 
 
 def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: dict[str, Any], *,
                          intro: str | None = None, generated_at: datetime | None = None) -> str:
     """A self-contained page of titled section lists (`dlperf history`, `dlperf matrix`), `data` embedded as
     JSON: the same renderer, style and script as the run report, and no web address either."""
-    from dlperf import __version__
-
-    when = generated_at or datetime.now(UTC)
     drawn = [{"anchor": f"part-{i}", "title": t, "html": render_blocks(blocks(sections, prefix=f"p{i}"))}
              for i, (t, sections) in enumerate(parts_, 1)]
-    page = jinja_env().get_template("sections_page.html.j2").render(
-        title=title, intro=intro, generated=f"{when:%Y-%m-%d %H:%M} UTC", version=__version__, parts=drawn,
-        style=Markup(_asset("style.css")), script=Markup(_asset("page.js")), data_id=SCRIPT_ID,
-        data=Markup(script_json(data)))
-    return WEB_ADDRESS.sub(r"\1&#58;", page)
+    return _page("sections_page.html.j2", title, data, generated_at or datetime.now(UTC), parts=drawn, intro=intro)
