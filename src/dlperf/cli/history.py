@@ -33,19 +33,32 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     return runs, envs, results
 
 
-def run_history(store: Any, data: Any) -> list[Any]:
-    """For the HTML report of one run: its study's history on the run's machine (every run of the study
-    there, this one marked by its id in the run table), or [] when the run is the only one there."""
+def run_histories(store: Any, datas: list[Any]) -> dict[str, list[Any]]:
+    """For the HTML report, by run id: the run's study's history on the run's machine (every run of the study
+    there), or [] when the run is the only one there. Each study's runs are read once, and results only of
+    the runs on a machine that has more than one."""
     from dlperf.report.history import build_history
     from dlperf.report.history_report import history_sections
     from dlperf.report.machines import machine_id
 
-    runs, envs, results = study_runs(store, str(data.run["study"]))
-    mid = machine_id(envs[data.run["id"]])
-    if sum(machine_id(envs[r["id"]]) == mid for r in runs) < 2:
-        return []
-    hist = build_history(str(data.run["study"]), runs, envs, results, machine=mid)
-    return history_sections(hist, plot_dir=data.plot_dir / "history")
+    out: dict[str, list[Any]] = {}
+    results: dict[str, list[Any]] = {}
+    for study in dict.fromkeys(str(d.run["study"]) for d in datas):
+        runs = store.runs_of_study(study)
+        envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
+        machines = {r["id"]: machine_id(envs[r["id"]]) for r in runs}
+        for data in (d for d in datas if str(d.run["study"]) == study):
+            mid = machines[data.run["id"]]
+            mine = [r for r in runs if machines[r["id"]] == mid]
+            if len(mine) < 2:
+                out[data.run["id"]] = []
+                continue
+            for r in mine:
+                if r["id"] not in results:
+                    results[r["id"]] = store.results(r["id"])
+            hist = build_history(study, mine, envs, {r["id"]: results[r["id"]] for r in mine}, machine=mid)
+            out[data.run["id"]] = history_sections(hist, plot_dir=data.plot_dir / "history")
+    return out
 
 
 def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None, title: str = "",
@@ -62,17 +75,14 @@ def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | Non
         write_output(json.dumps(doc, indent=2, default=str) + "\n", output)
     elif fmt == "markdown":
         write_output(render_markdown(sections, output.parent if output else Path.cwd()), output)
-    elif output is not None:
+    elif output is not None:  # the terminal's tables, 200 columns wide, written as other formats are
+        import io
+
         from rich.console import Console
 
-        try:
-            with output.open("w") as f:
-                render_terminal(sections, Console(file=f, width=200, soft_wrap=False))
-        except OSError as exc:
-            from dlperf.errors import DlperfError
-
-            raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
-        click.echo(f"wrote {output}", err=True)
+        text = io.StringIO()
+        render_terminal(sections, Console(file=text, width=200, soft_wrap=False))
+        write_output(text.getvalue(), output)
     else:
         render_terminal(sections, new_console())
 
@@ -140,4 +150,4 @@ def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
           f"matrix-{study}.html")
 
 
-__all__ = ["history", "matrix", "study_runs"]
+__all__ = ["history", "matrix", "run_histories", "study_runs"]

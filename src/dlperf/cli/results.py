@@ -262,7 +262,7 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     there are several)."""
     import tempfile
 
-    from dlperf.cli.history import run_history
+    from dlperf.cli.history import run_histories
     from dlperf.cli.readers import report_data
     from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
@@ -273,8 +273,7 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         base = plot_dir or Path(scratch)
         datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
-        histories = {d.run["id"]: run_history(store, d) for d in datas}
-        page = render_page(datas, evaluate(datas), histories=histories)
+        page = render_page(datas, evaluate(datas), histories=run_histories(store, datas))
     more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
     write_html(page, output or Path("reports") / f"{run_ids[0]}{more}.html")
 
