@@ -16,14 +16,9 @@ have_chromium() { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&
 if have_chromium; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    SUDO="sudo -n"  # a user who may sudo without a password
-fi
-if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; }; then
-    echo "ensure_chromium: installing Debian's chromium (headless browser for the HTML report tests)"
-    cr_install() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-liberation >/dev/null; }
-    cr_install || { $SUDO apt-get update -q >/dev/null && cr_install; }
+. "$(dirname "$0")/debian_install.sh"
+if debian_install "ensure_chromium: installing Debian's chromium (headless browser for the HTML report tests)" \
+        --no-install-recommends chromium fonts-liberation; then
     if ! have_chromium; then
         echo "ensure_chromium: chromium was installed but /usr/bin/chromium is still missing" >&2
         exit 1

@@ -8,14 +8,8 @@ have_initdb() { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bi
 if have_initdb; then
     exit 0
 fi
-SUDO=""
-if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    SUDO="sudo -n"  # a user who may sudo without a password
-fi
-if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; }; then
-    echo "ensure_postgres: installing Debian's postgresql (server binaries for the tests)"
-    pg_install() { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }
-    pg_install || { $SUDO apt-get update -q >/dev/null && pg_install; }
+. "$(dirname "$0")/debian_install.sh"
+if debian_install "ensure_postgres: installing Debian's postgresql (server binaries for the tests)" postgresql; then
     if ! have_initdb; then
         echo "ensure_postgres: postgresql was installed but initdb is still missing" >&2
         exit 1

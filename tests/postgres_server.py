@@ -18,8 +18,11 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
+
+from tests.requirements import unavailable
 
 
 def pg_bin(name: str) -> str | None:
@@ -32,11 +35,9 @@ def pg_bin(name: str) -> str | None:
     return candidates[-1] if candidates else None
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     """Skip with the reason; fail instead where DLPERF_REQUIRE_POSTGRES=1 (CI must not skip these)."""
-    if os.environ.get("DLPERF_REQUIRE_POSTGRES") == "1":
-        pytest.fail(f"DLPERF_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    unavailable(reason, "DLPERF_REQUIRE_POSTGRES")
 
 
 @pytest.fixture(scope="session")

@@ -7,23 +7,21 @@ fail, so that CI never passes by skipping them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from tests.browser.harness import PageVisit, find_chromium, launch, visit
+from tests.requirements import unavailable
 
 OpenPage = Callable[..., PageVisit]
 
 
-def _unavailable(reason: str) -> None:
+def _unavailable(reason: str) -> NoReturn:
     """Skip with the reason; fail instead where DLPERF_REQUIRE_CHROMIUM=1 (CI must not skip these)."""
-    if os.environ.get("DLPERF_REQUIRE_CHROMIUM") == "1":
-        pytest.fail(f"DLPERF_REQUIRE_CHROMIUM=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    unavailable(reason, "DLPERF_REQUIRE_CHROMIUM")
 
 
 @pytest.fixture(scope="session")
