@@ -38,6 +38,7 @@ from dlperf.errors import DlperfError
 from dlperf.report.changepoints import DEFAULT_MIN_EFFECT, Detection, detect
 from dlperf.report.machines import describe_machine, machine_id, machine_label, software, software_changes
 from dlperf.timing import Measurement
+from dlperf.units import format_time
 
 #: The metrics history follows (the option --metric): name -> what it is.
 METRICS = {"time": "median time per step (per call), seconds"}
@@ -71,6 +72,13 @@ class Point:
     processes: int = 0
     usable: bool = False
     reason: str | None = None
+
+    def median_text(self) -> str:
+        """The median with its 95% interval, as the tables print it ('2.05 ms [2.04 ms, 2.06 ms]')."""
+        if self.median_s is None:
+            return self.status
+        ci = f" [{format_time(self.ci_low_s)}, {format_time(self.ci_high_s)}]" if self.ci_low_s is not None else ""
+        return format_time(self.median_s) + ci
 
 
 @dataclass(frozen=True)

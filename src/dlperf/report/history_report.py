@@ -109,8 +109,7 @@ def _cell(case: CaseHistory, p: Point, number: int) -> str:
 
 def _check_row(c: CaseHistory) -> list[str]:
     newest, check = c.points[-1], c.newest
-    ci = f" [{format_time(newest.ci_low_s)}, {format_time(newest.ci_high_s)}]" if newest.ci_low_s is not None else ""
-    shown = format_time(newest.median_s) + ci if newest.median_s is not None else newest.status
+    shown = newest.median_text()
     base = MISSING
     if check.baseline_median_s is not None:
         runs = _ranges(check.baseline_runs)

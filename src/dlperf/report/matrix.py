@@ -21,7 +21,6 @@ from dlperf.errors import DlperfError
 from dlperf.report.history import Point, pooled_point
 from dlperf.report.machines import describe_machine, machine_id, machine_label, software
 from dlperf.report.sections import Heading, Note, Section, Table
-from dlperf.units import format_time
 
 
 @dataclass(frozen=True)
@@ -84,12 +83,13 @@ def build_matrix(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[st
 
 
 def cell_text(p: Point) -> str:
-    """A cell: the median with its validity where it is not plainly valid, or 'missing (STATUS)'."""
+    """A cell: the median with its 95% interval and its validity where it is not plainly valid, or
+    'missing (STATUS)'."""
     if p.median_s is None:
         return f"missing ({p.status})"
     if not p.usable:  # every process of the case was contended or invalid: shown, marked, to be trusted less
-        return f"{format_time(p.median_s)} ({p.validity})"
-    return format_time(p.median_s) + (" (noisy)" if p.validity == "noisy" else "")
+        return f"{p.median_text()} ({p.validity})"
+    return p.median_text() + (" (noisy)" if p.validity == "noisy" else "")
 
 
 def column_name(col: MachineColumn) -> str:
@@ -102,10 +102,10 @@ def matrix_sections(matrix: StudyMatrix) -> list[Section]:
     out: list[Section] = [
         Heading(f"# Machine matrix of study `{matrix.study}`",
                 intro=f"The newest complete run of the study on each of {n} machine{'s' if n != 1 else ''}; "
-                      "median time per step per case (repetitions pooled; contended or invalid processes left "
-                      "out where the case has others, marked where it has none)."),
-        Table(f"{matrix.study}: median time per step on {n} machine{'s' if n != 1 else ''} (newest complete run "
-              "of each)", ["case", *(column_name(c) for c in matrix.columns)],
+                      "median time per step per case with its 95% interval (repetitions pooled; contended or "
+                      "invalid processes left out where the case has others, marked where it has none)."),
+        Table(f"{matrix.study}: median time per step [95% interval] on {n} machine{'s' if n != 1 else ''} "
+              "(newest complete run of each)", ["case", *(column_name(c) for c in matrix.columns)],
               [[key, *(cell_text(matrix.cells[(key, c.machine_id)]) for c in matrix.columns)]
                for key in matrix.case_keys]),
         Heading("## Machines", intro="Each column's machine in full: two machines are never one column."),
