@@ -32,6 +32,8 @@ MATRIX: dict[str, list[str]] = {
     "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor",
             "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
+    # The builders land with issue 16's helpers: torch, then tensorflow (Keras 3) and jax (Flax).
+    "transformer": [],
 }
 PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws]
 
@@ -109,9 +111,11 @@ def test_a_framework_outside_the_matrix_is_unsupported():
 # -- optional hooks, declared on the base class ---------------------------------
 def test_optional_hooks_have_defaults():
     assert {name: cls.memory_axis for name, cls in WORKLOADS.items()} == {
-        "backends": None, "cnn": "batch", "faults": None, "mlp": None, "ops": None, "peaks": None}
+        "backends": None, "cnn": "batch", "faults": None, "mlp": None, "ops": None, "peaks": None,
+        "transformer": "batch"}
     ops = get_workload("ops")
     assert ops.steps_per_epoch(ops.parse({"op": "add", "size_mb": 1})) is None
+    assert ops.per_call_timing(ops.parse({"op": "add", "size_mb": 1})) is False
 
 
 def test_models_are_built_by_family():

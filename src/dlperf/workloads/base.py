@@ -51,6 +51,10 @@ class Step:
     #: The bytes of each array the step touches, as built (inputs and its last output, so call it after `fn`):
     #: a workload whose cost counts arrays takes its bytes from these (`Workload.built_cost`), not from its dtype.
     array_nbytes: Callable[[], dict[str, int]] | None = None
+    #: Times the step measured inside each of its calls (e.g. generation's time to first token), one dict per
+    #: call of `fn` since it was built, in call order, seconds under `*_s` keys. The timer's samples are whole
+    #: calls; these split each call into phases (the worker keeps the first call's and the timed calls').
+    call_phases: Callable[[], list[dict[str, float]]] | None = None
 
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -95,6 +99,10 @@ class Workload(Generic[P]):
     def built_cost(self, params: P, step: Step) -> Cost:
         """The cost of `step` as built (after it ran): the model's, unless the workload counts the built arrays."""
         return self.cost(params)
+
+    def per_call_timing(self, params: P) -> bool:
+        """True: time every call on its own (block 1), for percentiles of single calls; default: calibrated blocks."""
+        return False
 
     def steps_per_epoch(self, params: P) -> int | None:
         """Training steps in one epoch, for a time per epoch derived from the step's median; None: no epochs."""
