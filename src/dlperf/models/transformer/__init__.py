@@ -11,9 +11,12 @@ from dlperf.models.transformer.config import (
     check_weights,
     get_config,
     init_weights,
+    make_labels,
+    make_tokens,
     param_count,
     weight_shapes,
 )
 
-__all__ = ["PRESETS", "TransformerConfig", "check_weights", "get_config", "init_weights", "param_count",
+__all__ = ["PRESETS", "TransformerConfig", "check_weights", "get_config", "init_weights", "make_labels",
+           "make_tokens", "param_count",
            "weight_shapes"]

@@ -156,3 +156,14 @@ def check_weights(cfg: TransformerConfig, weights: dict[str, np.ndarray]) -> Non
     for k, shape in want.items():
         if tuple(weights[k].shape) != shape:
             raise ValueError(f"weight {k} has shape {tuple(weights[k].shape)}, the config needs {shape}")
+
+
+def make_tokens(cfg: TransformerConfig, batch: int, length: int, seed: int = 0) -> np.ndarray:
+    """Seeded token ids (batch, length), int64, the same for every framework. A decoder's training step takes
+    `seq_len + 1` of them: inputs are the first `seq_len`, targets the last `seq_len` (next-token prediction)."""
+    return np.random.default_rng(seed).integers(0, cfg.vocab_size, (batch, length), dtype=np.int64)
+
+
+def make_labels(cfg: TransformerConfig, batch: int, seed: int = 1) -> np.ndarray:
+    """Seeded class labels (batch,), int64, for an encoder's classification step."""
+    return np.random.default_rng(seed).integers(0, cfg.num_labels, (batch,), dtype=np.int64)
