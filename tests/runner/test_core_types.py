@@ -37,14 +37,16 @@ ONE_DEFAULT = {
     "devices": ["cpu"], "params": {}, "repetitions": 1, "budget_s": 5.0, "min_run_time_s": 0.2, "timeout_s": 600.0,
     "mem_limit_mb": None, "threads": None, "warmup": 2, "steps": None, "target_rel_ci": 0.02, "seed": 0,
     "exclude": [], "energy": True, "profile": False, "frameworks": [], "energy_estimate_tdp_w": None,
+    "per_call": False,
 }
 
 
 def test_run_settings_have_one_default_for_each_key():
     assert RunSettings().model_dump() == ONE_DEFAULT
     # stored in this key order (the order runs.settings has always had); the TDP only where set
-    assert list(RunSettings().stored()) == [k for k in ONE_DEFAULT if k != "energy_estimate_tdp_w"]
+    assert list(RunSettings().stored()) == [k for k in ONE_DEFAULT if k not in ("energy_estimate_tdp_w", "per_call")]
     assert RunSettings(energy_estimate_tdp_w=65).stored()["energy_estimate_tdp_w"] == 65.0
+    assert RunSettings(per_call=True).stored()["per_call"] is True  # per-call timing too: only where set
 
 
 def test_measure_takes_its_defaults_from_the_same_place():
@@ -64,6 +66,10 @@ def test_worker_times_with_the_settings_it_is_given():
     fixed = _timing(RunSettings(steps=3, warmup=1))
     assert fixed == {"warmup": 1, "block_size": 1, "min_samples": 3, "max_samples": 3, "min_run_time_s": 0.0,
                      "max_time_s": float("inf")}
+    # per-call mode: single calls, the per-call minimum of samples (measure's default), the usual stop rules
+    assert _timing(RunSettings(), per_call=True) == _timing(RunSettings()) | {"per_call": True}
+    # ... and a study's `steps` still means exactly that many
+    assert _timing(RunSettings(steps=3, warmup=1), per_call=True) == fixed | {"per_call": True}
 
 
 def test_settings_resolve_file_then_variant_then_overrides(tmp_path):

@@ -64,6 +64,51 @@ class Metrics(BaseModel):
     block_size: int | None = None
     timer_overhead_s: float | None = None
     stop_reason: str | None = None
+    # per-call timing (`measure(per_call=True)`): percentiles of single calls with their distribution-free 95%
+    # intervals (None where n is too small for 95%, or where samples are blocks of calls); max/mean above
+    per_call: bool | None = None
+    p50_s: float | None = None
+    p50_ci95_low_s: float | None = None
+    p50_ci95_high_s: float | None = None
+    p90_s: float | None = None
+    p90_ci95_low_s: float | None = None
+    p90_ci95_high_s: float | None = None
+    p99_s: float | None = None
+    p99_ci95_low_s: float | None = None
+    p99_ci95_high_s: float | None = None
+    # phases inside each call (`Step.call_phases`), raw: the first call's and the timed calls' (in per-call
+    # mode one per sample); and generation's figures computed from them on load (`core.phases`)
+    first_call_phases: dict[str, float] | None = None
+    call_phases: list[dict[str, float]] | None = None
+    call_phases_error: str | None = None
+    ttft_p50_s: float | None = None
+    ttft_p50_ci95_low_s: float | None = None
+    ttft_p50_ci95_high_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_p90_ci95_low_s: float | None = None
+    ttft_p90_ci95_high_s: float | None = None
+    ttft_p99_s: float | None = None
+    ttft_p99_ci95_low_s: float | None = None
+    ttft_p99_ci95_high_s: float | None = None
+    ttft_max_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p50_ci95_low_s: float | None = None
+    tpot_p50_ci95_high_s: float | None = None
+    tpot_p90_s: float | None = None
+    tpot_p90_ci95_low_s: float | None = None
+    tpot_p90_ci95_high_s: float | None = None
+    tpot_p99_s: float | None = None
+    tpot_p99_ci95_low_s: float | None = None
+    tpot_p99_ci95_high_s: float | None = None
+    tpot_max_s: float | None = None
+    tpot_mean_s: float | None = None
+    tpot_reason: str | None = None
+    decode_tokens_per_s: float | None = None
+    decode_tokens_per_s_ci95_low: float | None = None
+    decode_tokens_per_s_ci95_high: float | None = None
+    first_call_ttft_s: float | None = None
+    first_call_tpot_s: float | None = None
     # trust: validity (core.status.Validity) and why; what the machine was doing (meters.activity);
     # the process's CPU seconds per wall second over the samples (median), from measurement.sample_cpu_s
     validity: str | None = None
@@ -170,6 +215,12 @@ class CaseResult(BaseModel):
                 metrics["validity"], metrics["validity_reason"] = assess(
                     Measurement.from_dict(data["measurement"]), metrics.get("activity"),
                     threads=metrics.get("threads"), device=data["device"])
+        if metrics.get("call_phases") is not None:  # generation's figures, from the raw phases
+            from dlperf.core.phases import generation_metrics
+
+            params = data.get("params") or {}
+            metrics.update(generation_metrics(metrics.get("first_call_phases"), metrics["call_phases"],
+                                              int(params.get("batch") or 1), params.get("new_tokens")))
         data["metrics"] = Metrics.model_validate(metrics) if data.get("metrics") is not None else None
         return cls.model_validate(data)
 

@@ -18,7 +18,7 @@ ParamGrid = dict[str, Any]
 
 #: Keys stored only where set: they came after runs.settings was first written, and a run that never
 #: set them keeps its stored settings (and its study's hash) as they were.
-_STORED_ONLY_WHEN_SET = frozenset({"energy_estimate_tdp_w"})
+_STORED_ONLY_WHEN_SET = frozenset({"energy_estimate_tdp_w", "per_call"})
 
 
 class RunSettings(BaseModel):
@@ -46,6 +46,9 @@ class RunSettings(BaseModel):
     frameworks: list[str] = Field(default_factory=list)
     energy_estimate_tdp_w: float | None = Field(
         default=None, gt=0, description="the CPU's TDP for `--energy-estimate tdp` (None: no estimate)")
+    per_call: bool = Field(
+        default=False, description="time every call alone (block 1, >= 100 samples) for tail percentiles; a "
+        "workload may ask for it itself (`Workload.per_call_timing`)")
 
     def with_overrides(self, **overrides: Any) -> RunSettings:
         """A copy with these keys replaced (validated); a None value leaves its key as it is."""
@@ -62,6 +65,6 @@ class RunSettings(BaseModel):
         """The JSON form stored as `runs.settings` and hashed into a study's identity."""
         out = self.model_dump(mode="json")
         for key in _STORED_ONLY_WHEN_SET:
-            if out[key] is None:
+            if out[key] in (None, False):
                 del out[key]
         return out

@@ -113,11 +113,14 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor = Monitor()
         monitor.idle_window("before", ACTIVITY_WINDOW_S)
         monitor.start("during", top=True)
-        m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings))
+        per_call = settings.per_call or workload.per_call_timing(params)
+        m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings, per_call))
         monitor.stop("during")
+        # Read before anything calls the step again (energy, profiles): the timer's calls are the last ones.
+        phases = _phases(built, m, case.params)
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
-        metrics = derive_metrics(m, workload.built_cost(params, built))
+        metrics = derive_metrics(m, workload.built_cost(params, built)) | phases
         metrics["activity"] = monitor.record()  # cpu_util came with the measurement's summary
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
                                                                  device=case.device)
@@ -209,9 +212,12 @@ def run_one_step(job: OneStepJob) -> dict[str, Any]:
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
 
-def _timing(settings: RunSettings) -> dict[str, Any]:
-    """measure() arguments: the adaptive stop, or with `steps` exactly that many single-call samples."""
-    common = {"warmup": settings.warmup}
+def _timing(settings: RunSettings, per_call: bool = False) -> dict[str, Any]:
+    """measure() arguments: the adaptive stop, or with `steps` exactly that many single-call samples; in per-call
+    mode (the study's `per_call`, or the workload's `per_call_timing`) single calls and the per-call minimum of
+    samples (`timing.defaults.PER_CALL_MIN_SAMPLES`) before the same stop rules (`steps` still means exactly
+    that many)."""
+    common: dict[str, Any] = {"warmup": settings.warmup} | ({"per_call": True} if per_call else {})
     if settings.steps:
         return common | {"block_size": 1, "min_samples": settings.steps, "max_samples": settings.steps,
                          "min_run_time_s": 0.0, "max_time_s": float("inf")}
@@ -220,6 +226,20 @@ def _timing(settings: RunSettings) -> dict[str, Any]:
         "max_time_s": settings.budget_s,
         "target_rel_ci": settings.target_rel_ci,
     }
+
+
+def _phases(built: Any, m: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The step's own phases (`Step.call_phases`), raw, mapped to the timer's calls (`core.phases.split_calls`),
+    and generation's figures from them; {} for a step that records none."""
+    if built.call_phases is None:
+        return {}
+    from dlperf.core.phases import generation_metrics, split_calls
+
+    out = split_calls(built.call_phases(), m.warmup_iters, m.total_iters)
+    if "call_phases" in out:
+        out |= generation_metrics(out["first_call_phases"], out["call_phases"], int(params.get("batch") or 1),
+                                  params.get("new_tokens"))
+    return out
 
 
 def _energy(settings: RunSettings, device: str, fn: Any, sync: Any, per_call_s: float) -> dict[str, Any]:

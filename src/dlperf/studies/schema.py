@@ -58,6 +58,8 @@ class Settings(_Strict):
     steps: int | None = Field(
         default=None, gt=0, description="a fixed number of timed calls, one per sample, instead of the adaptive stop")
     target_rel_ci: float | None = Field(default=None, allow_inf_nan=False, gt=0, lt=1)
+    per_call: bool | None = Field(
+        default=None, description="time every call alone for p50/p90/p99 (default false; generation always is)")
     seed: int | None = None
     exclude: list[dict[str, Any]] | None = Field(
         default=None, description="cases to leave out: each entry matches on framework, device and/or params")

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from dlperf.timing.shape import shape_flags
-from dlperf.timing.stats import median_ci, quantile
+from dlperf.timing.stats import median_ci, quantile, tail_keys, tail_summary
 from dlperf.units import format_time
 
 #: IQR / median above this raises the noise flag (same threshold as torch.utils.benchmark).
@@ -37,6 +37,8 @@ class Measurement:
     #: The process's CPU time (all its threads) during each sample, seconds; None where not recorded.
     #: Against the wall time it shows a descheduled process: wall >> CPU / threads.
     sample_cpu_s: tuple[float, ...] | None = None
+    #: Timed in per-call mode (`measure(per_call=True)`): one call per sample, its tails the point.
+    per_call: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +149,17 @@ class Measurement:
         return quantile(ratios, 0.5) if ratios else None
 
     @property
+    def tails(self) -> dict[str, float | None]:
+        """p50/p90/p99 of single calls, each with its 95% CI (`stats.tail_summary`; max and mean are
+        `max_s`/`mean_s`). Every value None unless each sample is one call: a percentile of block averages
+        is not a percentile of calls (blocks average the tail away)."""
+        keys = tail_keys()[:-2]
+        if not self.sample_times_s or any(i != 1 for i in self.sample_iters):
+            return dict.fromkeys(keys)
+        tails = tail_summary(self.times_s)
+        return {k: tails[k] for k in keys}
+
+    @property
     def shape_flags(self) -> list[str]:
         """Why the median does not summarise these samples (bimodal, drifting), [] if it does (`timing.shape`)."""
         return shape_flags(self.times_s)
@@ -181,6 +194,8 @@ class Measurement:
             "block_size": self.block_size,
             "timer_overhead_s": self.timer_overhead_s,
             "stop_reason": self.stop_reason,
+            "per_call": self.per_call,
+            **self.tails,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,6 +211,7 @@ class Measurement:
             "stop_reason": self.stop_reason,
             "timer": self.timer,
             **({"sample_cpu_s": list(self.sample_cpu_s)} if self.sample_cpu_s is not None else {}),
+            **({"per_call": True} if self.per_call else {}),
         }
 
     @classmethod
@@ -212,6 +228,7 @@ class Measurement:
             timer=str(data.get("timer", "perf_counter")),
             sample_cpu_s=(tuple(float(x) for x in data["sample_cpu_s"])
                           if data.get("sample_cpu_s") is not None else None),
+            per_call=bool(data.get("per_call", False)),
         )
 
     def __repr__(self) -> str:

@@ -71,7 +71,7 @@ def measure(
     warmup: int = defaults.WARMUP,
     min_run_time_s: float = defaults.MIN_RUN_TIME_S,
     max_time_s: float = defaults.BUDGET_S,
-    min_samples: int = 6,
+    min_samples: int | None = None,
     max_samples: int = 1000,
     target_rel_ci: float = defaults.TARGET_REL_CI,
     min_sample_time_s: float = 1e-3,
@@ -79,6 +79,7 @@ def measure(
     clock: Clock = time.perf_counter,
     cpu_clock: Clock = time.process_time,
     disable_gc: bool = True,
+    per_call: bool = False,
 ) -> Measurement:
     """Time `fn` until its median is known to `target_rel_ci` or the budget is spent.
 
@@ -99,12 +100,23 @@ def measure(
        has passed, when the 95% CI of the median is narrower than
        `target_rel_ci` x median, or when `max_time_s` or `max_samples` is reached.
 
+    Per-call mode (`per_call=True`, for tails: generation's latencies): every sample is one call, timed
+    alone with a sync and a clock read at each edge (block 1, no calibration, no re-check); `min_samples`
+    defaults to `defaults.PER_CALL_MIN_SAMPLES` (100) instead of 6, and the stop rules are the same. The
+    Measurement's `tails` then give p50/p90/p99 with their intervals.
+
     The defaults of `warmup`, `min_run_time_s`, `max_time_s` and `target_rel_ci` are a case's
     (`dlperf.timing.defaults`), so a bare `measure(fn)` times as a study's case does.
 
     Python's garbage collector is paused while timing (as `timeit` and
     torch.utils.benchmark do) unless `disable_gc=False`, and restored after.
     """
+    if per_call:
+        if block_size not in (None, 1):
+            raise ValueError("per_call times single calls: block_size must be 1 (or left out)")
+        block_size = 1
+    if min_samples is None:
+        min_samples = min(defaults.PER_CALL_MIN_SAMPLES, max_samples) if per_call else 6
     if min_samples < 1 or max_samples < min_samples:
         raise ValueError("need 1 <= min_samples <= max_samples")
     if target_rel_ci <= 0:
@@ -116,7 +128,7 @@ def measure(
         gc.disable()
     try:
         return _measure(fn, sync, device_timer, warmup, min_run_time_s, max_time_s, min_samples, max_samples,
-                        target_rel_ci, min_sample_time_s, block_size, clock, cpu_clock)
+                        target_rel_ci, min_sample_time_s, block_size, clock, cpu_clock, per_call)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -136,6 +148,7 @@ def _measure(
     block_size: int | None,
     clock: Clock,
     cpu_clock: Clock,
+    per_call: bool = False,
 ) -> Measurement:
     sync()
     t0 = clock()
@@ -167,7 +180,7 @@ def _measure(
     times: list[float] = []
     cpus: list[float] = []
     iters: list[int] = []
-    per_call: list[float] = []
+    ranked: list[float] = []
     start = clock()
     stop_reason = ""
     while True:
@@ -188,18 +201,18 @@ def _measure(
         cpus.append(cpu_clock() - c)
         times.append(elapsed)
         iters.append(block_size)
-        _insort(per_call, elapsed / block_size)
+        _insort(ranked, elapsed / block_size)
         n = len(times)
         if n == RECHECK_SAMPLES and recalibrations < MAX_RECALIBRATIONS:
-            sample_s = quantile(per_call, 0.5) * block_size
+            sample_s = quantile(ranked, 0.5) * block_size
             if 0 < sample_s < target_s / 2:
                 # The calls got faster after calibration (caches, a JIT's dispatch settling): these samples
                 # are too short for the overhead target. They become warm-up; the block is set again.
                 recalibrations += 1
                 warmup_iters += sum(iters)
                 warmup_s += math.fsum(times)
-                block_size = max(1, math.ceil(target_s / quantile(per_call, 0.5) * (1 - 1e-6)))
-                times, cpus, iters, per_call = [], [], [], []
+                block_size = max(1, math.ceil(target_s / quantile(ranked, 0.5) * (1 - 1e-6)))
+                times, cpus, iters, ranked = [], [], [], []
                 start = clock()
                 continue
         spent = clock() - start
@@ -208,8 +221,8 @@ def _measure(
             break
         if n < min_samples or spent < min_run_time_s:
             continue
-        ci = median_ci(per_call)
-        median = quantile(per_call, 0.5)
+        ci = median_ci(ranked)
+        median = quantile(ranked, 0.5)
         if ci is not None and median > 0 and (ci[1] - ci[0]) <= target_rel_ci * median:
             stop_reason = "ci"
             break
@@ -228,6 +241,7 @@ def _measure(
         timer_overhead_s=overhead_s,
         stop_reason=stop_reason,
         timer=device_timer.name if device_timer is not None else "perf_counter",
+        per_call=per_call,
     )
 
 
