@@ -1,0 +1,87 @@
+"""The float32 NumPy transformer against the float64 reference: logits, greedy generation with and without the
+KV cache, the builder's steps and their phases, and its refusals (train, mixed precision)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlperf.frameworks import UnsupportedError, get_framework
+from dlperf.models.transformer import get_config, init_weights, make_tokens, reference
+from dlperf.models.transformer import numpy_model as nm
+from dlperf.workloads import get_workload
+
+W = get_workload("transformer")
+#: float32 against float64 on tiny models: logits of size ~0.1-1 agree to ~1e-6; this leaves room for BLAS order.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+@pytest.mark.parametrize("name", ["gpt2-tiny", "bert-tiny"])
+def test_logits_match_the_reference(name):
+    cfg = get_config(name, max_positions=64)
+    weights = init_weights(cfg, 3)
+    tokens = make_tokens(cfg, 2, 17, seed=5)
+    model = nm.build(cfg, weights)
+    got = nm.logits(model, tokens)
+    assert got.dtype == np.float32
+    want = reference.forward(cfg, weights, tokens)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(nm.to_weights(model)["h0.attn_qkv_w"], weights["h0.attn_qkv_w"])
+
+
+@pytest.mark.parametrize("kv_cache", [True, False])
+def test_generation_matches_the_reference(kv_cache):
+    cfg = get_config("gpt2-tiny")
+    weights = init_weights(cfg, 1)
+    prompt = make_tokens(cfg, 3, 9, seed=2)
+    got = nm.generate(nm.build(cfg, weights), prompt, 12, kv_cache=kv_cache)
+    assert got.dtype == np.int64 and got.shape == (3, 12)
+    np.testing.assert_array_equal(got, reference.generate(cfg, weights, prompt, 12))
+
+
+def test_the_cache_changes_the_work_not_the_tokens():
+    cfg = get_config("gpt2-tiny", n_layer=3)
+    model = nm.build(cfg, init_weights(cfg, 7))
+    prompt = make_tokens(cfg, 2, 30, seed=8)
+    with_cache = nm.generate(model, prompt, 40, kv_cache=True)
+    np.testing.assert_array_equal(with_cache, nm.generate(model, prompt, 40, kv_cache=False))
+    # ... and a prompt of one token, a single new token
+    np.testing.assert_array_equal(nm.generate(model, prompt[:, :1], 1, kv_cache=True),
+                                  nm.generate(model, prompt[:, :1], 1, kv_cache=False))
+
+
+def test_infer_step_returns_logits():
+    fw = get_framework("numpy")
+    p = W.parse({"model": "gpt2-tiny", "task": "infer", "batch": 2, "seq_len": 16})
+    step = W.build(fw, "cpu", p)
+    assert step.call_phases is None
+    step.fn()
+    cfg = p.config()
+    want = reference.forward(cfg, init_weights(cfg, 0), make_tokens(cfg, 2, 16))
+    np.testing.assert_allclose(step.result(), want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("kv_cache", [True, False])
+def test_generate_step_records_one_phase_per_call(kv_cache):
+    fw = get_framework("numpy")
+    p = W.parse({"model": "gpt2-tiny", "task": "generate", "batch": 2, "prompt_len": 8, "new_tokens": 6,
+                 "kv_cache": kv_cache})
+    step = W.build(fw, "cpu", p)
+    for _ in range(3):
+        step.fn()
+    phases = step.call_phases()
+    assert len(phases) == 3 and all(set(ph) == {"ttft_s", "decode_s"} for ph in phases)
+    assert all(ph["ttft_s"] > 0 and ph["decode_s"] > 0 for ph in phases)
+    cfg = p.config()
+    want = reference.generate(cfg, init_weights(cfg, 0), make_tokens(cfg, 2, 8), 6)
+    np.testing.assert_array_equal(step.result(), want.astype(np.float64))
+    assert W.per_call_timing(p)
+
+
+def test_train_and_mixed_precision_are_unsupported_with_the_reason():
+    fw = get_framework("numpy")
+    with pytest.raises(UnsupportedError, match="NumPy has no automatic differentiation"):
+        W.build(fw, "cpu", W.parse({"model": "gpt2-tiny", "task": "train", "seq_len": 8}))
+    with pytest.raises(UnsupportedError, match="float32 only"):
+        W.build(fw, "cpu", W.parse({"model": "gpt2-tiny", "task": "infer", "seq_len": 8, "precision": "bf16"}))
