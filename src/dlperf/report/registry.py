@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dlperf.report import backends_report, cnn_report, mlp_report, ops_report, peaks_table
+from dlperf.report import backends_report, cnn_report, mlp_report, ops_report, peaks_table, transformer_report
 from dlperf.report.sections import Note, Section
 from dlperf.report.study import ReportData
 
@@ -18,6 +18,7 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
     "backends": backends_report.sections,
     "cnn": cnn_report.sections,
     "peaks": peaks_table.sections,
+    "transformer": transformer_report.sections,
 }
 
 
