@@ -85,3 +85,48 @@ def test_train_and_mixed_precision_are_unsupported_with_the_reason():
         W.build(fw, "cpu", W.parse({"model": "gpt2-tiny", "task": "train", "seq_len": 8}))
     with pytest.raises(UnsupportedError, match="float32 only"):
         W.build(fw, "cpu", W.parse({"model": "gpt2-tiny", "task": "infer", "seq_len": 8, "precision": "bf16"}))
+
+
+def test_study_end_to_end_prints_tokens_per_s_mfu_ttft_and_tpot(tmp_path):
+    """A real run through the worker: generation is timed per call (>= 100 single calls), its phases stored raw
+    and mapped one per sample, and the report prints the throughput, MFU, TTFT/TPOT and KV-cache tables."""
+    import json
+    import sqlite3
+
+    from tests.conftest import STUDIES, run_cli
+
+    db = tmp_path / "r.sqlite"
+    res = run_cli("run", str(STUDIES / "transformer_tiny.yaml"), db=db, timeout=400)
+    assert res.returncode == 0, res.stderr
+    for text in ("tokens/s and MFU", "MFU peak:", "time to first token per call", "TPOT p99",
+                 "the KV cache's effect", "numpy: 1 transformer case(s) unsupported (NumPy has no automatic"):
+        assert text in res.stdout, text
+    rows = [(json.loads(p), json.loads(m or "null"), json.loads(ms or "null"), s) for p, m, ms, s in
+            sqlite3.connect(db).execute("select params, metrics, measurement, status from results")]
+    gens = [(m, ms) for p, m, ms, s in rows if p["task"] == "generate"]
+    assert len(gens) == 2
+    for m, ms in gens:
+        assert ms["per_call"] and set(ms["sample_iters"]) == {1} and len(ms["sample_times_s"]) >= 100
+        assert len(m["call_phases"]) == len(ms["sample_times_s"])
+        for ph, t in zip(m["call_phases"], ms["sample_times_s"], strict=True):
+            assert ph["ttft_s"] + ph["decode_s"] <= t  # the phases lie inside the timed call
+        assert m["ttft_p50_s"] > 0 and m["tpot_p90_ci95_low_s"] is not None and m["first_call_ttft_s"] > 0
+    infer = [m for p, m, ms, s in rows if p["task"] == "infer"]
+    assert all(m["per_call"] is False and m["samples_per_s"] > 0 for m in infer)
+
+
+def test_quick_study_grid():
+    from dlperf.studies import load_study
+
+    quick = load_study("transformer", quick=True)
+    assert {c.framework for c in quick.cases} == {"torch", "tensorflow", "jax", "numpy"}
+    assert {c.device for c in quick.cases} == {"cpu"}
+    numpy_tasks = sorted(c.params["task"] for c in quick.cases if c.framework == "numpy")
+    assert numpy_tasks == ["generate", "generate", "infer"]
+    caches = {c.params["kv_cache"] for c in quick.cases if c.params["task"] == "generate"}
+    assert caches == {True, False}
+    full = load_study("transformer")
+    cuda = [c for c in full.cases if c.device == "cuda"]
+    assert {c.params["model"] for c in cuda} == {"gpt2-small", "bert-base"}
+    assert {c.params["precision"] for c in cuda if c.params["task"] == "train"} == {"bf16", "fp32"}
+    assert not any(c.framework == "numpy" and c.device == "cuda" for c in full.cases)
