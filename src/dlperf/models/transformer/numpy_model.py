@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlperf.models.transformer.config import TransformerConfig, check_weights, init_weights
-from dlperf.models.transformer.reference import layer_norm, softmax
 from dlperf.models.transformer.reference import gelu as _gelu_tanh
+from dlperf.models.transformer.reference import layer_norm, softmax
 
 F32 = np.float32
 #: Per layer: (keys, values), each (batch, heads, positions, head_dim).
