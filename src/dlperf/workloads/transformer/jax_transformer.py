@@ -90,7 +90,10 @@ def _train(model: Any, p: TransformerParams) -> Step:
         finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
         updates, new_state = tx.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)  # noqa: E731
+
+        def keep(new: Any, old: Any) -> Any:  # a step with an inf/NaN gradient changes nothing
+            return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+
         clean = jnp.where(finite, clean + 1, 0)
         grow = clean >= GROWTH_INTERVAL
         value = jnp.where(finite, jnp.where(grow, value * 2.0, value), value * 0.5)
