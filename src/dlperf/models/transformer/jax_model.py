@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from dlperf.models.transformer.config import TransformerConfig, check_weights, init_weights
+from dlperf.models.transformer.config import TransformerConfig, check_weights, init_weights, weight_shapes
 
 #: Without a KV cache, sequences are padded to a multiple of this many tokens (one compilation per multiple).
 NO_CACHE_BUCKET = 64
@@ -161,6 +161,8 @@ class JaxTransformer:
 
 
 def _device(device: Any) -> Any:
+    """A jax Device from "cpu"/"cuda:N" through the adapter (which switches GPU pre-allocation off before the
+    backend starts; importing jax above does not start it)."""
     if not isinstance(device, str):
         return device
     from dlperf.frameworks import get_framework
@@ -201,18 +203,12 @@ def param_shapes(module: FlaxTransformer, batch: int = 1, length: int = 2) -> An
 def to_weights(model: JaxTransformer) -> dict[str, np.ndarray]:
     """The canonical float32 arrays of the model's params."""
     out = {}
-    for name in check_names(model.cfg):
+    for name in weight_shapes(model.cfg):
         node = model.params
         for key in param_path(name):
             node = node[key]
         out[name] = np.asarray(node, dtype=np.float32)
     return out
-
-
-def check_names(cfg: TransformerConfig) -> list[str]:
-    from dlperf.models.transformer.config import weight_shapes
-
-    return list(weight_shapes(cfg))
 
 
 def _make_functions(model: JaxTransformer) -> None:
