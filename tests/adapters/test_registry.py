@@ -32,8 +32,7 @@ MATRIX: dict[str, list[str]] = {
     "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor",
             "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
-    # The builders land with issue 16's helpers: torch, then tensorflow (Keras 3) and jax (Flax).
-    "transformer": ["numpy", "torch"],
+    "transformer": ["jax", "numpy", "torch"],
 }
 PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws]
 
