@@ -99,3 +99,18 @@ def test_workload_parameters():
                      ({"model": "gpt9", "seq_len": 8}, "unknown transformer")]:
         with pytest.raises(ValidationError, match=msg):
             w.parse(bad)
+
+
+def test_task_settings_belong_to_their_task():
+    """A case names only what it uses: the defaults of its own task are filled, another task's are refused."""
+    w = get_workload("transformer")
+    train = w.parse({"model": "gpt2-tiny", "seq_len": 8})
+    assert (train.lr, train.weight_decay, train.kv_cache) == (1e-4, 0.01, None)
+    gen = w.parse({"model": "gpt2-tiny", "task": "generate", "prompt_len": 4, "new_tokens": 2})
+    assert (gen.kv_cache, gen.lr) == (True, None)
+    assert set(gen.model_dump(exclude_none=True)) >= {"kv_cache"}
+    assert "kv_cache" not in train.model_dump(exclude_none=True)
+    with pytest.raises(ValidationError, match="kv_cache applies to task generate, not train"):
+        w.parse({"model": "gpt2-tiny", "seq_len": 8, "kv_cache": False})
+    with pytest.raises(ValidationError, match="lr applies to task train, not infer"):
+        w.parse({"model": "gpt2-tiny", "task": "infer", "seq_len": 8, "lr": 0.1})

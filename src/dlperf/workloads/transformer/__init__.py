@@ -15,7 +15,7 @@ on the device before timing. Precision: fp32, or bf16/fp16 autocast (mixed preci
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -34,7 +34,8 @@ class TransformerParams(WorkloadParams):
     seq_len: int | None = Field(default=None, gt=0, description="train/infer: tokens per sequence")
     prompt_len: int | None = Field(default=None, gt=0, description="generate: prompt tokens")
     new_tokens: int | None = Field(default=None, gt=0, description="generate: tokens generated per call")
-    kv_cache: bool = Field(default=True, description="generate: keep keys and values of earlier tokens")
+    kv_cache: bool | None = Field(default=None, description="generate: keep keys and values of earlier tokens "
+                                                            "(default true)")
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     # overrides of the preset's shape (so a sweep can vary one of them)
     n_layer: int | None = Field(default=None, gt=0)
@@ -42,8 +43,27 @@ class TransformerParams(WorkloadParams):
     n_head: int | None = Field(default=None, gt=0)
     vocab_size: int | None = Field(default=None, gt=0)
     max_positions: int | None = Field(default=None, gt=0)
-    lr: float = Field(default=1e-4, gt=0, description="AdamW learning rate")
-    weight_decay: float = Field(default=0.01, ge=0)
+    lr: float | None = Field(default=None, gt=0, description="train: AdamW learning rate (default 1e-4)")
+    weight_decay: float | None = Field(default=None, ge=0, description="train: AdamW weight decay (default 0.01)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_defaults(cls, data: Any) -> Any:
+        """Fill the defaults of the task's own settings, and refuse another task's: a case key then names only
+        what the case uses (no kv_cache on a training step, no learning rate on generation)."""
+        if not isinstance(data, dict):
+            return data
+        task = data.get("task", "train")
+        owned = {"kv_cache": ("generate", True), "lr": ("train", 1e-4), "weight_decay": ("train", 0.01)}
+        out = dict(data)
+        for key, (owner, default) in owned.items():
+            if task == owner:
+                out.setdefault(key, default)
+                if out[key] is None:
+                    out[key] = default
+            elif out.get(key) is not None:
+                raise ValueError(f"{key} applies to task {owner}, not {task}")
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> TransformerParams:
@@ -90,7 +110,7 @@ class Transformer(Workload[TransformerParams]):
         cfg, b = params.config(), params.batch
         if params.task == "generate":
             assert params.prompt_len is not None and params.new_tokens is not None
-            return Cost(flops=tcost.generate_flops(cfg, b, params.prompt_len, params.new_tokens, params.kv_cache),
+            return Cost(flops=tcost.generate_flops(cfg, b, params.prompt_len, params.new_tokens, bool(params.kv_cache)),
                         samples=b * params.new_tokens)
         assert params.seq_len is not None
         flops = (tcost.train_flops if params.task == "train" else tcost.forward_flops)(cfg, b, params.seq_len)
