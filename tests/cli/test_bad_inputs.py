@@ -56,6 +56,17 @@ BAD: dict[str, Bad] = {
     "recommend unknown model": Bad(("recommend", "--workload", "cnn:resnet"), "--workload must be FAMILY:MODEL"),
     "recommend kind": Bad(("recommend", "--workload", "cnn:alexnet", "--kind", "tpu"), "--kind"),
     "maxbatch unknown framework": Bad(("maxbatch", "alexnet", "--framework", "nope"), "unknown framework"),
+    "maxbatch sets the axis itself": Bad(("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "batch=4"),
+                                         "-p batch sets the axis the search varies"),
+    "maxbatch workload params": Bad(("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "task=train"),
+                                    "task train needs seq_len"),
+    "maxbatch unknown workload param": Bad(("maxbatch", "cnn", "-p", "model=lenet5", "-p", "colour=red"),
+                                           "colour: Extra inputs are not permitted"),
+    "maxbatch param of the wrong type": Bad(("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p",
+                                             "seq_len=long"), "seq_len: Input should be a valid integer"),
+    "maxbatch cnn option for a workload": Bad(("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p",
+                                               "seq_len=8", "--precision", "amp"), "--precision is for a CNN"),
+    "maxbatch workload without an axis": Bad(("maxbatch", "ops"), "workload 'ops' has no memory axis"),
     "hw unknown device": Bad(("hw", "show", "no-such-gpu-9000"), "no-such-gpu-9000"),
     # missing or unusable files
     "missing study": Bad(("run", "{dir}/nope.yaml"), "study file not found"),
@@ -189,8 +200,11 @@ def test_the_table_is_large_and_varied():
 
 
 @pytest.mark.parametrize("args", [("maxbatch", "lenet5", "--image-size", "1"), ("maxbatch", "lenet5", "--start", "0"),
+                                  ("maxbatch", "transformer", "-p", "model=gpt2-tiny"),
+                                  ("maxbatch", "cnn", "-p", "model=lenet5", "-p", "batch=2"),
                                   ("run", "{study}", "--quick"), ("run", "smoke", "--device", "cuda:7")],
-                         ids=["maxbatch image", "maxbatch start", "bad study", "absent device"])
+                         ids=["maxbatch image", "maxbatch start", "maxbatch params", "maxbatch axis", "bad study",
+                              "absent device"])
 def test_a_refused_command_creates_no_store(dlperf_main, tmp_path, args):
     study = tmp_path / "t.yaml"
     study.write_text(GOOD_STUDY + "timeout_s: .inf\n")

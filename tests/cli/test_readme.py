@@ -37,8 +37,8 @@ Shipped studies run on a tiny stand-in with the same workload (STAND_INS: `dlper
 tests/studies/readme_ops.yaml --quick), except where the README shows the command's output: the sample session's
 `dlperf run smoke --quick` runs the real study (about 20 s here). SPEEDUPS adds `--budget 0.2` to `run` (not to the
 run whose output the README shows), `--quick --framework numpy` to `peaks`, and `--image-size 64 --max-batch 1
---steps 1` to `maxbatch` (AlexNet at 227 px searched up to a 2 GiB cap takes minutes); `--threads 2` becomes at
-most the logical cores.
+--steps 1` to `maxbatch` (AlexNet at 227 px searched up to a 2 GiB cap takes minutes; `--image-size` only where the
+target is a CNN model: a workload target takes -p); `--threads 2` becomes at most the logical cores.
 Commands run in README order, in this process (tests/cli/conftest.py's way), against one temporary store that
 earlier commands filled; `run` still starts its worker processes. Exit status 0 and some output are required,
 except where EXPECTED_EXIT documents another status.
@@ -84,6 +84,9 @@ REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the REA
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
             "maxbatch": [("--image-size", "64"), ("--max-batch", "1"), ("--steps", "1")]}
+#: SPEEDUPS options only a CNN model's `maxbatch` takes (a workload target gets its parameters from -p).
+CNN_ONLY = {"--image-size"}
+CNN_MODELS = {"alexnet", "caffenet", "googlenet", "lenet5"}
 SUBSTITUTIONS = {"RUN", "RUN_A", "RUN_B", "FILE", "SECONDS", "STUDY", "N", "KEY"}
 # (a test on the argv, the exit statuses the README documents, why)
 EXPECTED_EXIT = [(lambda argv: argv[0] == "compare" and "--fail-on-regression" in argv, {0, 1},
@@ -164,6 +167,8 @@ class Session:
             at = argv.index("--threads") + 1
             argv[at] = str(min(int(argv[at]), os.cpu_count() or 1))
         for opt, value in [] if item.shown.output else SPEEDUPS.get(command, []):
+            if opt in CNN_ONLY and command == "maxbatch" and argv[1] not in CNN_MODELS:
+                continue  # `maxbatch WORKLOAD -p ...` takes its workload's own parameters, not a CNN's options
             if opt not in argv:
                 argv += [opt, value] if value else [opt]
         return argv, file

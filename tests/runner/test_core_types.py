@@ -208,8 +208,8 @@ def _maxbatch(store, **kw):
 
     from dlperf.runner import maxbatch
 
-    return maxbatch.search(store, model="lenet5", framework="torch", device="cpu", mem_limit_mb=600, start=1,
-                           max_batch=64, steps=1, **kw)
+    return maxbatch.search(store, maxbatch.resolve_target("lenet5"), framework="torch", device="cpu", mem_limit_mb=600,
+                           start=1, max_batch=64, steps=1, **kw)
 
 
 @pytest.mark.parametrize(("outcome", "status"), [

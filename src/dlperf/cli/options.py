@@ -1,5 +1,5 @@
 """What every `dlperf` command module shares: the console, the store, the --db option, the memory-size
-parameter type and writing a command's text to stdout or a file (-o).
+parameter type, KEY=VALUE options and writing a command's text to stdout or a file (-o).
 
 Light at import time (click only): every command module imports it when `dlperf --help` runs.
 """
@@ -104,6 +104,39 @@ class MemorySize(click.ParamType):
             return parse_size_mib(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class KeyValue(click.ParamType):
+    """`KEY=VALUE`, the value read as a YAML scalar (`64` an int, `true` a bool, `gpt2-tiny` a string), as a study
+    file's params would read it; converted to (key, value)."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
+        import yaml
+
+        if isinstance(value, tuple):
+            return value
+        key, sep, raw = str(value).partition("=")
+        if not sep or not key.strip():
+            self.fail(f"{value!r} is not KEY=VALUE", param, ctx)
+        try:
+            parsed = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            self.fail(f"{value!r}: the value is not a YAML scalar", param, ctx)
+        if isinstance(parsed, (dict, list)):
+            self.fail(f"{value!r}: the value must be a single value, not a YAML list or mapping", param, ctx)
+        return key.strip(), parsed
+
+
+def key_values(pairs: tuple[tuple[str, Any], ...], option: str = "-p") -> dict[str, Any]:
+    """Repeated KEY=VALUE options as a dict; a key given twice is a usage error."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise click.UsageError(f"{option} {key} is given twice")
+        out[key] = value
+    return out
 
 
 def write_output(text: str, output: Path | None) -> None:

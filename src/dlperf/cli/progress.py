@@ -32,6 +32,7 @@ class ConsoleEvents(RunEvents):
         self.console = console
         self._progress: Any = None
         self._task: Any = None
+        self._axis, self._sample = "batch", "image"  # a maxbatch search's, named when it opens
 
     def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
         if resumed:
@@ -82,14 +83,17 @@ class ConsoleEvents(RunEvents):
             self._progress.advance(self._task)
 
     def search_opened(self, run_id: str, *, model: str, framework: str, device: str,
-                      mem_limit_mb: int | None) -> None:
+                      mem_limit_mb: int | None, axis: str = "batch", sample: str = "image") -> None:
+        self._axis, self._sample = axis, sample
         limit = f", memory cap {mem_limit_mb} MiB per worker" if mem_limit_mb else ""
-        self.console.print(f"run [bold]{run_id}[/]: largest batch of {model} on {framework} {device}{escape(limit)}")
+        self.console.print(f"run [bold]{run_id}[/]: largest {escape(axis)} of {escape(model)} on {framework} "
+                           f"{device}{escape(limit)}")
 
     def probe_done(self, batch: int, result: CaseResult) -> None:
         peak, _ = result.peak_memory()
         mem = f"peak {format_mib(peak or None, missing=NOT_MEASURED)}"
-        detail = (f"{mem}, {result.m.time_per_sample_s:.3g} s/image" if result.ok
+        detail = (f"{mem}, {result.m.time_per_sample_s:.3g} s/{self._sample}" if result.ok
                   else f"{mem}; {short(result.reason)}")
         colour = "green" if result.ok else "red"
-        self.console.print(f"  batch {batch:>6}: [{colour}]{result.status}[/] {escape(detail)}", highlight=False)
+        self.console.print(f"  {escape(self._axis)} {batch:>6}: [{colour}]{result.status}[/] {escape(detail)}",
+                           highlight=False)

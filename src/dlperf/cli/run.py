@@ -11,8 +11,10 @@ import click
 
 from dlperf.cli.options import (
     FiniteFloatRange,
+    KeyValue,
     MemorySize,
     db_option,
+    key_values,
     new_console,
     open_store,
     refuse_steps_with_budget,
@@ -157,37 +159,46 @@ def stop_cleanly_on_signals() -> None:
 
 
 @click.command()
-@click.argument("model", type=click.Choice(["alexnet", "caffenet", "googlenet", "lenet5"]))
+@click.argument("target", metavar="TARGET")
+@click.option("-p", "--param", "params", type=KeyValue(), multiple=True,
+              help="a parameter of TARGET's workload, its value read as YAML (repeatable): -p model=gpt2-tiny")
 @click.option("--framework", default="torch", show_default=True, metavar="NAME", help="torch, tensorflow, ...")
 @click.option("--device", default="cpu", show_default=True, metavar="DEV", help="cpu, cuda, cuda:N")
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap of each probe's worker (2GiB, 512MiB, ...), so the search works on a CPU")
-@click.option("--image-size", type=click.IntRange(min=1), default=None, help="square input side (default: model's)")
-@click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
-@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True, help="first batch tried")
+@click.option("--image-size", type=click.IntRange(min=1), default=None,
+              help="a CNN model's square input side (default: model's)")
+@click.option("--precision", type=click.Choice(["fp32", "amp"]), default=None,
+              help="a CNN model's precision [default: fp32] (other workloads: -p precision=...)")
+@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True, help="first value tried")
 @click.option("--max-batch", type=click.IntRange(min=1), default=8192, show_default=True,
               help="stop doubling here")
 @click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True,
               help="timed training steps per probe (after one warm-up step)")
 @click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=1800.0,
               show_default=True, help="time-out per probe, seconds")
-@click.option("--exact", is_flag=True, help="bisect to the exact batch (default: to within 1/32 of it)")
+@click.option("--exact", is_flag=True, help="bisect to the exact value (default: to within 1/32 of it)")
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where the memory-against-batch plot goes [default: reports/RUN/]")
 @db_option
-def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, image_size: int | None,
-             precision: str, start: int, max_batch: int, steps: int, timeout_s: float, exact: bool,
-             plot_dir: Path | None, db: str | None) -> None:
-    """The largest batch of MODEL's training step that fits: doubling, then bisection, a fresh worker per probe."""
+def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str, device: str,
+             mem_limit_mb: int | None, image_size: int | None, precision: str | None, start: int, max_batch: int,
+             steps: int, timeout_s: float, exact: bool, plot_dir: Path | None, db: str | None) -> None:
+    """The largest batch that fits: TARGET is a CNN model (alexnet, caffenet, googlenet, lenet5; its training step)
+    or a workload with a memory axis (cnn, transformer; its other parameters as -p KEY=VALUE). Doubling, then
+    bisection of the axis, a fresh worker per probe."""
     from rich.markup import escape
 
     from dlperf.cli.progress import ConsoleEvents, short
     from dlperf.report.plots import memory_plot
     from dlperf.report.sections import rich_table
-    from dlperf.runner.maxbatch import check_search, search
+    from dlperf.runner.maxbatch import UnknownTarget, check_search, resolve_target, search
 
-    check_search(model=model, framework=framework, image_size=image_size, precision=precision, start=start,
-                 max_batch=max_batch)
+    try:
+        tgt = resolve_target(target, key_values(params), image_size=image_size, precision=precision)
+    except UnknownTarget as exc:
+        raise click.BadParameter(str(exc), param_hint="'TARGET'") from None
+    check_search(tgt, framework=framework, start=start, max_batch=max_batch)
     if mem_limit_mb:
         from dlperf.hardware.probe import default_threads
         from dlperf.runner.footprint import refuse_caps_below_imports
@@ -197,31 +208,32 @@ def maxbatch(model: str, framework: str, device: str, mem_limit_mb: int | None, 
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
-    result = search(store, model=model, framework=framework, device=device, image_size=image_size,
-                    precision=precision, mem_limit_mb=mem_limit_mb, start=start, max_batch=max_batch, steps=steps,
-                    timeout_s=timeout_s, exact=exact, events=ConsoleEvents(console))
-    rows = [[str(p.batch), p.status, format_mib(p.peak_bytes or None, missing=NOT_MEASURED),
-             format_number(p.time_per_image_s or None, ".3g"), short(p.reason, 70)]
-            for p in sorted(result.probes, key=lambda p: p.batch)]
+    result = search(store, tgt, framework=framework, device=device, mem_limit_mb=mem_limit_mb, start=start,
+                    max_batch=max_batch, steps=steps, timeout_s=timeout_s, exact=exact, events=ConsoleEvents(console))
+    axis = tgt.axis
+    rows = [[str(p.value), p.status, format_mib(p.peak_bytes or None, missing=NOT_MEASURED),
+             format_number(p.time_per_sample_s or None, ".3g"), short(p.reason, 70)]
+            for p in sorted(result.probes, key=lambda p: p.value)]
     what = "device allocator peak" if device != "cpu" else "worker peak RSS"
-    console.print(rich_table(f"probes of {model} on {framework} {device} (memory: {what})",
-                             ["batch", "status", "peak memory", f"s/image (median of {steps} steps)", "reason"], rows))
+    console.print(rich_table(f"probes of {tgt.label} on {framework} {device} (memory: {what})",
+                             [axis, "status", "peak memory", f"s/{tgt.sample} (median of {steps} steps)", "reason"],
+                             rows))
     cap = f" under a {mem_limit_mb} MiB cap" if mem_limit_mb else ""
     if result.largest is None:
-        console.print(f"no batch fits{cap}: batch {start} already failed", highlight=False)
+        console.print(f"no {escape(axis)} fits{cap}: {escape(axis)} {start} already failed", highlight=False)
     elif result.first_oom is None and result.stopped is None:
-        console.print(f"largest batch that fits{cap}: at least {result.largest} (no OOM up to --max-batch "
+        console.print(f"largest {escape(axis)} that fits{cap}: at least {result.largest} (no OOM up to --max-batch "
                       f"{max_batch})", highlight=False)
     else:
-        console.print(f"largest batch that fits{cap}: [bold]{result.largest}[/] (batch {result.first_oom} "
-                      f"ran out of memory)" if result.first_oom else
-                      f"largest batch that ran{cap}: {result.largest}", highlight=False)
+        console.print(f"largest {escape(axis)} that fits{cap}: [bold]{result.largest}[/] ({escape(axis)} "
+                      f"{result.first_oom} ran out of memory)" if result.first_oom else
+                      f"largest {escape(axis)} that ran{cap}: {result.largest}", highlight=False)
     if result.stopped:
         console.print(f"[red]search stopped[/]: {escape(result.stopped)}")
-    fits = [(p.batch, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status == "ok" and p.peak_bytes]
-    failed = [(p.batch, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status != "ok" and p.peak_bytes]
-    for p in memory_plot(fits, failed, f"{model} {framework} {device}: peak memory against batch{cap}",
-                         plot_dir or Path("reports") / result.run_id):
+    fits = [(p.value, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status == "ok" and p.peak_bytes]
+    failed = [(p.value, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status != "ok" and p.peak_bytes]
+    for p in memory_plot(fits, failed, f"{tgt.label} {framework} {device}: peak memory against {axis}{cap}",
+                         plot_dir or Path("reports") / result.run_id, axis_label=axis):
         console.print(f"plot: {p}", highlight=False)
     console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)
     if result.stopped:

@@ -152,8 +152,9 @@ def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]],
 
 
 def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], title: str,
-                out_dir: Path) -> list[Path]:
-    """`dlperf maxbatch`'s figure: peak memory (MiB) against batch, out-of-memory probes marked."""
+                out_dir: Path, axis_label: str = "batch") -> list[Path]:
+    """`dlperf maxbatch`'s figure: peak memory (MiB) against the searched axis (`axis_label`, e.g. batch),
+    out-of-memory probes marked."""
     if not fits and not failed:
         return []
     plt = _pyplot()
@@ -164,7 +165,7 @@ def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], 
         ax.plot(*zip(*sorted(failed), strict=True), "x", color="red", markersize=10,
                 label="out of memory (peak before failing)")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
+    ax.set_xlabel("batch size" if axis_label == "batch" else axis_label)
     ax.set_ylabel("peak memory (MiB)")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)

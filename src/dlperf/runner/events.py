@@ -37,8 +37,9 @@ class RunEvents:
         """Case number `index` of `total` ended and is stored."""
 
     def search_opened(self, run_id: str, *, model: str, framework: str, device: str,
-                      mem_limit_mb: int | None) -> None:
-        """A maxbatch search starts in run `run_id`."""
+                      mem_limit_mb: int | None, axis: str = "batch", sample: str = "image") -> None:
+        """A maxbatch search of `model` (what it runs) starts in run `run_id`; it varies `axis`, and the
+        step's samples are `sample`s (for the time per sample)."""
 
     def probe_done(self, batch: int, result: CaseResult) -> None:
-        """One maxbatch probe ended and is stored."""
+        """One maxbatch probe (`batch`: the value of the axis searched) ended and is stored."""

@@ -1,7 +1,9 @@
-"""`dlperf maxbatch`: the largest batch of a CNN training step that fits, by doubling then bisecting.
+"""`dlperf maxbatch`: the largest value of a workload's memory axis that fits, by doubling then bisecting.
 
-Every probe is a fresh worker (so one probe's memory never helps or hurts the
-next) and is stored as a result of its own run, out-of-memory probes included.
+The target is a CNN model's name (study 001's form: the cnn workload's training step, its batch searched) or the
+name of any workload that declares a `memory_axis` (its class attribute, e.g. the transformer's `batch`), with
+that workload's other parameters given as `-p KEY=VALUE`. Every probe is a fresh worker (so one probe's memory
+never helps or hurts the next) and is stored as a case of its own run, out-of-memory probes included.
 Out of memory means: the framework's OOM error, a kill by the kernel's OOM
 killer, or the worker's memory cap (`mem_limit_mb`, RLIMIT_DATA), including an
 ambiguous error a fresh worker has shown to be the cap's (runner.recheck). Any other
@@ -28,106 +30,179 @@ from dlperf.studies import Case
 
 #: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
 STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
+#: What one sample of a workload is, for the time-per-sample column (its Cost.samples); default "sample".
+SAMPLE_WORDS = {"cnn": "image", "transformer": "token"}
+
+
+class UnknownTarget(StudyError):
+    """A TARGET that is neither a CNN model nor a workload with a memory axis."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a search runs: `workload`'s step with `params` fixed and `axis` searched. `label` names it in the
+    output and as the run's variant; `model` is set for the CNN form (TARGET a CNN model's name)."""
+
+    workload: str
+    axis: str
+    params: dict[str, Any]
+    label: str
+    model: str | None = None
+
+    @property
+    def sample(self) -> str:
+        return SAMPLE_WORDS.get(self.workload, "sample")
 
 
 @dataclass
 class Probe:
-    batch: int
+    value: int  # of the target's axis
     status: str
     reason: str | None
     peak_bytes: int | None
-    time_per_image_s: float | None
+    time_per_sample_s: float | None
 
 
 @dataclass
 class MaxBatch:
     run_id: str
-    largest: int | None  # None: not even the first batch fits
+    largest: int | None  # None: not even the first value fits
     first_oom: int | None  # None: the search reached max_batch without an OOM
     stopped: str | None = None  # why the search stopped early (a non-OOM failure)
     probes: list[Probe] = field(default_factory=list)
 
 
-def check_search(*, model: str, framework: str, image_size: int | None, precision: str, start: int,
-                 max_batch: int) -> dict[str, Any]:
-    """The search's fixed parameters (model, precision, image size), checked: a StudyError names the first bad
-    one. Called before the store is opened, so a bad request creates nothing."""
-    from dlperf.workloads.cnn import CnnParams
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    err = errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ()))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_size: int | None = None,
+                   precision: str | None = None) -> Target:
+    """`target` (a CNN model or a workload with a memory axis) and its `-p` parameters, as a Target; StudyError
+    names the first problem. `image_size` and `precision` are the CNN form's options."""
+    from dlperf.models import MODELS
+    from dlperf.workloads import REGISTRY
+
+    params = dict(params or {})
+    if target in MODELS:
+        options = {"model": ("TARGET", target), "precision": ("--precision", precision),
+                   "image_size": ("--image-size", image_size)}
+        for key, (option, value) in options.items():
+            if key in params and value is not None:
+                raise StudyError(f"maxbatch: -p {key} and {option} both set the CNN's {key}: give one")
+        base: dict[str, Any] = {"model": target, "precision": params.pop("precision", precision or "fp32")}
+        if image_size or "image_size" in params:
+            base["image_size"] = params.pop("image_size", image_size)
+        return Target("cnn", "batch", base | params, target, model=target)
+    if target not in REGISTRY:
+        axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
+        raise UnknownTarget(f"{target!r} is neither a CNN model ({', '.join(sorted(MODELS))}) nor a workload with "
+                            f"a memory axis ({', '.join(axes)})")
+    axis = REGISTRY[target].memory_axis
+    if axis is None:
+        axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
+        raise UnknownTarget(f"workload {target!r} has no memory axis to search (workloads with one: "
+                            f"{', '.join(axes)})")
+    for option, value in (("--image-size", image_size), ("--precision", precision)):
+        if value is not None:
+            raise StudyError(f"maxbatch: {option} is for a CNN model's name; give workload {target!r} its "
+                             f"parameters with -p KEY=VALUE")
+    if axis in params:
+        raise StudyError(f"maxbatch: -p {axis} sets the axis the search varies (use --start and --max-batch)")
+    label = " ".join([target, *(f"{k}={v}" for k, v in params.items())])
+    return Target(target, axis, params, label)
+
+
+def check_search(target: Target, *, framework: str, start: int, max_batch: int) -> None:
+    """The search's fixed parameters, checked: a StudyError names the first bad one. Called before the store is
+    opened, so a bad request creates nothing."""
+    from dlperf.workloads import REGISTRY
 
     try:
         get_framework(framework)
     except KeyError as exc:
         raise StudyError(f"--framework: {exc.args[0]}") from None
-    base = {"model": model, "precision": precision} | ({"image_size": image_size} if image_size else {})
     try:
-        CnnParams.model_validate(base | {"batch": start})
+        REGISTRY[target.workload].Params.model_validate(target.params | {target.axis: start})
     except ValueError as exc:
-        errors = getattr(exc, "errors", None)
-        msg = errors()[0]["msg"] if callable(errors) else str(exc)
+        msg = _first_error(exc)
+        if target.model is not None:  # the CNN form's messages, as they always were
+            errors = getattr(exc, "errors", None)
+            msg = errors()[0]["msg"] if callable(errors) else str(exc)
         raise StudyError(f"maxbatch: {msg}") from None
     if start < 1 or max_batch < start:
         raise StudyError("maxbatch: need 1 <= --start <= --max-batch")
-    return base
 
 
-def search(store: Store, *, model: str, framework: str, device: str, image_size: int | None = None,
-           precision: str = "fp32", mem_limit_mb: int | None = None, start: int = 1, max_batch: int = 8192,
-           steps: int = 2, timeout_s: float = 1800.0, threads: int | None = None, exact: bool = False,
-           events: RunEvents | None = None) -> MaxBatch:
-    """Double the batch from `start` until a probe runs out of memory, then bisect to the boundary:
-    to within 1/32 of it (about 3%), or to the exact batch with `exact`."""
+def search(store: Store, target: Target, *, framework: str, device: str, mem_limit_mb: int | None = None,
+           start: int = 1, max_batch: int = 8192, steps: int = 2, timeout_s: float = 1800.0,
+           threads: int | None = None, exact: bool = False, events: RunEvents | None = None) -> MaxBatch:
+    """Double the target's axis from `start` until a probe runs out of memory, then bisect to the boundary:
+    to within 1/32 of it (about 3%), or to the exact value with `exact`."""
     events = events or RunEvents()
-    base = check_search(model=model, framework=framework, image_size=image_size, precision=precision, start=start,
-                        max_batch=max_batch)
+    check_search(target, framework=framework, start=start, max_batch=max_batch)
     settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
                            mem_limit_mb=mem_limit_mb, threads=threads or default_threads(), energy=False, seed=0)
     fp = collect_fingerprint([framework], settings.threads)
     env_id = store.environment_id(fp, identity_hash(fp))
     stored = settings.stored()
     stored = {key: stored[key] for key in STORED_SETTINGS}
-    identity = {"model": model, "framework": framework, "device": device, "params": base, "settings": stored}
+    identity: dict[str, Any] = {"framework": framework, "device": device, "params": target.params,
+                                "settings": stored}
+    identity |= ({"model": target.model} if target.model is not None else
+                 {"workload": target.workload, "axis": target.axis})
+    filters: dict[str, Any] = {"framework": framework, "device": device, "start": start, "max_batch": max_batch}
+    if target.model is None:
+        filters |= {"workload": target.workload, "axis": target.axis}
     new_run = NewRun(
-        study="maxbatch", variant=model,
+        study="maxbatch", variant=target.label,
         study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
-        study_path="(dlperf maxbatch)", filters={"framework": framework, "device": device, "start": start,
-                                                  "max_batch": max_batch},
-        settings=stored, env_id=env_id, n_cases=0, derived=derived(fp))
+        study_path="(dlperf maxbatch)", filters=filters, settings=stored, env_id=env_id, n_cases=0,
+        derived=derived(fp))
     with open_run(store, new_run) as run:
-        out = _search(store, run.run_id, env_id, settings, base, model=model, start=start, max_batch=max_batch,
-                      exact=exact, events=events)
+        out = _search(store, run.run_id, env_id, settings, target, start=start, max_batch=max_batch, exact=exact,
+                      events=events)
         if out.stopped is not None:
             run.status = "failed"
     return out
 
 
-def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base: dict[str, Any], *, model: str,
-            start: int, max_batch: int, exact: bool, events: RunEvents) -> MaxBatch:
+def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, target: Target, *, start: int,
+            max_batch: int, exact: bool, events: RunEvents) -> MaxBatch:
     """The doubling and the bisection, each probe stored in run `run_id` as it ends."""
     framework, device, mem_limit_mb = settings.frameworks[0], settings.devices[0], settings.mem_limit_mb
+    axis = target.axis
     out = MaxBatch(run_id, None, None)
-    events.search_opened(run_id, model=model, framework=framework, device=device, mem_limit_mb=mem_limit_mb)
+    events.search_opened(run_id, model=target.label, framework=framework, device=device, mem_limit_mb=mem_limit_mb,
+                         axis=axis, sample=target.sample)
 
-    def probe(batch: int) -> Probe:
-        case = Case("cnn", framework, device, base | {"batch": batch})
+    def probe(value: int) -> Probe:
+        case = Case(target.workload, framework, device, target.params | {axis: value})
         row = run_case(case, settings, run_id, env_id)
         store.add_result(row)
         peak, _ = row.peak_memory()
-        p = Probe(batch, row.status, row.reason, peak, row.m.time_per_sample_s)
+        p = Probe(value, row.status, row.reason, peak, row.m.time_per_sample_s)
         out.probes.append(p)
-        events.probe_done(batch, row)
+        events.probe_done(value, row)
         return p
 
     lo, hi = None, None
-    batch = start
-    while batch <= max_batch:  # doubling
-        p = probe(batch)
+    value = start
+    while value <= max_batch:  # doubling
+        p = probe(value)
         if p.status == "ok":
-            lo, batch = batch, batch * 2
+            lo, value = value, value * 2
             continue
         if p.status == "oom":
-            hi = batch
+            hi = value
         else:
-            out.stopped = f"batch {batch} ended {p.status}: {p.reason}"
+            out.stopped = f"{axis} {value} ended {p.status}: {p.reason}"
         break
 
     def close_enough(lo: int, hi: int) -> bool:
@@ -141,6 +216,6 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, base:
         elif p.status == "oom":
             hi = mid
         else:
-            out.stopped = f"batch {mid} ended {p.status}: {p.reason}"
+            out.stopped = f"{axis} {mid} ended {p.status}: {p.reason}"
     out.largest, out.first_oom = lo, hi
     return out

@@ -1,0 +1,58 @@
+"""`dlperf maxbatch WORKLOAD -p ...` end to end: a real search of a workload named with its parameters, each probe
+a worker under a memory cap and a case of its own run (the CNN model form is tests/workloads/test_cnn.py's).
+
+`transformer_maxbatch_end_to_end` is the same for the transformer; it needs the transformer's torch builder
+(workloads/transformer/torch_transformer.py, from another part of issue 16), so it is a plain function, not
+collected; once the builder is in, enable it with `test_transformer_maxbatch = transformer_maxbatch_end_to_end`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -> list[int]:
+    """The stored probes bracket the boundary to within 1/32 and the output names it; returns the ok values."""
+    rows = sqlite3.connect(db).execute(f"select json_extract(params, '$.{axis}'), status from results").fetchall()
+    ok = [v for v, s in rows if s == "ok"]
+    oom = [v for v, s in rows if s == "oom"]
+    assert ok and oom and max(ok) < min(oom), rows
+    assert min(oom) - max(ok) <= max(1, max(ok) // 32)
+    assert f"largest {axis} that fits under a {cap_mib} MiB cap: {max(ok)}" in stdout
+    return ok
+
+
+def test_maxbatch_of_a_workload_named_with_its_params(tmp_path):
+    db = tmp_path / "r.sqlite"
+    res = run_cli("maxbatch", "cnn", "-p", "model=lenet5", "-p", "num_classes=10", "--mem-limit", "600MiB",
+                  "--start", "2048", "--steps", "1", "--plot-dir", str(tmp_path / "plots"), db=db, timeout=400)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    _search_found_the_boundary(db, "batch", 600, res.stdout)
+    con = sqlite3.connect(db)
+    runs = con.execute("select study, variant from runs").fetchall()
+    assert runs == [("maxbatch", "cnn model=lenet5 num_classes=10")]
+    assert {w for (w,) in con.execute("select distinct workload from results")} == {"cnn"}
+    params = {p for (p,) in con.execute("select distinct json_extract(params, '$.num_classes') from results")}
+    assert params == {10}
+    assert "probes of cnn model=lenet5 num_classes=10 on torch cpu" in res.stdout
+    assert "s/image" in res.stdout
+    assert (tmp_path / "plots" / "maxbatch-memory.png").stat().st_size > 0
+
+
+def transformer_maxbatch_end_to_end(tmp_path):
+    """The issue's example: the largest batch of gpt2-tiny's training step (64 tokens) under a 1 GiB cap."""
+    db = tmp_path / "r.sqlite"
+    res = run_cli("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "task=train", "-p", "seq_len=64",
+                  "--mem-limit", "1GiB", "--steps", "1", "--start", "64", "--plot-dir", str(tmp_path / "plots"),
+                  db=db, timeout=600)
+    assert res.returncode == 0, res.stderr
+    ok = _search_found_the_boundary(db, "batch", 1024, res.stdout)
+    assert max(ok) >= 64
+    con = sqlite3.connect(db)
+    assert {w for (w,) in con.execute("select distinct workload from results")} == {"transformer"}
+    assert "s/token" in res.stdout and "probes of transformer model=gpt2-tiny task=train seq_len=64" in res.stdout
+    assert (tmp_path / "plots" / "maxbatch-memory.png").stat().st_size > 0
