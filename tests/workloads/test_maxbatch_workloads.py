@@ -1,9 +1,6 @@
 """`dlperf maxbatch WORKLOAD -p ...` end to end: a real search of a workload named with its parameters, each probe
 a worker under a memory cap and a case of its own run (the CNN model form is tests/workloads/test_cnn.py's).
-
-`transformer_maxbatch_end_to_end` is the same for the transformer; it needs the transformer's torch builder
-(workloads/transformer/torch_transformer.py, from another part of issue 16), so it is a plain function, not
-collected; once the builder is in, enable it with `test_transformer_maxbatch = transformer_maxbatch_end_to_end`.
+`test_transformer_maxbatch` is the same for the transformer's training step (torch builder).
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ def test_maxbatch_of_a_workload_named_with_its_params(tmp_path):
     assert (tmp_path / "plots" / "maxbatch-memory.png").stat().st_size > 0
 
 
-def transformer_maxbatch_end_to_end(tmp_path):
+def test_transformer_maxbatch(tmp_path):
     """The issue's example: the largest batch of gpt2-tiny's training step (64 tokens) under a 1 GiB cap."""
     db = tmp_path / "r.sqlite"
     res = run_cli("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "task=train", "-p", "seq_len=64",

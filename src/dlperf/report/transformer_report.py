@@ -23,6 +23,7 @@ from dlperf.core.phases import generation_metrics
 from dlperf.core.result import CaseResult
 from dlperf.hardware.peaks import flop_peak
 from dlperf.hardware.roofline import device_theoretical
+from dlperf.report import transformer_memory
 from dlperf.report.plots import latency_percentiles_plot, throughput_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
@@ -226,4 +227,4 @@ def sections(data: ReportData) -> list[Section]:
     if paths:
         out.append(Figure(paths, "generation TTFT and TPOT percentiles per framework",
                           heading="## TTFT and TPOT percentiles"))
-    return out
+    return out + transformer_memory.sections(data)
