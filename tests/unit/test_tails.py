@@ -119,6 +119,13 @@ def test_per_call_mode_keeps_the_usual_stop_rules_and_fixed_counts(fake_clock):
     noisy = lambda: fake_clock.advance(1e-3 * rng.lognormvariate(0, 0.5))
     budget = measure(noisy, clock=fake_clock, per_call=True, max_time_s=0.05, min_run_time_s=0, target_rel_ci=1e-9,
                      max_samples=100000)
-    assert budget.n_samples == PER_CALL_MIN_SAMPLES and budget.stop_reason == "budget"  # the floor, then budget
+    # the budget wins over the 100-call floor: ~50 calls of ~1 ms in 0.05 s, not 100 (a slow case must not run far
+    # past its budget into its time-out); the tails then say how many calls they rest on
+    assert 6 <= budget.n_samples < PER_CALL_MIN_SAMPLES and budget.stop_reason == "budget"
+    assert budget.total_time_s == pytest.approx(0.05, rel=0.2)
+    slow = measure(lambda: fake_clock.advance(0.02), clock=fake_clock, per_call=True, max_time_s=0.01,
+                   min_run_time_s=0, warmup=0)
+    assert slow.n_samples == 6 and slow.stop_reason == "budget"  # never fewer than a median interval needs
+    assert slow.summary()["p90_ci95_low_s"] is None
     with pytest.raises(ValueError, match="block_size must be 1"):
         measure(fn, clock=fake_clock, per_call=True, block_size=4)

@@ -61,9 +61,23 @@ def test_tokens_per_s_interval_and_mfu_against_the_dtypes_peak(tmp_path):
 
 
 def test_mfu_peak_is_the_share_of_the_cores_the_threads_use():
-    peak, source = tr.peak_for(ENV | {"threads": 1}, "cpu", "float32")
+    peak, source = tr.peak_for(ENV, "cpu", "float32", threads=1)
     assert peak == pytest.approx(5e10) and "1 of 4 cores" in source
+    # a framework that does not control its threads (JAX) records none: held against the whole CPU
+    assert tr.peak_for(ENV | {"threads": 1}, "cpu", "float32", threads=None)[0] == pytest.approx(2e11)
     assert tr.peak_for({}, "cuda", "bfloat16") == (None, "no bfloat16 peak for cuda here")
+
+
+def test_cases_that_differ_in_a_shape_override_are_separate_rows(tmp_path):
+    """Two depths of one preset are two models: never one row with the median of both (a reviewer's finding)."""
+    rng = np.random.default_rng(3)
+    two = _result({"task": "infer", "seq_len": 64, "n_layer": 2}, list(rng.uniform(0.009, 0.011, 20)), 1e9, 64)
+    eight = _result({"task": "infer", "seq_len": 64, "n_layer": 8}, list(rng.uniform(0.039, 0.041, 20)), 4e9, 64)
+    header, rows, _ = tr.throughput_rows(_data([two, eight], tmp_path))
+    models = sorted(dict(zip(header, r, strict=True))["model"] for r in rows)
+    assert models == ["gpt2-tiny n_layer=2", "gpt2-tiny n_layer=8"]
+    assert tr.model_label({"model": "gpt2-tiny", "lr": 1e-4, "weight_decay": 0.01, "task": "train"}) == "gpt2-tiny"
+    assert tr.model_label({"model": "gpt2-tiny", "lr": 1e-3, "weight_decay": 0.01}) == "gpt2-tiny lr=0.001"
 
 
 def _gen(cache: bool, tpot_s: float, n: int = 120) -> CaseResult:

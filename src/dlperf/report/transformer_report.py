@@ -33,23 +33,40 @@ from dlperf.units import MISSING, format_pct, format_rate, format_time
 from dlperf.workloads.transformer import PRECISION_DTYPE
 
 
-def peak_for(env: dict[str, Any], device: str, dtype: str) -> tuple[float | None, str]:
-    """(FLOP/s, where it comes from) of `device` for `dtype` in the run's environment; (None, why) without one."""
+def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None = None) -> tuple[float | None, str]:
+    """(FLOP/s, where it comes from) of `device` for `dtype` in the run's environment; (None, why) without one.
+
+    On a CPU the peak is the share of the cores the case's own threads use (`threads`, the framework's count as
+    the worker recorded it); a framework that does not control its thread count (JAX's XLA pool takes every
+    core) records none and is held against the whole CPU."""
     theo = device_theoretical(env, device)
     peak = flop_peak(theo, dtype)
     if not peak:
         return None, f"no {dtype} peak for {device} here"
     source = str(theo.get("peaks_source") or "theoretical, derived on this machine")
-    cores, threads = env.get("cpu_physical_cores"), env.get("threads")
+    cores = env.get("cpu_physical_cores")
     if device == "cpu" and cores and threads and threads < cores:
         peak = peak * threads / cores
         source += f"; the {threads} of {cores} cores the run's threads use"
     return peak, f"{dtype} {peak / 1e12:.3g} TFLOP/s ({source})"
 
 
+#: Parameters the key names in its own fields; any other (a shape override, a non-default optimizer setting)
+#: goes into the model's label, so cases that differ in it are never pooled into one row.
+_NAMED = frozenset({"task", "model", "precision", "seq_len", "batch", "prompt_len", "new_tokens", "kv_cache"})
+_DEFAULTS = {"lr": 1e-4, "weight_decay": 0.01}
+
+
+def model_label(p: dict[str, Any]) -> str:
+    """The preset's name, followed by what the case changes of it or of the training defaults."""
+    extra = [f"{k}={v}" for k, v in sorted(p.items())
+             if k not in _NAMED and v is not None and _DEFAULTS.get(k, object()) != v]
+    return " ".join([str(p.get("model")), *extra])
+
+
 def _key(r: CaseResult) -> tuple[Any, ...]:
     p = r.params
-    return (p.get("task"), r.framework, r.device, p.get("model"), p.get("precision", "fp32"), p.get("seq_len") or 0,
+    return (p.get("task"), r.framework, r.device, model_label(p), p.get("precision", "fp32"), p.get("seq_len") or 0,
             p.get("batch", 1), p.get("prompt_len") or 0, p.get("new_tokens") or 0, bool(p.get("kv_cache", True)))
 
 
@@ -84,7 +101,7 @@ def throughput_rows(data: ReportData) -> tuple[list[str], list[list[str]], list[
             continue
         t = throughput(rs)
         dtype = PRECISION_DTYPE.get(prec, prec)
-        peak, source = peak_for(data.env, dev, dtype)
+        peak, source = peak_for(data.env, dev, dtype, rs[0].m.threads)
         if source not in sources:
             sources.append(source)
         if peak is None:

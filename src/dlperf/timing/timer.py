@@ -15,6 +15,8 @@ from dlperf.timing.stats import median_ci, quantile
 
 Clock = Callable[[], float]
 
+#: Per-call mode: the budget may stop sampling before the tail floor, but not before this many calls.
+PER_CALL_BUDGET_FLOOR = 6
 #: Single calls that each fill a sample on their own, after which the block is 1 without more trials.
 SLOW_CALL_TRIALS = 2
 #: After this many samples the block is checked once more against the target: the calls may have got faster
@@ -102,8 +104,11 @@ def measure(
 
     Per-call mode (`per_call=True`, for tails: generation's latencies): every sample is one call, timed
     alone with a sync and a clock read at each edge (block 1, no calibration, no re-check); `min_samples`
-    defaults to `defaults.PER_CALL_MIN_SAMPLES` (100) instead of 6, and the stop rules are the same. The
-    Measurement's `tails` then give p50/p90/p99 with their intervals.
+    defaults to `defaults.PER_CALL_MIN_SAMPLES` (100) instead of 6, and the stop rules are the same, except
+    that the budget (`max_time_s`) stops calls too slow to reach that floor in it, once there are
+    `PER_CALL_BUDGET_FLOOR` (6, the fewest with a median interval): a slow case ends with fewer calls and tails
+    marked "n too small" instead of running far past its budget into its time-out. The Measurement's `tails`
+    then give p50/p90/p99 with their intervals.
 
     The defaults of `warmup`, `min_run_time_s`, `max_time_s` and `target_rel_ci` are a case's
     (`dlperf.timing.defaults`), so a bare `measure(fn)` times as a study's case does.
@@ -218,6 +223,9 @@ def _measure(
         spent = clock() - start
         if n >= max_samples:
             stop_reason = "max_samples"
+            break
+        if per_call and n >= PER_CALL_BUDGET_FLOOR and spent >= max_time_s and n < min_samples:
+            stop_reason = "budget"  # slow calls: the budget wins over the tail floor (the tails say n too small)
             break
         if n < min_samples or spent < min_run_time_s:
             continue
