@@ -239,3 +239,29 @@ def test_same_output_on_the_gpu(framework, case):
     tol = 5e-3 if p.op == "attention" else 1e-5  # TF32 may be on for GPU matrix products
     ref = p.reference()
     np.testing.assert_allclose(step.result(), ref, rtol=tol, atol=tol * max(1.0, float(np.abs(ref).max())))
+
+
+def test_the_report_names_each_transformer_case_by_its_shape_and_backend():
+    from dlperf.core.result import Metrics
+    from dlperf.report.ops_report import OpsPoint, shape_label, study_layout, transformer_rows
+
+    att = CASES["attention-causal"] | {"dtype": "float32", "backend": "flash"}
+    assert shape_label(att) == "B2 H3 T16 D8 causal flash"
+    assert shape_label(CASES["attention"]) == "B2 H3 T16 D8 default"
+    assert shape_label(CASES["layernorm"]) == "B2 T16 W32"
+    assert shape_label({"op": "softmax", "size_mb": 2.0}) == ""
+
+    def point(raw: dict, median_s: float) -> OpsPoint:
+        p = W.parse(raw)
+        c = W.cost(p)
+        m = Metrics(median_s=median_s, flops_per_s=c.flops / median_s, bytes_per_s=c.bytes_moved / median_s)
+        roof = {"pct_flop_peak": None}
+        return OpsPoint("torch", "cpu", p.op, p.working_set_mb(), p.dtype, m, roof, None, shape_label(raw))
+
+    flash, math_ = point(att, 1e-3), point(att | {"backend": "math"}, 2e-3)
+    sized = point({"op": "softmax", "size_mb": 2.0}, 1e-3)
+    header, rows = transformer_rows([flash, math_, sized])
+    assert [r[1] for r in rows] == ["B2 H3 T16 D8 causal flash", "B2 H3 T16 D8 causal math"]  # apart, not merged
+    assert rows[0][header.index("ms")] == "1.000"
+    _, layout = study_layout([flash, sized], ("softmax", "attention"))
+    assert len(layout) == 1  # study 002's layout holds the sized case only
