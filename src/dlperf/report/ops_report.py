@@ -1,5 +1,6 @@
 """The `ops` study's report: study 002's own layout (size x device rows, op columns, MFlop/s and
-efficiency), the study's published figures beside it, and the roofline of every case."""
+efficiency), the study's published figures beside it, the transformer ops at their shapes, and the
+roofline of every case."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ STUDY_OP_ORDER = ("add", "mul", "dot", "scalar", "sigmoid", "tanh", "relu", "sof
 #: The study's own grouping: Table 2, Table 3, and dlperf's additions.
 OP_GROUPS = (("Table 2", ("add", "mul", "dot")), ("Table 3", ("scalar", "sigmoid", "tanh")),
              ("beyond the study", ("relu", "softmax", "conv2d")))
+#: Every op's place on the roofline and in its table (the transformer ops after the study's).
+OP_ORDER = (*STUDY_OP_ORDER, "attention", "layernorm", "gelu")
 
 
 @dataclass
@@ -41,6 +44,13 @@ class OpsPoint:
     metrics: Metrics
     roof: dict[str, Any]
     ceilings: Ceilings
+    #: A transformer-shaped case's shape and variant ("B8 H12 T128 D64 causal flash"); "" for a sized case.
+    shape: str = ""
+
+    @property
+    def label(self) -> str:
+        """The op with its shape, where it has one."""
+        return f"{self.op} {self.shape}".rstrip()
 
 
 def ops_points(data: ReportData) -> list[OpsPoint]:
@@ -48,15 +58,55 @@ def ops_points(data: ReportData) -> list[OpsPoint]:
     ceilings stored with the run, else those of the peaks runs the reader pinned (finished before it)."""
     measured, peaks_run = data.measured_peaks
     stored = (data.run.get("derived") or {}).get("ceilings")
+    from dlperf.workloads.ops import OpsParams
+
     points = []
     for r in data.of("ops"):
         if not r.ok:
             continue
         p = r.params
         c = ceilings(data.env, r.device, p["dtype"], measured, peaks_run, stored)
-        points.append(OpsPoint(r.framework, r.device, p["op"], float(p["size_mb"]), p["dtype"], r.m,
-                               roofline_point(r.m.as_dict(), c), c))
+        size_mb = float(p["size_mb"]) if p.get("size_mb") is not None else OpsParams.model_validate(p).working_set_mb()
+        points.append(OpsPoint(r.framework, r.device, p["op"], size_mb, p["dtype"], r.m,
+                               roofline_point(r.m.as_dict(), c), c, shape=shape_label(p)))
     return points
+
+
+#: The short names of a transformer shape's fields, in label order.
+SHAPE_LABELS = (("batch", "B"), ("heads", "H"), ("seq_len", "T"), ("head_dim", "D"), ("width", "W"))
+
+
+def shape_label(params: dict[str, Any]) -> str:
+    """'B8 H12 T128 D64 causal flash' for a transformer-shaped case ('' for a sized one)."""
+    if params.get("size_mb") is not None:
+        return ""
+    parts = [f"{short}{params[k]}" for k, short in SHAPE_LABELS if params.get(k) is not None]
+    if params.get("causal"):
+        parts.append("causal")
+    if params.get("op") == "attention":
+        parts.append(params.get("backend") or "default")
+    return " ".join(parts)
+
+
+def transformer_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
+    """The transformer-shaped cases: per op, shape and variant, framework/device and dtype, the median
+    time, FLOP/s, bytes/s and % of the compute peak (repetitions at their median)."""
+    header = ["op", "shape", "framework/device", "dtype", "ms", "GFLOP/s", "GB/s", "% FLOP peak"]
+    index: dict[tuple[int, float, str, str, str, str], list[OpsPoint]] = {}
+    order = {o: i for i, o in enumerate(OP_ORDER)}
+    for p in points:
+        if p.shape:
+            key = (order.get(p.op, 99), p.size_mb, p.shape, p.op, f"{p.framework}/{p.device}", p.dtype)
+            index.setdefault(key, []).append(p)
+    rows = []
+    for (_, _, shape, op, label, dtype), pts in sorted(index.items()):
+        ms = _median([p.metrics.median_s for p in pts])
+        time_ms = format_number(None if ms is None else ms * 1e3, ".3f") + validity_mark(pts)
+        rows.append([op, shape, label, dtype, time_ms,
+                     format_number(_median([p.metrics.flops_per_s for p in pts]), scale=1e9),
+                     format_number(_median([p.metrics.bytes_per_s for p in pts]), scale=1e9),
+                     format_number(_median([p.roof["pct_flop_peak"] for p in pts]), ".2f")])
+    return header, rows
 
 
 #: Row order of dtypes within a size: the study's single precision first.
@@ -70,8 +120,8 @@ def study_layout(points: list[OpsPoint], ops: tuple[str, ...]) -> tuple[list[str
 
     dtype is part of the row: a study with float32 and bfloat16 cases shows both, never one over the
     other. Repetitions of a case (several results) are shown at their median."""
+    points = [p for p in points if p.op in ops and not p.shape]  # transformer shapes have their own table
     ops = tuple(o for o in ops if any(p.op == o for p in points))
-    points = [p for p in points if p.op in ops]
     header = ["MB", "framework/device", "dtype"] + [f"{o} {h}" for o in ops for h in ("MFlop/s", "Efic.%")]
     index: dict[tuple[float, str, str], dict[str, list[OpsPoint]]] = {}
     for p in points:
@@ -140,12 +190,12 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
     header = ["framework/device", "op", "dtype", "MB", "level", "FLOP/byte", "GFLOP/s", "GB/s", "% FLOP peak",
               "% level BW", "% attainable", "binds", "IQR", "check"]
     rows = []
-    order = {o: i for i, o in enumerate(STUDY_OP_ORDER)}
-    for p in sorted(points, key=lambda q: (q.framework, q.device, q.dtype, order.get(q.op, 99), q.size_mb)):
+    order = {o: i for i, o in enumerate(OP_ORDER)}
+    for p in sorted(points, key=lambda q: (q.framework, q.device, q.dtype, order.get(q.op, 99), q.size_mb, q.shape)):
         m, r = p.metrics, p.roof
         flag = r["flag"] or ""
         rows.append([
-            f"{p.framework}/{p.device}", p.op, p.dtype, f"{p.size_mb:g}", r["level"] or MISSING,
+            f"{p.framework}/{p.device}", p.label, p.dtype, f"{p.size_mb:g}", r["level"] or MISSING,
             format_number(m.arithmetic_intensity), format_number(m.flops_per_s, scale=1e9),
             format_number(m.bytes_per_s, scale=1e9),
             _pct(r["pct_flop_peak"], flag == "above compute peak"), _pct(r["pct_bw_peak"], "ceiling" in flag),
@@ -191,7 +241,7 @@ def efficiency_figure(points: list[OpsPoint], data: ReportData) -> list[Section]
     for op in STUDY_OP_ORDER:
         mine: dict[str, list[tuple[float, float]]] = {}
         for p in points:
-            if p.op == op and p.dtype == REFERENCE_DTYPE and p.roof["pct_flop_peak"] is not None:
+            if p.op == op and not p.shape and p.dtype == REFERENCE_DTYPE and p.roof["pct_flop_peak"] is not None:
                 mine.setdefault(f"{p.framework}/{p.device}", []).append((p.size_mb, p.roof["pct_flop_peak"]))
         if op in ref and mine:
             panels[op] = (ref[op], mine)
@@ -272,12 +322,12 @@ def sections(data: ReportData) -> list[Section]:
     if not points:
         return [Note("no ok ops case to place on a roofline",
                      markdown="## Roofline\n\nNo ok ops case to place on a roofline.")]
-    present = {p.op for p in points}
+    present = {p.op for p in points if not p.shape}
     out: list[Section] = [Heading("## Study 002 layout",
                                   "MFlop/s and Efic. (% of the theoretical FLOP peak) per size, dtype and "
                                   "framework/device, as in the study's Tables 2 and 3, each followed by the study's "
                                   f"own figures (from {REFERENCE_CITATION}).")]
-    for name, ops in OP_GROUPS:
+    for name, ops in OP_GROUPS if present else ():
         if not present & set(ops):
             continue
         header, rows = study_layout(points, ops)
@@ -288,13 +338,18 @@ def sections(data: ReportData) -> list[Section]:
         if name != "beyond the study":
             out.append(Table(f"{name} as published: study 002, Theano on three GPUs (nvprof)",
                              *reference_layout(ops), heading=f"### {name}: as published"))
-    out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
-    out += efficiency_figure(points, data)
+    if present:
+        out.append(Note(f"reference: {REFERENCE_CITATION}", markdown=""))
+        out += efficiency_figure(points, data)
+    if any(p.shape for p in points):
+        out.append(Table("transformer ops at their shapes (B batch, H heads, T tokens, D head width, W width; "
+                         "attention's backend; FLOPs count attention's whole T x T square, causal or not)",
+                         *transformer_rows(points), heading="## Transformer ops"))
     notes = flag_notes(points)
     lines = ceiling_lines(points)
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
     overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(set_now)})" if set_now else "")
-    paths = roofline_plot(points, STUDY_OP_ORDER, data.plot_dir,
+    paths = roofline_plot(points, OP_ORDER, data.plot_dir,
                           f"roofline of run {data.run['id']} ({len(points)} cases)", stem=f"roofline-{data.run['id']}")
     if not paths:
         notes = [*notes, "no roofline plot: no case has both a FLOP/s rate and an arithmetic intensity"]

@@ -19,6 +19,25 @@ Counting convention (FLOPs per call):
 Bytes moved are the compulsory traffic: each array read or written once
 (caches, write-allocate and re-reads are not counted), so arithmetic intensity
 is FLOPs / bytes of that ideal.
+
+Transformer ops (`TRANSFORMER_OPS`, and softmax when given a transformer shape)
+are shaped by their own dimensions, not by `size_mb` (see `OpsParams`):
+- attention, softmax(q k^T / sqrt(D)) v with q, k, v and the output of shape
+  (B, H, T, D), T = S = seq_len: the two matrix products 2 B H T S D each
+  (4 B H T S D, the transformer cost convention of `models/transformer/cost.py`),
+  plus, per score, the scale (1 multiply) and the softmax (5): 6 B H T S.
+  The whole T x S square is counted, causal or not: a kernel that skips the
+  masked half does less work than this counts (the mask itself counts 0: it
+  compares positions, not data). Bytes: q, k, v and the output once (4 B H T D
+  items); the T x S scores a non-fused kernel writes and reads are not compulsory.
+- softmax over attention scores: rows B H T of T columns, 5 per element as above.
+- layernorm over the last axis of (B T, W), eps 1e-5, with scale g and shift b:
+  per element sum-add (mean), subtract the mean, square, sum-add (variance),
+  divide by the deviation, multiply by g, add b = 7; per row the two divisions
+  by W, adding eps and the square root = 4. Bytes: input, output, g and b.
+- gelu, tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
+  x^3 (2 multiplies), times 0.044715, add x, times sqrt(2/pi), tanh (6, as
+  above), add 1, 0.5 x, the product = 14 per element. Bytes: input and output.
 """
 
 from __future__ import annotations
@@ -40,6 +59,31 @@ FLOPS_PER_ELEMENT = {"add": 1, "mul": 1, "scalar": 1, "relu": 1, "sigmoid": 4, "
 SCALAR = 0.5
 SOFTMAX_COLS = 1024
 CONV = {"batch": 8, "channels": 64, "filters": 64, "kernel": 3}
+#: Ops shaped by transformer dimensions only (softmax takes either a size or a transformer shape).
+TRANSFORMER_OPS = ("attention", "layernorm", "gelu")
+ALL_OPS = (*OPS, *TRANSFORMER_OPS)
+#: Fields of `OpsParams` that shape each op that takes a transformer shape, in shape order.
+SHAPE_FIELDS = {"attention": ("batch", "heads", "seq_len", "head_dim"), "softmax": ("batch", "heads", "seq_len"),
+                "layernorm": ("batch", "seq_len", "width"), "gelu": ("batch", "seq_len", "width")}
+FLOPS_PER_ELEMENT_TRANSFORMER = {"layernorm": 7, "gelu": 14}
+LAYERNORM_FLOPS_PER_ROW = 4
+#: Per attention score: the 1/sqrt(D) scale and the softmax.
+ATTENTION_FLOPS_PER_SCORE = 1 + FLOPS_PER_ELEMENT["softmax"]
+LAYERNORM_EPS = 1e-5
+GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def transformer_shape(op: str, dims: dict[str, int]) -> dict[str, int]:
+    """The array dimensions of `op` at a transformer shape (`dims`: the op's `SHAPE_FIELDS`).
+
+    softmax runs over attention scores: B H T rows of T columns, the layout the sized softmax uses."""
+    if op == "attention":
+        return {k: dims[k] for k in SHAPE_FIELDS["attention"]}
+    if op == "softmax":
+        return {"rows": dims["batch"] * dims["heads"] * dims["seq_len"], "cols": dims["seq_len"]}
+    if op in ("layernorm", "gelu"):
+        return {"tokens": dims["batch"] * dims["seq_len"], "width": dims["width"]}
+    raise ValueError(f"op {op!r} takes no transformer shape")
 
 
 def shape_for(op: str, size_mb: float, dtype: str) -> dict[str, int]:
@@ -79,6 +123,20 @@ def make_inputs(op: str, shape: dict[str, int], seed: int = 0) -> dict[str, np.n
         a = normal(n, n)
         a *= scale
         return {"a": a, "b": normal(n, n)}
+    if op == "attention":
+        dims = (shape["batch"], shape["heads"], shape["seq_len"], shape["head_dim"])
+        return {"q": normal(*dims), "k": normal(*dims), "v": normal(*dims)}
+    if op == "layernorm":
+        a = normal(shape["tokens"], shape["width"])
+        a += np.float32(0.5)  # a mean away from 0, so subtracting it matters
+        g = normal(shape["width"])
+        g *= np.float32(0.1)
+        g += np.float32(1.0)
+        b = normal(shape["width"])
+        b *= np.float32(0.1)
+        return {"a": a, "g": g, "b": b}
+    if op == "gelu":
+        return {"a": normal(shape["tokens"], shape["width"])}
     if op == "conv2d":
         n, c, k, r, hw = shape["batch"], shape["channels"], shape["filters"], shape["kernel"], shape["hw"]
         w = normal(k, c, r, r)
@@ -100,9 +158,22 @@ def conv2d_nchw(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("nchwrs,kcrs->nkhw", windows, w, optimize=True)
 
 
-def reference(op: str, inputs: dict[str, np.ndarray]) -> np.ndarray:
-    """The op in float64 NumPy: what every framework's output is checked against."""
+def reference(op: str, inputs: dict[str, np.ndarray], causal: bool = False) -> np.ndarray:
+    """The op in float64 NumPy: what every framework's output is checked against (`causal`: attention's mask)."""
+    if op == "attention":
+        q, k, v = (inputs[n].astype(np.float64) for n in "qkv")
+        scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+        if causal:  # query i sees keys 0..i
+            t, s = scores.shape[-2:]
+            scores = np.where(np.tril(np.ones((t, s), dtype=bool)), scores, -np.inf)
+        return reference("softmax", {"a": scores.reshape(-1, scores.shape[-1])}).reshape(scores.shape) @ v
     a = inputs["a"].astype(np.float64)
+    if op == "layernorm":
+        mean = a.mean(axis=-1, keepdims=True)
+        var = ((a - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (a - mean) / np.sqrt(var + LAYERNORM_EPS) * inputs["g"] + inputs["b"]
+    if op == "gelu":
+        return 0.5 * a * (1.0 + np.tanh(GELU_C * (a + 0.044715 * a**3)))
     if op == "add":
         return a + inputs["b"]
     if op == "mul":
@@ -140,7 +211,24 @@ def cost(op: str, shape: dict[str, int], dtype: str) -> Cost:
         flops = 2.0 * nb * k * hw * hw * c * r * r
         elems = nb * c * hw * hw + k * c * r * r + nb * k * hw * hw
         return Cost(flops=flops, bytes_moved=float(elems * item))
+    if op == "attention":
+        bh, t, d = shape["batch"] * shape["heads"], shape["seq_len"], shape["head_dim"]
+        scores = bh * t * t  # S = T: self-attention, the whole square
+        return Cost(flops=float(attention_matmul_flops(shape) + ATTENTION_FLOPS_PER_SCORE * scores),
+                    bytes_moved=float(4 * bh * t * d * item))
+    if op in FLOPS_PER_ELEMENT_TRANSFORMER:
+        rows, width = shape["tokens"], shape["width"]
+        flops = FLOPS_PER_ELEMENT_TRANSFORMER[op] * rows * width
+        if op == "layernorm":
+            flops += LAYERNORM_FLOPS_PER_ROW * rows
+            return Cost(flops=float(flops), bytes_moved=float((2 * rows * width + 2 * width) * item))
+        return Cost(flops=float(flops), bytes_moved=float(2 * rows * width * item))
     raise ValueError(f"unknown op {op!r}")
+
+
+def attention_matmul_flops(shape: dict[str, int]) -> int:
+    """The matrix products of attention alone, 4 B H T S D (what FlopCounterMode counts for SDPA)."""
+    return 4 * shape["batch"] * shape["heads"] * shape["seq_len"] ** 2 * shape["head_dim"]
 
 
 def describe(shape: dict[str, Any]) -> str:
