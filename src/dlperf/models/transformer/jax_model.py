@@ -13,6 +13,7 @@ CPU that is XLA's default anyway.
 Attention is `jax.nn.dot_product_attention` with implementation=None, which in jax 0.10.2 is always XLA's
 implementation (the (B, heads, T, S) float32 logits are materialised, softmax in float32; it picks cuDNN only
 when asked by name, and cuDNN takes float16/bfloat16 only), so the memory report assumes the math path for jax.
+XLA's CPU dot takes no float16 inputs with float32 logits, so a float16 model's attention runs in float32 on CPU.
 
 Generation is greedy (argmax, ties to the lowest id), the head only on the last position, and runs the lengths
 `cost.generate_flops` counts:
@@ -33,7 +34,6 @@ Generation is greedy (argmax, ties to the lowest id), the head only on the last 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
