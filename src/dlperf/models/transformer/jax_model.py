@@ -13,7 +13,8 @@ CPU that is XLA's default anyway.
 Attention is `jax.nn.dot_product_attention` with implementation=None, which in jax 0.10.2 is always XLA's
 implementation (the (B, heads, T, S) float32 logits are materialised, softmax in float32; it picks cuDNN only
 when asked by name, and cuDNN takes float16/bfloat16 only), so the memory report assumes the math path for jax.
-XLA's CPU dot takes no float16 inputs with float32 logits, so a float16 model's attention runs in float32 on CPU.
+XLA's CPU dot takes no float16 inputs with float32 logits, so a float16 model's attention runs in float32 on
+CPU.
 
 Generation is greedy (argmax, ties to the lowest id), the head only on the last position, and runs the lengths
 `cost.generate_flops` counts:
@@ -120,7 +121,8 @@ class FlaxTransformer(nn.Module):
     @nn.compact
     def __call__(self, tokens: jax.Array, token_types: jax.Array | None = None, *, start: Any = 0,
                  cache: tuple[tuple[jax.Array, jax.Array], ...] | None = None,
-                 kv_len: Any = None, head_at: Any = None) -> tuple[jax.Array, tuple[tuple[jax.Array, jax.Array], ...] | None]:
+                 kv_len: Any = None,
+                 head_at: Any = None) -> tuple[jax.Array, tuple[tuple[jax.Array, jax.Array], ...] | None]:
         cfg, prec = self.cfg, _precision(self.dtype)
         t = tokens.shape[1]
         emb = {"param_dtype": jnp.float32, "dtype": jnp.float32}
@@ -134,7 +136,8 @@ class FlaxTransformer(nn.Module):
             x = nn.LayerNorm(**ln, name="emb_ln")(x)
         new_cache = []
         for i in range(cfg.n_layer):
-            x, kv = Block(cfg, self.dtype, self.attention_dtype, name=f"h{i}")(x, None if cache is None else cache[i], start, kv_len)
+            block = Block(cfg, self.dtype, self.attention_dtype, name=f"h{i}")
+            x, kv = block(x, None if cache is None else cache[i], start, kv_len)
             new_cache.append(kv)
         out_cache = tuple(new_cache) if cache is not None else None
         if cfg.kind == "decoder":
@@ -229,7 +232,7 @@ def to_weights(model: JaxTransformer) -> dict[str, np.ndarray]:
 
 def _make_functions(model: JaxTransformer) -> None:
     """The jitted forward, prefill, decode step and no-cache step of `model` (each counts its traces)."""
-    module, traces, dt = model.module, model.traces, model.dtype
+    module, traces = model.module, model.traces
 
     def apply(params: Any, tokens: jax.Array, **kw: Any) -> Any:
         return module.apply({"params": params}, tokens, **kw)
