@@ -119,3 +119,24 @@ def test_fp16_skips_a_step_whose_scaled_gradient_overflows(fw, monkeypatch):
     losses = [float(step.fn()) for _ in range(3)]
     assert losses[0] == losses[1] == losses[2]
     assert 5.0 < losses[0] < 7.5  # about ln(512) = 6.24 for random weights, not 2**100 times it
+
+
+def test_the_kv_cache_is_allocated_once_per_case_and_donated_to_each_call(fw, monkeypatch):
+    """As torch's builder does: one cache made when the step is built; each call donates it to the prefill (the
+    buffers it was given are consumed) and keeps the returned ones for the next call."""
+    from dlperf.models.transformer import jax_model as J
+
+    made = []
+    real_new = J.new_cache
+    monkeypatch.setattr(J, "new_cache", lambda *a: made.append(real_new(*a)) or made[-1])
+    p = W.parse({"model": "gpt2-tiny", "task": "generate", "batch": 2, "prompt_len": 6, "new_tokens": 5})
+    step = W.build(fw, "cpu", p)
+    assert len(made) == 1  # before any timed call
+    cfg = p.config()
+    want = reference.generate(cfg, init_weights(cfg, 0), make_tokens(cfg, 2, 6), 5)
+    for _ in range(3):
+        given = made[0].buffers[0][0]
+        step.fn()
+        assert given.is_deleted() and not made[0].buffers[0][0].is_deleted()
+        np.testing.assert_array_equal(step.result(), want)
+    assert len(made) == 1

@@ -130,3 +130,34 @@ def test_quick_study_grid():
     assert {c.params["model"] for c in cuda} == {"gpt2-small", "bert-base"}
     assert {c.params["precision"] for c in cuda if c.params["task"] == "train"} == {"bf16", "fp32"}
     assert not any(c.framework == "numpy" and c.device == "cuda" for c in full.cases)
+
+
+def test_the_kv_cache_is_allocated_once_per_case_and_reused(monkeypatch):
+    """As torch's builder does: the step makes its cache when built, and every call writes into the same arrays."""
+    calls: list[object] = []
+    made = []
+    real_new, real_generate = nm.new_cache, nm.generate
+    monkeypatch.setattr(nm, "new_cache", lambda *a: made.append(real_new(*a)) or made[-1])
+    monkeypatch.setattr(nm, "generate", lambda *a, **kw: calls.append(kw.get("cache")) or real_generate(*a, **kw))
+    p = W.parse({"model": "gpt2-tiny", "task": "generate", "batch": 2, "prompt_len": 8, "new_tokens": 6})
+    step = W.build(get_framework("numpy"), "cpu", p)
+    assert len(made) == 1  # before any timed call
+    for _ in range(3):
+        step.fn()
+    assert len(made) == 1 and len(calls) == 3 and all(c is made[0] for c in calls)
+    cfg = p.config()
+    np.testing.assert_array_equal(step.result(), reference.generate(cfg, init_weights(cfg, 0),
+                                                                    make_tokens(cfg, 2, 8), 6))
+
+
+def test_a_reused_cache_gives_each_prompts_own_tokens():
+    cfg = get_config("gpt2-tiny")
+    weights = init_weights(cfg, 0)
+    model = nm.build(cfg, weights)
+    cache = nm.new_cache(cfg, 2, 8, 6)
+    for seed in (1, 2, 1):
+        prompt = make_tokens(cfg, 2, 8, seed=seed)
+        np.testing.assert_array_equal(nm.generate(model, prompt, 6, kv_cache=True, cache=cache),
+                                      reference.generate(cfg, weights, prompt, 6))
+    with pytest.raises(ValueError, match="the cache holds"):
+        nm.generate(model, prompt, 7, kv_cache=True, cache=cache)

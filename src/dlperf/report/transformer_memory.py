@@ -18,7 +18,9 @@ from dlperf.report.sections import Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_mib
 
-#: Frameworks whose transformer runs a fused attention kernel (the rest are estimated with the math path).
+#: Frameworks whose transformer runs a fused attention kernel (the rest are estimated with the math path). jax is
+#: not: its model calls jax.nn.dot_product_attention(implementation=None), which jax 0.10.2 always runs as XLA's
+#: implementation (the T x T float32 logits materialised), not cuDNN's fused kernel.
 FUSED_ATTENTION = frozenset({"torch"})
 NOTE = ("estimate: models/transformer/memory.py (weights, gradients, AdamW's two states, autocast's weight copies, "
         "tokens, the activations each block keeps for backward, logits and the loss's fp32 log-softmax, the "

@@ -10,20 +10,31 @@ precision); parameters are always float32 (`param_dtype`), layer norms, softmax 
 In float32 every product asks for `lax.Precision.HIGHEST`, so a GPU does not use TF32 (XLA's GPU default); on
 CPU that is XLA's default anyway.
 
-Generation is greedy (argmax, ties to the lowest id), the head only on the last position:
-- with a KV cache: a jitted prefill of the prompt (fills per-layer caches of the call's full length
-  prompt + new tokens, preallocated), then one jitted decode step of fixed shapes per token (the cache is
-  updated in place with `lax.dynamic_update_slice` and donated; keys not yet written are masked out, the
-  position is a traced scalar), so decoding compiles once;
-- without: each token runs the whole sequence again. To keep compilations few, the sequence is padded to a
-  multiple of `NO_CACHE_BUCKET` tokens (at most the call's full length); the causal mask hides the padding from
-  the position whose head is taken. Each length bucket compiles once (all in the first call), and a step does
-  at most `NO_CACHE_BUCKET - 1` positions more work than `cost.generate_flops` counts.
+Attention is `jax.nn.dot_product_attention` with implementation=None, which in jax 0.10.2 is always XLA's
+implementation (the (B, heads, T, S) float32 logits are materialised, softmax in float32; it picks cuDNN only
+when asked by name, and cuDNN takes float16/bfloat16 only), so the memory report assumes the math path for jax.
+XLA's CPU dot takes no float16 inputs with float32 logits, so a float16 model's attention runs in float32 on
+CPU.
+
+Generation is greedy (argmax, ties to the lowest id), the head only on the last position, and runs the lengths
+`cost.generate_flops` counts:
+- with a KV cache: the cache (per layer (B, prompt + new tokens, heads, head_dim) keys and values, `KVCache`) is
+  allocated once (`new_cache`; the workload does it once per case, outside the timed calls) and donated to a
+  jitted prefill, which runs the prompt causally over itself (P x P, as counted) and writes its keys and values
+  at 0; then one jitted decode step of fixed shapes per token writes at the position (a traced scalar, so
+  decoding compiles once) and attends over the whole preallocated cache with `key_value_seq_lengths` = position
+  + 1: later slots, empty or stale from an earlier call, are masked. That fixed-shape step does the attention of
+  `prompt + new_tokens` keys where cost.py counts `prompt + j`: 4 L B d (new_tokens - j) FLOPs more per step.
+  Measured with XLA's cost analysis on gpt2-tiny (B=1, P=16, N=16), where XLA's count also includes the
+  element-wise work cost.py counts 0 (layer norm, GELU, softmax: the forward of the prompt is 1.037x cost.py):
+  prefill 1.054x, the last decode step 1.061x, the whole cached call 1.065x cost.py;
+- without: each token runs the sequence again at its exact length (the first step the prompt alone), one
+  compilation per length, all in the first call (which dlperf reports apart); the whole call is 1.051x cost.py
+  by XLA's count, the element-wise share alone (tests/models/test_transformer_jax.py checks it).
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,8 +48,6 @@ from jax import lax
 
 from dlperf.models.transformer.config import TransformerConfig, check_weights, init_weights, weight_shapes
 
-#: Without a KV cache, sequences are padded to a multiple of this many tokens (one compilation per multiple).
-NO_CACHE_BUCKET = 64
 _SUFFIX = {"w": "kernel", "b": "bias", "g": "scale"}
 
 
@@ -47,14 +56,20 @@ def _precision(dtype: Any) -> Any:
 
 
 class Block(nn.Module):
-    """One transformer block: pre-LN (decoder) or post-LN (encoder) attention and MLP."""
+    """One transformer block: pre-LN (decoder) or post-LN (encoder) attention and MLP.
+
+    Attention is `jax.nn.dot_product_attention` (implementation=None) over (B, T, heads, head_dim): causal for
+    a decoder's own chunk; with `kv` it writes the chunk's keys and values at `start` and then either attends
+    over the chunk itself (prefill, `kv_len` None) or over the cache's first `kv_len` keys (a decode step:
+    `key_value_seq_lengths`, the later slots, stale or empty, are masked)."""
 
     cfg: TransformerConfig
     dtype: Any = jnp.float32
+    attention_dtype: Any = None  # of q, k, v in the attention (None: `dtype`)
 
     @nn.compact
-    def __call__(self, x: jax.Array, mask: jax.Array | None, kv: tuple[jax.Array, jax.Array] | None,
-                 start: Any) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
+    def __call__(self, x: jax.Array, kv: tuple[jax.Array, jax.Array] | None, start: Any,
+                 kv_len: jax.Array | None) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
         cfg, prec = self.cfg, _precision(self.dtype)
         dense = {"dtype": self.dtype, "param_dtype": jnp.float32, "precision": prec}
         ln = {"epsilon": cfg.layer_norm_eps, "dtype": jnp.float32, "use_fast_variance": False}
@@ -67,18 +82,19 @@ class Block(nn.Module):
         def attention(h: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array] | None]:
             b, t, _ = h.shape
             q, k, v = (a.reshape(b, t, cfg.n_head, cfg.head_dim) for a in jnp.split(qkv_proj(h), 3, axis=-1))
-            new_kv = None
-            if kv is not None:  # write this chunk's keys and values at `start`, attend over the whole cache
-                k = lax.dynamic_update_slice(kv[0], k.astype(kv[0].dtype), (0, start, 0, 0))
-                v = lax.dynamic_update_slice(kv[1], v.astype(kv[1].dtype), (0, start, 0, 0))
-                new_kv = (k, v)
-            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=prec, preferred_element_type=jnp.float32)
-            scores = scores / math.sqrt(cfg.head_dim)
-            if mask is not None:
-                scores = jnp.where(mask, scores, -jnp.inf)
-            probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype)
-            out = jnp.einsum("bhqk,bkhd->bqhd", probs, v.astype(self.dtype), precision=prec)
-            return out_proj(out.reshape(b, t, cfg.d_model)), new_kv
+            new_kv, lengths = None, None
+            if kv is not None:  # write this chunk's keys and values at `start`
+                new_kv = (lax.dynamic_update_slice(kv[0], k.astype(kv[0].dtype), (0, start, 0, 0)),
+                          lax.dynamic_update_slice(kv[1], v.astype(kv[1].dtype), (0, start, 0, 0)))
+                if kv_len is not None:  # a decode step: the query against the cache's first kv_len keys
+                    k, v = new_kv
+                    lengths = jnp.broadcast_to(kv_len, (b,)).astype(jnp.int32)
+            at = self.attention_dtype or q.dtype
+            with jax.default_matmul_precision("highest" if prec is not None else None):
+                out = jax.nn.dot_product_attention(
+                    q.astype(at), k.astype(at), v.astype(at), is_causal=cfg.kind == "decoder" and lengths is None,
+                    key_value_seq_lengths=lengths, implementation=None)
+            return out_proj(out.astype(self.dtype).reshape(b, t, cfg.d_model)), new_kv
 
         def mlp(h: jax.Array) -> jax.Array:
             return proj(nn.gelu(fc(h), approximate=cfg.gelu == "tanh"))
@@ -94,15 +110,18 @@ class Block(nn.Module):
 
 class FlaxTransformer(nn.Module):
     """The whole model. `start` is the position of the first token (a traced scalar in decoding); `cache` the
-    per-layer (k, v) arrays (B, max_len, heads, head_dim) to write into and attend over; `head_at` the one
-    position whose logits a decoder returns (None: every position)."""
+    per-layer (k, v) arrays (B, max_len, heads, head_dim) to write the tokens' keys and values into; `kv_len`
+    None: attend over the tokens themselves (forward, prefill), else over the cache's first `kv_len` keys (a
+    decode step); `head_at` the one position whose logits a decoder returns (None: every position)."""
 
     cfg: TransformerConfig
     dtype: Any = jnp.float32
+    attention_dtype: Any = None
 
     @nn.compact
     def __call__(self, tokens: jax.Array, token_types: jax.Array | None = None, *, start: Any = 0,
                  cache: tuple[tuple[jax.Array, jax.Array], ...] | None = None,
+                 kv_len: Any = None,
                  head_at: Any = None) -> tuple[jax.Array, tuple[tuple[jax.Array, jax.Array], ...] | None]:
         cfg, prec = self.cfg, _precision(self.dtype)
         t = tokens.shape[1]
@@ -111,17 +130,14 @@ class FlaxTransformer(nn.Module):
         pos_emb = nn.Embed(cfg.max_positions, cfg.d_model, **emb, name="pos_emb")
         x = tok_emb(tokens) + pos_emb(start + jnp.arange(t))[None]
         ln = {"epsilon": cfg.layer_norm_eps, "dtype": jnp.float32, "use_fast_variance": False}
-        mask = None
-        if cfg.kind == "decoder":
-            keys = cache[0][0].shape[1] if cache is not None else t
-            mask = (jnp.arange(keys)[None, :] <= start + jnp.arange(t)[:, None])[None, None]
-        else:
+        if cfg.kind != "decoder":
             types = jnp.zeros_like(tokens) if token_types is None else token_types
             x = x + nn.Embed(cfg.type_vocab_size, cfg.d_model, **emb, name="type_emb")(types)
             x = nn.LayerNorm(**ln, name="emb_ln")(x)
         new_cache = []
         for i in range(cfg.n_layer):
-            x, kv = Block(cfg, self.dtype, name=f"h{i}")(x, mask, None if cache is None else cache[i], start)
+            block = Block(cfg, self.dtype, self.attention_dtype, name=f"h{i}")
+            x, kv = block(x, None if cache is None else cache[i], start, kv_len)
             new_cache.append(kv)
         out_cache = tuple(new_cache) if cache is not None else None
         if cfg.kind == "decoder":
@@ -177,7 +193,10 @@ def build(cfg: TransformerConfig, weights: dict[str, np.ndarray] | None = None, 
     weights = init_weights(cfg, 0) if weights is None else weights
     check_weights(cfg, weights)
     dev = _device(device)
-    module = FlaxTransformer(cfg, jnp.dtype(dtype))
+    # XLA's CPU dot cannot take float16 inputs with float32 logits (F16_F16_F32), which dot_product_attention
+    # asks for: there the float16 model's attention runs in float32 (CPU float16 is emulated anyway)
+    cpu_f16 = jnp.dtype(dtype) == jnp.float16 and dev.platform == "cpu"
+    module = FlaxTransformer(cfg, jnp.dtype(dtype), jnp.dtype(jnp.float32) if cpu_f16 else None)
     tree: dict[str, Any] = {}
     for name, w in weights.items():
         *parents, leaf = param_path(name)
@@ -213,7 +232,7 @@ def to_weights(model: JaxTransformer) -> dict[str, np.ndarray]:
 
 def _make_functions(model: JaxTransformer) -> None:
     """The jitted forward, prefill, decode step and no-cache step of `model` (each counts its traces)."""
-    module, traces, dt = model.module, model.traces, model.dtype
+    module, traces = model.module, model.traces
 
     def apply(params: Any, tokens: jax.Array, **kw: Any) -> Any:
         return module.apply({"params": params}, tokens, **kw)
@@ -225,31 +244,48 @@ def _make_functions(model: JaxTransformer) -> None:
         traces["forward"] += 1
         return apply(params, tokens)[0]
 
-    def prefill(params: Any, prompt: jax.Array, total: int) -> tuple[jax.Array, Any]:
+    def prefill(params: Any, cache: Any, prompt: jax.Array) -> tuple[jax.Array, Any]:
         traces["prefill"] += 1
-        b = prompt.shape[0]
-        shape = (b, total, model.cfg.n_head, model.cfg.head_dim)
-        empty = tuple((jnp.zeros(shape, dt), jnp.zeros(shape, dt)) for _ in range(model.cfg.n_layer))
-        logits, cache = apply(params, prompt, cache=empty, head_at=prompt.shape[1] - 1)
+        logits, cache = apply(params, prompt, cache=cache, head_at=prompt.shape[1] - 1)
         return greedy(logits), cache
 
     def decode(params: Any, cache: Any, token: jax.Array, pos: jax.Array) -> tuple[jax.Array, Any]:
         traces["decode"] += 1
-        logits, cache = apply(params, token[:, None], start=pos, cache=cache, head_at=0)
+        logits, cache = apply(params, token[:, None], start=pos, cache=cache, kv_len=pos + 1, head_at=0)
         return greedy(logits), cache
 
-    def step_nocache(params: Any, buf: jax.Array, cur: jax.Array, length: int) -> tuple[jax.Array, jax.Array]:
+    def step_nocache(params: Any, buf: jax.Array, length: int) -> tuple[jax.Array, jax.Array]:
         traces["nocache"] += 1
-        logits, _ = apply(params, buf[:, :length], head_at=cur - 1)
+        logits, _ = apply(params, buf[:, :length], head_at=length - 1)
         token = greedy(logits)
-        return token, lax.dynamic_update_slice(buf, token[:, None], (0, cur))
+        return token, buf.at[:, length].set(token)
 
     model.fns.update(
         forward=jax.jit(forward),
-        prefill=jax.jit(prefill, static_argnames="total"),
+        prefill=jax.jit(prefill, donate_argnums=1),
         decode=jax.jit(decode, donate_argnums=1),
         nocache=jax.jit(step_nocache, static_argnames="length", donate_argnums=1),
     )
+
+
+@dataclass
+class KVCache:
+    """The per-layer (keys, values) buffers (batch, length, heads, head_dim) of one generation shape, allocated
+    once (`new_cache`) and reused: each generation donates them to its prefill and keeps the returned ones."""
+
+    batch: int
+    length: int
+    buffers: Any
+
+
+def new_cache(model: JaxTransformer, batch: int, length: int) -> KVCache:
+    """A zeroed cache on the model's device for `batch` sequences of up to `length` tokens (compute dtype)."""
+    shape = (batch, length, model.cfg.n_head, model.cfg.head_dim)
+
+    def zeros() -> jax.Array:
+        return jnp.zeros(shape, model.dtype, device=model.device)
+
+    return KVCache(batch, length, tuple((zeros(), zeros()) for _ in range(model.cfg.n_layer)))
 
 
 def logits(model: JaxTransformer, tokens: np.ndarray) -> np.ndarray:
@@ -259,9 +295,11 @@ def logits(model: JaxTransformer, tokens: np.ndarray) -> np.ndarray:
 
 
 def generate_on_device(model: JaxTransformer, prompt: jax.Array, new_tokens: int, *, kv_cache: bool,
-                       on_first: Callable[[jax.Array], None] | None = None) -> jax.Array:
+                       on_first: Callable[[jax.Array], None] | None = None,
+                       cache: KVCache | None = None) -> jax.Array:
     """Greedy tokens (B, new_tokens) int32 on the device, dispatched asynchronously; `on_first(token)` is called
-    with token 1 as soon as it is dispatched (a caller that times the first token blocks on it there)."""
+    with token 1 as soon as it is dispatched (a caller that times the first token blocks on it there). With
+    `kv_cache`, `cache` (of this batch and prompt + new_tokens, from `new_cache`) is reused, else one is made."""
     if model.cfg.kind != "decoder":
         raise ValueError("only a decoder generates")
     b, p = prompt.shape
@@ -270,19 +308,21 @@ def generate_on_device(model: JaxTransformer, prompt: jax.Array, new_tokens: int
         raise ValueError(f"{total} tokens exceed the context of {model.cfg.max_positions}")
     fns, params, out = model.fns, model.params, []
     if kv_cache:
-        token, cache = fns["prefill"](params, prompt, total=total)
+        cache = new_cache(model, b, total) if cache is None else cache
+        if (cache.batch, cache.length) != (b, total):
+            raise ValueError(f"the cache holds {cache.batch} x {cache.length} tokens, not {b} x {total}")
+        token, buffers = fns["prefill"](params, cache.buffers, prompt)
         out.append(token)
         if on_first:
             on_first(token)
         for j in range(1, new_tokens):
-            token, cache = fns["decode"](params, cache, token, p + j - 1)
+            token, buffers = fns["decode"](params, buffers, token, p + j - 1)
             out.append(token)
+        cache.buffers = buffers  # the donated buffers, kept for the next call
     else:
         buf = jnp.zeros((b, total), jnp.int32, device=model.device).at[:, :p].set(prompt)
         for j in range(new_tokens):
-            cur = p + j
-            length = min(-(-cur // NO_CACHE_BUCKET) * NO_CACHE_BUCKET, total)
-            token, buf = fns["nocache"](params, buf, cur, length=length)
+            token, buf = fns["nocache"](params, buf, length=p + j)
             out.append(token)
             if j == 0 and on_first:
                 on_first(token)

@@ -4,8 +4,10 @@ The same API as every framework's model module (`build`, `to_weights`, `logits`,
 as `reference` (its layer norm, tanh GELU and softmax are reused; they keep float32 inputs float32), but in
 float32 and written for speed where it matters:
 - generation computes the LM head on the last position only (the FLOPs convention of `cost`), and
-- with `kv_cache=True` the prompt's keys and values are kept per layer in arrays allocated once per call for the
-  whole generation (B, heads, prompt + new - 1, head_dim); each decode step runs one token against them.
+- with `kv_cache=True` the keys and values are kept per layer in arrays (B, heads, prompt + new - 1, head_dim)
+  made by `new_cache`: the NumPy builder makes them once per case (outside the timed calls) and passes them to
+  every call, which overwrites them from position 0 and reads only what it wrote; each decode step runs one
+  token against them. `generate` without a `cache` makes its own.
   Without the cache each new token runs the whole sequence again, as `reference.generate` does.
 The erf GELU (BERT) is SciPy's `special.erf` (a core dependency), exact in float32 and vectorised.
 """
@@ -122,10 +124,18 @@ def logits(model: NumpyTransformer, tokens: np.ndarray) -> np.ndarray:
     return _decoder(model, tokens) if model.cfg.kind == "decoder" else _encoder(model, tokens)
 
 
+def new_cache(cfg: TransformerConfig, batch: int, prompt_len: int, new_tokens: int) -> Cache:
+    """Uninitialised per-layer keys and values for a generation of `new_tokens` after `prompt_len` tokens (the
+    last new token is never fed back, so prompt_len + new_tokens - 1 positions)."""
+    shape = (batch, cfg.n_head, prompt_len + new_tokens - 1, cfg.head_dim)
+    return [(np.empty(shape, F32), np.empty(shape, F32)) for _ in range(cfg.n_layer)]
+
+
 def generate(model: NumpyTransformer, prompt: np.ndarray, new_tokens: int, *, kv_cache: bool,
-             on_first_token: Callable[[], None] | None = None) -> np.ndarray:
+             on_first_token: Callable[[], None] | None = None, cache: Cache | None = None) -> np.ndarray:
     """Greedy decoding (argmax, ties to the lowest id): (B, new_tokens) int64. `on_first_token` is called as
-    soon as the first new token is known (a generate step reads its clock there: time to first token)."""
+    soon as the first new token is known (a generate step reads its clock there: time to first token).
+    With `kv_cache`, `cache` (from `new_cache` for this batch, prompt and new_tokens) is reused if given."""
     cfg = model.cfg
     if cfg.kind != "decoder":
         raise ValueError("only a decoder generates")
@@ -134,10 +144,12 @@ def generate(model: NumpyTransformer, prompt: np.ndarray, new_tokens: int, *, kv
     if plen + new_tokens > cfg.max_positions:
         raise ValueError(f"prompt + new tokens = {plen + new_tokens} exceed the context of {cfg.max_positions}")
     out = np.empty((b, new_tokens), dtype=np.int64)
-    cache: Cache | None = None
-    if kv_cache:
-        shape = (b, cfg.n_head, plen + new_tokens - 1, cfg.head_dim)  # the last new token is never fed back
-        cache = [(np.empty(shape, F32), np.empty(shape, F32)) for _ in range(cfg.n_layer)]
+    if not kv_cache:
+        cache = None
+    elif cache is None:
+        cache = new_cache(cfg, b, plen, new_tokens)
+    elif cache[0][0].shape != (b, cfg.n_head, plen + new_tokens - 1, cfg.head_dim):
+        raise ValueError(f"the cache holds {cache[0][0].shape}, not this generation's {b} x {plen + new_tokens - 1}")
     seq = prompt
     nxt = _decoder(model, prompt, 0, cache, last_only=True).argmax(-1)
     out[:, 0] = nxt

@@ -10,7 +10,9 @@ Tasks:
 Weights are random (`models.transformer.config.init_weights`), tokens drawn from a seeded generator, all made
 on the device before timing. Precision: fp32, or bf16/fp16 autocast (mixed precision) where the device has it
 (a combination the framework cannot run ends `unsupported` with the reason). The FLOPs convention is
-`models.transformer.cost`'s. The builders are the `<family>_transformer` modules beside this one.
+`models.transformer.cost`'s. In every framework the KV cache is allocated once per case, outside the timed calls
+(or in the first, excluded call), and reused by every timed call. The builders are the `<family>_transformer`
+modules beside this one.
 """
 
 from __future__ import annotations
