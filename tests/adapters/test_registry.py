@@ -33,7 +33,7 @@ MATRIX: dict[str, list[str]] = {
             "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     # The builders land with issue 16's helpers: torch, then tensorflow (Keras 3) and jax (Flax).
-    "transformer": [],
+    "transformer": ["tensorflow", "tensorflow-eager"],
 }
 PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws]
 
