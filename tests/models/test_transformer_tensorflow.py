@@ -96,6 +96,17 @@ def test_generation_with_and_without_cache_equals_the_reference(gpt, graph):
         np.testing.assert_array_equal(got, want, err_msg=f"kv_cache={kv_cache}")
 
 
+@pytest.mark.parametrize("graph", [True, False], ids=["graph", "eager"])
+def test_generation_from_a_one_token_prompt(gpt, graph):
+    """One query per step everywhere: the causal mask is left out where a step has one query (eager knows the
+    length; the graph's prefill does not and masks)."""
+    cfg, weights, model = gpt
+    prompt = make_tokens(cfg, 2, 1, seed=12)
+    want = reference.generate(cfg, weights, prompt, 3)
+    for kv_cache in (True, False):
+        np.testing.assert_array_equal(tm.generate(model, prompt, 3, kv_cache=kv_cache, graph=graph), want)
+
+
 @pytest.mark.parametrize("kv_cache", [True, False], ids=["kv", "no-cache"])
 def test_graph_generation_is_traced_once_not_per_token(gpt, kv_cache):
     """The Python bodies run once per trace in graph mode: once each over three calls of eight tokens (eager

@@ -89,7 +89,7 @@ class Block(keras.layers.Layer):
             v_cache[:, :, start:start + t].assign(v)
             k, v = k_cache[:, :, :start + t], v_cache[:, :, :start + t]
         scores = ops.cast(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), "float32") * (1.0 / math.sqrt(hd))
-        if self.decoder:  # query i sits at position (keys - t) + i and sees the keys up to it
+        if self.decoder and t != 1:  # query i sits at position (keys - t) + i and sees the keys up to it
             n_keys = ops.shape(k)[2]
             visible = ops.arange(n_keys)[None, :] <= ops.arange(t)[:, None] + (n_keys - t)
             scores = ops.where(visible, scores, float("-inf"))
