@@ -212,9 +212,15 @@ def to_weights(model: Decoder | Encoder) -> dict[str, np.ndarray]:
     return {k: np.array(v.numpy(), np.float32) for k, v in variables(model).items()}
 
 
+def model_device(model: Decoder | Encoder) -> str:
+    """The TensorFlow device its variables live on (where `logits` and `generate` run)."""
+    return str(model.tok.embeddings.value.device)
+
+
 def logits(model: Decoder | Encoder, tokens: np.ndarray) -> np.ndarray:
     """float32 logits, shaped as `reference.forward`'s: (B, T, vocab) or (B, num_labels)."""
-    return np.asarray(ops.convert_to_numpy(ops.cast(model(np.asarray(tokens, np.int32)), "float32")))
+    with tf.device(model_device(model)):
+        return np.asarray(ops.convert_to_numpy(ops.cast(model(np.asarray(tokens, np.int32)), "float32")))
 
 
 class Generator:
@@ -272,10 +278,9 @@ class Generator:
         return tokens, {"ttft_s": first_s - start, "decode_s": time.perf_counter() - first_s}
 
 
-def generate(model: Decoder, prompt: np.ndarray, new_tokens: int, *, kv_cache: bool, graph: bool = True,
-             device: str = "cpu") -> np.ndarray:
-    """Greedy generation: (B, new_tokens) int64 token ids."""
+def generate(model: Decoder, prompt: np.ndarray, new_tokens: int, *, kv_cache: bool, graph: bool = True) -> np.ndarray:
+    """Greedy generation on the model's device: (B, new_tokens) int64 token ids."""
     prompt = np.asarray(prompt, np.int32)
-    with tf.device(tf_device(device)):
+    with tf.device(model_device(model)):
         gen = Generator(model, prompt.shape[0], prompt.shape[1], new_tokens, kv_cache=kv_cache, graph=graph)
         return gen(tf.constant(prompt))[0]
