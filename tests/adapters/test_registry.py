@@ -32,7 +32,7 @@ MATRIX: dict[str, list[str]] = {
     "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor",
             "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
-    "transformer": ["jax", "numpy", "torch"],
+    "transformer": ["jax", "numpy", "tensorflow", "tensorflow-eager", "torch"],
 }
 PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws]
 

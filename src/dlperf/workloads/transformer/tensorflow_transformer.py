@@ -1,0 +1,130 @@
+"""The transformer workload in Keras 3 on TensorFlow: a training step, a forward pass, or greedy generation.
+
+`tensorflow` wraps the step (train, infer) and generation's prefill and decode step in `tf.function` (no XLA),
+`tensorflow-eager` runs them op by op. Training: `keras.optimizers.AdamW` (Keras' defaults: beta_1 0.9,
+beta_2 0.999, epsilon 1e-7; weight decay on every variable), the loss in float32. Precision: fp32 runs all in
+float32 and switches TensorFloat-32 off around each call on a GPU (TensorFlow's switch is process-wide, so it is
+set for the call and restored after); bf16/fp16 give this model a Keras "mixed_bfloat16"/"mixed_float16" policy
+(float32 master weights, products in the low dtype), fp16 with a `LossScaleOptimizer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.frameworks.tensorflow_fw import tf_device
+from dlperf.models.transformer import init_weights, make_labels, make_tokens
+from dlperf.workloads.base import Step
+from dlperf.workloads.transformer import TransformerParams
+
+POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def check_precision(tf: Any, device: str, precision: str) -> None:
+    """UnsupportedError where the device cannot run the precision's matrix products."""
+    if precision != "bf16" or not device.startswith("cuda"):
+        return  # CPUs run bfloat16 (oneDNN or Eigen) and float16 (Eigen) products; every CUDA GPU runs float16
+    gpus = tf.config.list_physical_devices("GPU")
+    index = int(device.partition(":")[2] or 0)
+    cc = tf.config.experimental.get_device_details(gpus[index]).get("compute_capability") if index < len(gpus) else None
+    if cc is not None and tuple(cc) < (8, 0):
+        raise UnsupportedError(f"bf16 needs a GPU of compute capability 8.0 or more (Ampere); {device} has "
+                               f"{cc[0]}.{cc[1]}")
+
+
+def no_tf32(tf: Any, device: str, precision: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """A context that keeps float32 products in float32 on a GPU during a call (fp32 only)."""
+
+    @contextlib.contextmanager
+    def off() -> Iterator[None]:
+        before = tf.config.experimental.tensor_float_32_execution_enabled()
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        try:
+            yield
+        finally:
+            tf.config.experimental.enable_tensor_float_32_execution(before)
+
+    return off if precision == "fp32" and device.startswith("cuda") else contextlib.nullcontext
+
+
+def build(fw: Framework, device: str, p: TransformerParams) -> Step:
+    tf = fw.import_module()
+    import keras
+
+    from dlperf.models.transformer import tensorflow_model as tm
+
+    cfg, dev, graph = p.config(), tf_device(device), bool(getattr(fw, "graph", True))
+    check_precision(tf, device, p.precision)
+    model = tm.build(cfg, init_weights(cfg, 0), device=device, policy=POLICY[p.precision])
+    exact = no_tf32(tf, device, p.precision)
+    if p.task == "generate":
+        assert p.prompt_len is not None and p.new_tokens is not None
+        with tf.device(dev):
+            gen = tm.Generator(model, p.batch, p.prompt_len, p.new_tokens, kv_cache=p.kv_cache, graph=graph)
+            prompt = tf.constant(make_tokens(cfg, p.batch, p.prompt_len).astype(np.int32))
+        phases: list[dict[str, float]] = []
+        generated: list[np.ndarray] = []
+
+        def generate() -> np.ndarray:
+            with tf.device(dev), exact():
+                tokens, times = gen(prompt)
+            phases.append(times)
+            generated[:] = [tokens]
+            return tokens
+
+        return Step(generate, lambda: generated[0].astype(np.float64) if generated else np.array([]),
+                    call_phases=lambda: list(phases))
+
+    assert p.seq_len is not None
+    with tf.device(dev):
+        if cfg.kind == "decoder":
+            data = make_tokens(cfg, p.batch, p.seq_len + (p.task == "train")).astype(np.int32)
+            x = tf.constant(data[:, :p.seq_len])
+            y = tf.constant(data[:, 1:]) if p.task == "train" else None
+        else:
+            x = tf.constant(make_tokens(cfg, p.batch, p.seq_len).astype(np.int32))
+            y = tf.constant(make_labels(cfg, p.batch).astype(np.int32))
+
+    if p.task == "infer":
+        def forward() -> Any:
+            return model(x)
+
+        run: Callable[[], Any] = forward
+    else:
+        with tf.device(dev):
+            opt = keras.optimizers.AdamW(learning_rate=p.lr, weight_decay=p.weight_decay)
+            if p.precision == "fp16":
+                opt = keras.optimizers.LossScaleOptimizer(opt)
+            opt.build(model.trainable_variables)
+        scaled = p.precision == "fp16"
+
+        def train() -> Any:
+            with tf.GradientTape() as tape:
+                out = tf.cast(model(x, training=True), tf.float32)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out))
+                target = opt.scale_loss(loss) if scaled else loss
+            grads = tape.gradient(target, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        run = train
+    compiled = tf.function(run) if graph else run
+    last: list[Any] = [None]
+
+    def step() -> Any:
+        with tf.device(dev), exact():
+            last[0] = compiled()
+        return last[0]
+
+    def result() -> np.ndarray:
+        if last[0] is None:
+            return np.array([])
+        out = np.asarray(tf.cast(last[0], tf.float32).numpy(), np.float64)
+        return out.reshape(1) if out.ndim == 0 else out  # the loss as one value, or the logits
+
+    return Step(step, result)
