@@ -164,7 +164,7 @@ def build(cfg: TransformerConfig, weights: dict[str, np.ndarray] | None = None, 
     assert set(params) == set(weight_shapes(cfg)), sorted(set(params) ^ set(weight_shapes(cfg)))
     with torch.no_grad():
         for name, (param, transposed) in params.items():
-            w = torch.from_numpy(np.ascontiguousarray(weights[name], dtype=np.float32))
+            w = torch.from_numpy(np.array(weights[name], dtype=np.float32))  # a copy: JAX exports read-only arrays
             param.copy_(w.T if transposed else w)
     return model.eval()
 
