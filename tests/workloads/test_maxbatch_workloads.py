@@ -1,6 +1,6 @@
 """`dlperf maxbatch WORKLOAD -p ...` end to end: a real search of a workload named with its parameters, each probe
-a worker under a memory cap and a case of its own run (the CNN model form is tests/workloads/test_cnn.py's).
-`test_transformer_maxbatch` is the same for the transformer's training step (torch builder).
+a worker under a memory cap and a case of its own run: here the transformer's training step (torch builder). The
+CNN model form is tests/workloads/test_cnn.py's; target resolution for every form, tests/runner/test_maxbatch.py's.
 """
 
 from __future__ import annotations
@@ -22,24 +22,6 @@ def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -
     return ok
 
 
-def test_maxbatch_of_a_workload_named_with_its_params(tmp_path):
-    db = tmp_path / "r.sqlite"
-    res = run_cli("maxbatch", "cnn", "-p", "model=lenet5", "-p", "num_classes=10", "--mem-limit", "600MiB",
-                  "--start", "2048", "--steps", "1", "--plot-dir", str(tmp_path / "plots"), db=db, timeout=400)
-    assert res.returncode == 0, res.stderr
-    assert res.stderr == ""
-    _search_found_the_boundary(db, "batch", 600, res.stdout)
-    con = sqlite3.connect(db)
-    runs = con.execute("select study, variant from runs").fetchall()
-    assert runs == [("maxbatch", "cnn model=lenet5 num_classes=10")]
-    assert {w for (w,) in con.execute("select distinct workload from results")} == {"cnn"}
-    params = {p for (p,) in con.execute("select distinct json_extract(params, '$.num_classes') from results")}
-    assert params == {10}
-    assert "probes of cnn model=lenet5 num_classes=10 on torch cpu" in res.stdout
-    assert "s/image" in res.stdout
-    assert (tmp_path / "plots" / "maxbatch-memory.png").stat().st_size > 0
-
-
 def test_transformer_maxbatch(tmp_path):
     """The issue's example: the largest batch of gpt2-tiny's training step (64 tokens) under a 1 GiB cap."""
     db = tmp_path / "r.sqlite"
@@ -51,5 +33,9 @@ def test_transformer_maxbatch(tmp_path):
     assert max(ok) >= 64
     con = sqlite3.connect(db)
     assert {w for (w,) in con.execute("select distinct workload from results")} == {"transformer"}
+    runs = con.execute("select study, variant from runs").fetchall()
+    assert runs == [("maxbatch", "transformer model=gpt2-tiny task=train seq_len=64")]
+    params = {p for (p,) in con.execute("select distinct json_extract(params, '$.seq_len') from results")}
+    assert params == {64}  # the -p values reach every probe; only the batch varies
     assert "s/token" in res.stdout and "probes of transformer model=gpt2-tiny task=train seq_len=64" in res.stdout
     assert (tmp_path / "plots" / "maxbatch-memory.png").stat().st_size > 0
