@@ -202,9 +202,11 @@ def test_the_table_is_large_and_varied():
 @pytest.mark.parametrize("args", [("maxbatch", "lenet5", "--image-size", "1"), ("maxbatch", "lenet5", "--start", "0"),
                                   ("maxbatch", "transformer", "-p", "model=gpt2-tiny"),
                                   ("maxbatch", "cnn", "-p", "model=lenet5", "-p", "batch=2"),
+                                  ("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "seq_len=8", "--device",
+                                   "cuda:7"),
                                   ("run", "{study}", "--quick"), ("run", "smoke", "--device", "cuda:7")],
-                         ids=["maxbatch image", "maxbatch start", "maxbatch params", "maxbatch axis", "bad study",
-                              "absent device"])
+                         ids=["maxbatch image", "maxbatch start", "maxbatch params", "maxbatch axis",
+                              "maxbatch absent device", "bad study", "absent device"])
 def test_a_refused_command_creates_no_store(dlperf_main, tmp_path, args):
     study = tmp_path / "t.yaml"
     study.write_text(GOOD_STUDY + "timeout_s: .inf\n")

@@ -198,7 +198,7 @@ def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str, d
         tgt = resolve_target(target, key_values(params), image_size=image_size, precision=precision)
     except UnknownTarget as exc:
         raise click.BadParameter(str(exc), param_hint="'TARGET'") from None
-    check_search(tgt, framework=framework, start=start, max_batch=max_batch)
+    check_search(tgt, framework=framework, start=start, max_batch=max_batch, device=device)
     if mem_limit_mb:
         from dlperf.hardware.probe import default_threads
         from dlperf.runner.footprint import refuse_caps_below_imports

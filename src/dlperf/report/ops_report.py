@@ -66,7 +66,11 @@ def ops_points(data: ReportData) -> list[OpsPoint]:
             continue
         p = r.params
         c = ceilings(data.env, r.device, p["dtype"], measured, peaks_run, stored)
-        size_mb = float(p["size_mb"]) if p.get("size_mb") is not None else OpsParams.model_validate(p).working_set_mb()
+        try:
+            size_mb = (float(p["size_mb"]) if p.get("size_mb") is not None
+                       else OpsParams.model_validate(p).working_set_mb())
+        except ValueError:
+            continue  # stored by another version with parameters this one cannot read: left out, the rest drawn
         points.append(OpsPoint(r.framework, r.device, p["op"], size_mb, p["dtype"], r.m,
                                roofline_point(r.m.as_dict(), c), c, shape=shape_label(p)))
     return points

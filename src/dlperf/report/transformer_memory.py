@@ -22,6 +22,10 @@ from dlperf.units import MISSING, format_mib
 #: not: its model calls jax.nn.dot_product_attention(implementation=None), which jax 0.10.2 always runs as XLA's
 #: implementation (the T x T float32 logits materialised), not cuDNN's fused kernel.
 FUSED_ATTENTION = frozenset({"torch"})
+#: Frameworks whose kept activations the estimate has been checked against (tests/models/test_transformer_memory.py
+#: counts PyTorch's saved tensors); for the others the table shows the measured peak and says why there is no
+#: estimate, rather than a ratio that would blame the framework for the model's blind spot.
+VALIDATED = frozenset({"torch"})
 NOTE = ("estimate: models/transformer/memory.py (weights, gradients, AdamW's two states, autocast's weight copies, "
         "tokens, the activations each block keeps for backward, logits and the loss's fp32 log-softmax, the "
         "backward's largest transient; on a CPU plus the framework's measured footprint before the step was "
@@ -45,6 +49,9 @@ def estimate_bytes(r: CaseResult) -> tuple[int | None, str]:
         return None, f"parameters not understood ({str(exc).splitlines()[0]})"
     if p.task != "train" or p.seq_len is None:
         return None, f"task {p.task}: the estimate is of a training step"
+    if r.framework not in VALIDATED:
+        return None, (f"the estimate's activation count is checked against PyTorch's saved tensors only; "
+                      f"{r.framework} keeps its own set (e.g. Keras' fp32 attention scores, its bf16 residual)")
     where = "host" if r.device == "cpu" else "device"
     est = train_memory(p.config(), p.batch, p.seq_len, precision=p.precision, attention=attention_path(r.framework),
                        where=where).total_bytes

@@ -25,6 +25,11 @@ def check_filters(study: Study, frameworks: list[str], devices: list[str]) -> No
             get_framework(name)
         except KeyError as exc:
             raise StudyError(f"--framework: {exc.args[0]}") from None
+    check_devices(devices)
+
+
+def check_devices(devices: list[str]) -> None:
+    """A device dlperf does not run on, or a CUDA device this machine lacks: one line (`StudyError`)."""
     for dev in devices:
         if not is_device_name(dev):
             raise StudyError(f"--device {dev}: unknown device (dlperf runs on cpu, cuda and cuda:N)")

@@ -119,15 +119,18 @@ def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_s
     return Target(target, axis, params, label)
 
 
-def check_search(target: Target, *, framework: str, start: int, max_batch: int) -> None:
-    """The search's fixed parameters, checked: a StudyError names the first bad one. Called before the store is
-    opened, so a bad request creates nothing."""
+def check_search(target: Target, *, framework: str, start: int, max_batch: int, device: str | None = None) -> None:
+    """The search's fixed parameters, checked: a StudyError names the first bad one (a device this machine lacks
+    too). Called before the store is opened, so a bad request creates nothing."""
+    from dlperf.runner.cases import check_devices
     from dlperf.workloads import REGISTRY
 
     try:
         get_framework(framework)
     except KeyError as exc:
         raise StudyError(f"--framework: {exc.args[0]}") from None
+    if device is not None:
+        check_devices([device])
     try:
         REGISTRY[target.workload].Params.model_validate(target.params | {target.axis: start})
     except ValueError as exc:
@@ -146,7 +149,7 @@ def search(store: Store, target: Target, *, framework: str, device: str, mem_lim
     """Double the target's axis from `start` until a probe runs out of memory, then bisect to the boundary:
     to within 1/32 of it (about 3%), or to the exact value with `exact`."""
     events = events or RunEvents()
-    check_search(target, framework=framework, start=start, max_batch=max_batch)
+    check_search(target, framework=framework, start=start, max_batch=max_batch, device=device)
     settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
                            mem_limit_mb=mem_limit_mb, threads=threads or default_threads(), energy=False, seed=0)
     fp = collect_fingerprint([framework], settings.threads)

@@ -220,12 +220,13 @@ def infer_memory(cfg: TransformerConfig, batch: int, seq_len: int, *, precision:
 def generate_memory(cfg: TransformerConfig, batch: int, prompt_len: int, new_tokens: int, *, kv_cache: bool = True,
                     precision: str = "fp32", attention: Attention = "fused") -> InferMemory:
     """Greedy generation of `new_tokens` after `prompt_len`: the prefill's working set (with a cache) or the last
-    step's (without), the last position's logits, and the cache of prompt_len + new_tokens - 1 positions."""
+    step's (without), the last position's logits, and the cache of prompt_len + new_tokens positions (what the
+    torch, Keras and JAX builders allocate; the last token is never fed back, so NumPy's holds one fewer)."""
     if cfg.kind != "decoder":
         raise ValueError("only a decoder generates")
     if new_tokens < 1:
         raise ValueError(f"new_tokens must be at least 1, not {new_tokens}")
-    positions = prompt_len + new_tokens - 1
+    positions = prompt_len + new_tokens
     _check(batch, positions, attention, cfg)
     a = _act_bytes(precision)
     queries = prompt_len if kv_cache else positions

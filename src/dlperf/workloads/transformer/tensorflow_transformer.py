@@ -5,7 +5,9 @@
 beta_2 0.999, epsilon 1e-7; weight decay on every variable), the loss in float32. Precision: fp32 runs all in
 float32 and switches TensorFloat-32 off around each call on a GPU (TensorFlow's switch is process-wide, so it is
 set for the call and restored after); bf16/fp16 give this model a Keras "mixed_bfloat16"/"mixed_float16" policy
-(float32 master weights, products in the low dtype), fp16 with a `LossScaleOptimizer`.
+(float32 master weights; a Keras policy computes every layer in the low dtype, so the embeddings, residual stream,
+layer-norm outputs and GELU are bf16/fp16 too, where torch's autocast keeps the residual stream and layer norms in
+float32: the same FLOPs, less memory traffic and a lower-precision residual), fp16 with a `LossScaleOptimizer`.
 """
 
 from __future__ import annotations
