@@ -156,6 +156,15 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
     return tuple(out)
 
 
+def cpu_share(peak: float, env: dict[str, Any], device: str, threads: int | None) -> tuple[float, str]:
+    """(peak, what share) of a CPU peak that `threads` of its cores compute on: the used cores' share, with
+    "the T of C cores the run's threads use"; the whole peak and "" on a GPU, with all cores or no thread count."""
+    cores = env.get("cpu_physical_cores")
+    if device == "cpu" and cores and threads and threads < cores:
+        return peak * threads / cores, f"the {threads} of {cores} cores the run's threads use"
+    return peak, ""
+
+
 def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, dict[str, float]],
              peaks_run: str | None, stored: dict[str, Any] | None = None) -> Ceilings:
     """The ceilings a case of `device` and `dtype` is judged against: those measured with its run
@@ -164,11 +173,9 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
     theo = device_theoretical(env, device)
     fp = flop_peak(theo, dtype)
     flop_source = f"theoretical {dtype} peak" if fp else f"no theoretical {dtype} peak for {device}"
-    cores, threads = env.get("cpu_physical_cores"), env.get("threads")
-    if fp and device == "cpu" and cores and threads and threads < cores:
-        # The run computed on `threads` cores: its peak is theirs, as its measured ceilings are.
-        fp = fp * threads / cores
-        flop_source += f" of the {threads} of {cores} cores the run's threads use"
+    if fp:
+        fp, share = cpu_share(fp, env, device, env.get("threads"))
+        flop_source += f" of {share}" if share else ""
     theo_bw = theo.get("mem_bw_bytes_per_s")
     theo_bw_source = "theoretical" if theo_bw else "no theoretical bandwidth recorded (DLPERF_MEM_BW_GBS gives one)"
     dev = ((stored or {}).get("devices") or {}).get(device)

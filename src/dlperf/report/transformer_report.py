@@ -22,7 +22,7 @@ from typing import Any
 from dlperf.core.phases import generation_metrics
 from dlperf.core.result import CaseResult
 from dlperf.hardware.peaks import flop_peak
-from dlperf.hardware.roofline import device_theoretical
+from dlperf.hardware.roofline import cpu_share, device_theoretical
 from dlperf.report import transformer_memory
 from dlperf.report.plots import latency_percentiles_plot, throughput_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -30,7 +30,7 @@ from dlperf.report.study import ReportData
 from dlperf.timing import Measurement
 from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import MISSING, format_pct, format_rate, format_time
-from dlperf.workloads.transformer import PRECISION_DTYPE
+from dlperf.workloads.transformer import PRECISION_DTYPE, TASK_DEFAULTS
 
 
 def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None = None) -> tuple[float | None, str]:
@@ -44,17 +44,15 @@ def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None =
     if not peak:
         return None, f"no {dtype} peak for {device} here"
     source = str(theo.get("peaks_source") or "theoretical, derived on this machine")
-    cores = env.get("cpu_physical_cores")
-    if device == "cpu" and cores and threads and threads < cores:
-        peak = peak * threads / cores
-        source += f"; the {threads} of {cores} cores the run's threads use"
+    peak, share = cpu_share(peak, env, device, threads)
+    source += f"; {share}" if share else ""
     return peak, f"{dtype} {peak / 1e12:.3g} TFLOP/s ({source})"
 
 
 #: Parameters the key names in its own fields; any other (a shape override, a non-default optimizer setting)
 #: goes into the model's label, so cases that differ in it are never pooled into one row.
 _NAMED = frozenset({"task", "model", "precision", "seq_len", "batch", "prompt_len", "new_tokens", "kv_cache"})
-_DEFAULTS = {"lr": 1e-4, "weight_decay": 0.01}
+_DEFAULTS = {key: default for key, (_, default) in TASK_DEFAULTS.items()}
 
 
 def model_label(p: dict[str, Any]) -> str:

@@ -27,6 +27,9 @@ from dlperf.workloads.base import Cost, Workload, WorkloadParams
 
 #: The dtype each precision's peak is read for (MFU): autocast runs the matrix products in it.
 PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: Settings that belong to one task: (that task, the default it gets there); refused on any other task.
+TASK_DEFAULTS: dict[str, tuple[str, Any]] = {"kv_cache": ("generate", True), "lr": ("train", 1e-4),
+                                             "weight_decay": ("train", 0.01)}
 
 
 class TransformerParams(WorkloadParams):
@@ -56,9 +59,8 @@ class TransformerParams(WorkloadParams):
         if not isinstance(data, dict):
             return data
         task = data.get("task", "train")
-        owned = {"kv_cache": ("generate", True), "lr": ("train", 1e-4), "weight_decay": ("train", 0.01)}
         out = dict(data)
-        for key, (owner, default) in owned.items():
+        for key, (owner, default) in TASK_DEFAULTS.items():
             if task == owner:
                 out.setdefault(key, default)
                 if out[key] is None:
@@ -123,4 +125,4 @@ class Transformer(Workload[TransformerParams]):
         return params.task == "generate"
 
 
-__all__ = ["PRECISION_DTYPE", "Transformer", "TransformerParams"]
+__all__ = ["PRECISION_DTYPE", "TASK_DEFAULTS", "Transformer", "TransformerParams"]
