@@ -30,8 +30,6 @@ from dlperf.studies import Case
 
 #: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
 STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
-#: What one sample of a workload is, for the time-per-sample column (its Cost.samples); default "sample".
-SAMPLE_WORDS = {"cnn": "image", "transformer": "token"}
 
 
 class UnknownTarget(StudyError):
@@ -51,7 +49,9 @@ class Target:
 
     @property
     def sample(self) -> str:
-        return SAMPLE_WORDS.get(self.workload, "sample")
+        from dlperf.workloads import REGISTRY
+
+        return REGISTRY[self.workload].sample_unit
 
 
 @dataclass
@@ -100,13 +100,12 @@ def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_s
         if image_size or "image_size" in params:
             base["image_size"] = params.pop("image_size", image_size)
         return Target("cnn", "batch", base | params, target, model=target)
+    axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
     if target not in REGISTRY:
-        axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
         raise UnknownTarget(f"{target!r} is neither a CNN model ({', '.join(sorted(MODELS))}) nor a workload with "
                             f"a memory axis ({', '.join(axes)})")
     axis = REGISTRY[target].memory_axis
     if axis is None:
-        axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
         raise UnknownTarget(f"workload {target!r} has no memory axis to search (workloads with one: "
                             f"{', '.join(axes)})")
     for option, value in (("--image-size", image_size), ("--precision", precision)):

@@ -68,6 +68,8 @@ class Workload(Generic[P]):
     Params: ClassVar[type[WorkloadParams]] = WorkloadParams
     #: A parameter along which memory grows: after an OOM the larger values of a series are not run (None: none).
     memory_axis: ClassVar[str | None] = None
+    #: What one of `Cost.samples` is, in words (a time per sample is "s/<this>").
+    sample_unit: ClassVar[str] = "sample"
     #: Frameworks of a family with a builder module that this workload nevertheless does not run (data, not code).
     excluded_frameworks: ClassVar[frozenset[str]] = frozenset()
 

@@ -46,6 +46,7 @@ class Cnn(Workload[CnnParams]):
     Params = CnnParams
     #: After an out-of-memory batch, the larger batches of the same series are not run.
     memory_axis = "batch"
+    sample_unit = "image"
 
     def cost(self, params: CnnParams) -> Cost:
         return Cost(flops=float(spec.train_flops(params.spec(), params.batch, params.image_size)),

@@ -109,6 +109,8 @@ class Transformer(Workload[TransformerParams]):
     Params = TransformerParams
     #: After an out-of-memory batch, the larger batches of the same series are not run (and maxbatch searches it).
     memory_axis = "batch"
+    #: Cost.samples are tokens (train, infer: batch x seq_len; generate: batch x new_tokens).
+    sample_unit = "token"
 
     def cost(self, params: TransformerParams) -> Cost:
         cfg, b = params.config(), params.batch
