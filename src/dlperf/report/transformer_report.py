@@ -136,6 +136,15 @@ def _ci(g: dict[str, Any], name: str) -> str:
     return f"{texts[0]} [{texts[1]}, {texts[2]}]"
 
 
+def _rate_ci(g: dict[str, Any], name: str) -> str:
+    """'rate [low, high]' (the median over calls and its 95% interval), or 'rate [n too small]'."""
+    v, lo, hi = g.get(name), g.get(f"{name}_ci95_low"), g.get(f"{name}_ci95_high")
+    if v is None:
+        return MISSING
+    interval = f"{format_rate(lo)}, {format_rate(hi)}" if lo is not None and hi is not None else "n too small"
+    return f"{format_rate(v)} [{interval}]"
+
+
 def _case(k: tuple[Any, ...]) -> str:
     """A generation case in one cell: model, precision, batch, prompt, new tokens, cache."""
     _, _, _, model, prec, _, batch, prompt, new, cache = k
@@ -157,7 +166,7 @@ def generation_rows(data: ReportData) -> tuple[list[list[str]], list[list[str]],
                      str(g["calls"])])
         tpot.append([fw, dev, case, _ci(g, "tpot_p50"), _ci(g, "tpot_p90"), _ci(g, "tpot_p99"),
                      format_time(g["tpot_max_s"]), format_time(g["tpot_mean_s"]),
-                     format_rate(g["decode_tokens_per_s"]), format_time(g["first_call_tpot_s"])])
+                     _rate_ci(g, "decode_tokens_per_s"), format_time(g["first_call_tpot_s"])])
         plotted.append((f"{fw} {dev} {case}", g))
     return ttft, tpot, plotted
 
