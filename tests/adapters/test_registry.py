@@ -34,7 +34,10 @@ MATRIX: dict[str, list[str]] = {
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     "transformer": ["jax", "numpy", "tensorflow", "tensorflow-eager", "torch"],
 }
-PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws]
+#: `serve` has no builder modules of its own: it serves the inference steps of these workloads' builders.
+SERVED = ("cnn", "transformer")
+MATRIX["serve"] = sorted({f for w in SERVED for f in MATRIX[w]})
+PAIRS = [(w, f) for w, fws in MATRIX.items() for f in fws if w != "serve"]
 
 
 # -- every adapter ---------------------------------------------------------
@@ -111,7 +114,7 @@ def test_a_framework_outside_the_matrix_is_unsupported():
 def test_optional_hooks_have_defaults():
     assert {name: cls.memory_axis for name, cls in WORKLOADS.items()} == {
         "backends": None, "cnn": "batch", "faults": None, "mlp": None, "ops": None, "peaks": None,
-        "transformer": "batch"}
+        "transformer": "batch", "serve": None}
     ops = get_workload("ops")
     assert ops.steps_per_epoch(ops.parse({"op": "add", "size_mb": 1})) is None
     assert ops.per_call_timing(ops.parse({"op": "add", "size_mb": 1})) is False

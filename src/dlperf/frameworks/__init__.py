@@ -8,6 +8,8 @@ from dlperf.frameworks.cupy_fw import CupyFramework
 from dlperf.frameworks.jax_fw import JaxFramework
 from dlperf.frameworks.nn_fw import NnCudaCublasFramework, NnCudaFramework, NnFramework, NnSequentialFramework
 from dlperf.frameworks.numpy_fw import NumpyFramework
+from dlperf.frameworks.onnxruntime_fw import OnnxruntimeFramework
+from dlperf.frameworks.openvino_fw import OpenvinoFramework
 from dlperf.frameworks.pytensor_fw import PytensorFramework, TheanoFramework
 from dlperf.frameworks.tensorflow_fw import TensorflowEagerFramework, TensorflowFramework
 from dlperf.frameworks.torch_fw import TorchFramework
@@ -16,7 +18,7 @@ from dlperf.frameworks.torch_fw import TorchFramework
 REGISTRY: dict[str, type[Framework]] = registry(
     NumpyFramework, TorchFramework, TensorflowFramework, TensorflowEagerFramework, JaxFramework,
     PytensorFramework, TheanoFramework, CupyFramework, NnSequentialFramework, NnFramework,
-    NnCudaFramework, NnCudaCublasFramework, CaffeFramework,
+    NnCudaFramework, NnCudaCublasFramework, CaffeFramework, OnnxruntimeFramework, OpenvinoFramework,
 )
 
 

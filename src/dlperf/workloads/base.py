@@ -55,6 +55,10 @@ class Step:
     #: call of `fn` since it was built, in call order, seconds under `*_s` keys. The timer's samples are whole
     #: calls; these split each call into phases (the worker keeps the first call's and the timed calls').
     call_phases: Callable[[], list[dict[str, float]]] | None = None
+    #: Inference on the first `n` samples of the built batch (1 <= n <= the batch), returning only when the
+    #: outputs are on the host: what a serving system-under-test calls per batch of queries (`dlperf serve`).
+    #: Set by inference steps only (cnn and transformer `task: infer`); None: this step cannot be served.
+    predict: Callable[[int], object] | None = None
 
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -105,6 +109,12 @@ class Workload(Generic[P]):
     def per_call_timing(self, params: P) -> bool:
         """True: time every call on its own (block 1), for percentiles of single calls; default: calibrated blocks."""
         return False
+
+    def drive(self, fw: Framework, device: str, params: P, step: Step, settings: Any) -> dict[str, Any] | None:
+        """A workload that measures itself (serving under MLPerf's LoadGen) returns its case's metrics here, from
+        the built `step` under the run's `settings` (a `core.settings.RunSettings`), instead of being timed by the
+        timer; None (the default): the worker times `step.fn`."""
+        return None
 
     def steps_per_epoch(self, params: P) -> int | None:
         """Training steps in one epoch, for a time per epoch derived from the step's median; None: no epochs."""

@@ -1,4 +1,5 @@
-"""`cnn`: one training step (forward, softmax cross-entropy, backward, SGD with momentum) of a CNN.
+"""`cnn`: one training step (forward, softmax cross-entropy, backward, SGD with momentum) of a CNN, or (`task:
+infer`) one forward pass in inference mode (no gradients), the logits brought to the host.
 
 Study 001's workload: AlexNet and GoogLeNet (plus CaffeNet and LeNet-5) on
 synthetic data of the model's input shape, created on the device before timing.
@@ -17,7 +18,8 @@ from dlperf.workloads.base import Cost, Workload, WorkloadParams
 
 class CnnParams(WorkloadParams):
     model: Literal["alexnet", "caffenet", "googlenet", "lenet5"]
-    batch: int = Field(gt=0, description="images per training step")
+    task: Literal["train", "infer"] = Field(default="train", description="train: one SGD step; infer: a forward pass")
+    batch: int = Field(gt=0, description="images per step")
     image_size: int | None = Field(default=None, gt=0, description="square input side (default: the model's)")
     num_classes: int | None = Field(default=None, gt=1, description="default: 1000 (10 for lenet5)")
     precision: Literal["fp32", "amp"] = Field(
@@ -42,15 +44,16 @@ class CnnParams(WorkloadParams):
 
 class Cnn(Workload[CnnParams]):
     name = "cnn"
-    description = "study 001 - CNN training step (AlexNet, CaffeNet, GoogLeNet, LeNet-5), SGD with momentum"
+    description = ("study 001 - CNN training step (AlexNet, CaffeNet, GoogLeNet, LeNet-5), SGD with momentum; "
+                   "or inference (task: infer)")
     Params = CnnParams
     #: After an out-of-memory batch, the larger batches of the same series are not run.
     memory_axis = "batch"
     sample_unit = "image"
 
     def cost(self, params: CnnParams) -> Cost:
-        return Cost(flops=float(spec.train_flops(params.spec(), params.batch, params.image_size)),
-                    samples=params.batch)
+        count = spec.forward_flops if params.task == "infer" else spec.train_flops
+        return Cost(flops=float(count(params.spec(), params.batch, params.image_size)), samples=params.batch)
 
 
 __all__ = ["MODELS", "Cnn", "CnnParams"]

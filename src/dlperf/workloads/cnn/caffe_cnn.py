@@ -15,6 +15,8 @@ from dlperf.workloads.cnn import CnnParams
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
+    if p.task != "train":
+        raise UnsupportedError(f"cnn task {p.task!r} is not built for caffe yet")
     caffe = fw.import_module()
     if p.precision != "fp32":
         raise UnsupportedError("Caffe runs fp32 only here")

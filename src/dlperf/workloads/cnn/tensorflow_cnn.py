@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.frameworks import Framework
+from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.models import tensorflow_models
 from dlperf.workloads.base import Step
@@ -18,6 +18,8 @@ from dlperf.workloads.cnn import CnnParams
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
+    if p.task != "train":
+        raise UnsupportedError(f"cnn task {p.task!r} is not built for tensorflow yet")
     tf = fw.import_module()
     import keras
 

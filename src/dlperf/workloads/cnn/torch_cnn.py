@@ -13,6 +13,8 @@ from dlperf.workloads.cnn import CnnParams
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
+    if p.task != "train":
+        raise UnsupportedError(f"cnn task {p.task!r} is not built for torch yet")
     torch = fw.import_module()
     model = p.spec()
     size = p.size()
