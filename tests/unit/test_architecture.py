@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "timing": 1, "__init__": 1,  # the package root re-exports dlperf.measure
     "core": 2,
     "meters": 3, "store": 3, "frameworks": 3, "nn": 3, "profiling": 3,
-    "models": 4, "workloads": 4,
+    "models": 4, "workloads": 4, "serving": 4,  # serving: LoadGen over a built step (`Serve.drive` calls it)
     "hardware": 5, "studies": 5,
     "runner": 6,
     "report": 7,

@@ -83,9 +83,7 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
     (`Measurement.shape_flags`, from `dlperf.timing.shape`).
     """
     invalid: list[str] = []
-    contended: list[str] = []
     noisy: list[str] = []
-    notes: list[str] = []
     if m is None or m.n_samples == 0:
         return "invalid", "no samples"
     if m.n_samples < MIN_VALID_SAMPLES:
@@ -97,34 +95,16 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
         invalid.append(f"timer overhead {format_time(m.timer_overhead_s)} is over "
                        f"{MAX_OVERHEAD_FRAC:.0%} of a {format_time(sample_s)} sample")
 
-    windows = (activity or {}).get("windows") or {}
-    cores = (activity or {}).get("cores")
-    during = windows.get("during") or {}
-    others = during.get("others_cores")
-    if others is not None:
+    util = m.cpu_util if device == "cpu" else None
+    if threads is not None and util is not None:
         # The cores the case kept busy: its threads, or fewer where its CPU time says so (NumPy's ufuncs
         # run on one thread whatever the setting); a few kernel workers then do not tip it over.
-        util = m.cpu_util if device == "cpu" else None
-        if threads is not None and util is not None:
-            threads = max(1, min(threads, round(util)))
-        over = threads is not None and cores is not None and threads + others > cores
-        if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
-            own = f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""
-            contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}{own}")
-    steal = during.get("steal_frac")
-    if steal is not None and steal >= STEAL_CONTENDED_FRAC:
-        contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")
+        threads = max(1, min(threads, round(util)))
+    contended, notes = _machine_findings(activity, threads)
     low = descheduled_fraction(m) if device == "cpu" else None
     if low is not None and low >= DESCHEDULED_FRAC:
         contended.append(f"{low:.0%} of samples were over {DESCHEDULED_SLOWER:g}x slower than the fastest quarter "
                          f"with under {DESCHEDULED_REL:.0%} of their CPU time per second (descheduled)")
-    for name in ("before", "after"):
-        busy = (windows.get(name) or {}).get("others_cores")
-        if busy is not None and busy >= NOTE_OTHERS_CORES:
-            notes.append(f"other processes used {busy:.2f} cores {name} it{_others(windows[name])}")
-    wait = (activity or {}).get("wait")
-    if wait and wait.get("quiet") is False:
-        notes.append(f"waited {wait.get('waited_s')} s for a quiet machine; it stayed busy")
 
     if m.n_samples > 1 and m.iqr_rel > NOISE_IQR_REL:
         noisy.append(f"IQR {m.iqr_rel:.0%} of the median")
@@ -134,4 +114,43 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
         if found:
             rest = [x for group in (invalid, contended, noisy, notes) if group is not found for x in group]
             return validity, "; ".join(found + rest)  # type: ignore[return-value]
+    return "valid", "; ".join(notes) or None
+
+
+def _machine_findings(activity: dict[str, Any] | None, threads: int | None) -> tuple[list[str], list[str]]:
+    """(contention findings, notes) from the machine's activity around a case that kept `threads` cores busy."""
+    contended: list[str] = []
+    notes: list[str] = []
+    windows = (activity or {}).get("windows") or {}
+    cores = (activity or {}).get("cores")
+    during = windows.get("during") or {}
+    others = during.get("others_cores")
+    if others is not None:
+        over = threads is not None and cores is not None and threads + others > cores
+        if others >= OTHERS_CONTENDED_CORES or (over and others >= OTHERS_OVERSUBSCRIBED_CORES):
+            own = f", with {threads} thread{'s' if threads != 1 else ''} of its own on {cores} cores" if over else ""
+            contended.append(f"other processes used {others:.2f} cores while it ran{_others(during)}{own}")
+    steal = during.get("steal_frac")
+    if steal is not None and steal >= STEAL_CONTENDED_FRAC:
+        contended.append(f"the hypervisor stole {steal:.0%} of CPU time while it ran")
+    for name in ("before", "after"):
+        busy = (windows.get(name) or {}).get("others_cores")
+        if busy is not None and busy >= NOTE_OTHERS_CORES:
+            notes.append(f"other processes used {busy:.2f} cores {name} it{_others(windows[name])}")
+    wait = (activity or {}).get("wait")
+    if wait and wait.get("quiet") is False:
+        notes.append(f"waited {wait.get('waited_s')} s for a quiet machine; it stayed busy")
+    return contended, notes
+
+
+def assess_activity(activity: dict[str, Any] | None, *, threads: int | None,
+                    device: str) -> tuple[Validity, str | None]:
+    """(validity, reason) of a case that measured itself (serving under LoadGen: no timer samples, so the
+    sample rules do not apply): `contended` when the machine was busy while it ran (as `assess` judges it),
+    else `valid`; "no activity record" is said where there is none. LoadGen's own verdict is stored apart."""
+    if not activity:
+        return "valid", "no activity record: the machine's load while it ran is unknown"
+    contended, notes = _machine_findings(activity, threads)
+    if contended:
+        return "contended", "; ".join(contended + notes)
     return "valid", "; ".join(notes) or None

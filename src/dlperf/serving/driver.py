@@ -78,7 +78,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
     shortened = lgs.shortened(params)
 
     def once(**plan: Any) -> dict[str, Any]:
-        ts = lgs.test_settings(params, **plan)
+        ts = lgs.loadgen_settings(params, **plan)
         loadgen, sut = run_loadgen(predict, mb, ts, sample_pool=params.sample_pool, shortened=shortened)
         return {"loadgen": loadgen, "sut": sut}
 

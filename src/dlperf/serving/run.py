@@ -108,7 +108,7 @@ def loadgen_dict(detail_text: str, summary_text: str, shortened: list[str]) -> d
     }
 
 
-def run_loadgen(predict: Callable[[int], object], max_batch: int, test_settings: Any, *, sample_pool: int,
+def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: Any, *, sample_pool: int,
                 shortened: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics["loadgen"], the SUT's stats) of one LoadGen run in a fresh temporary directory.
 
@@ -116,7 +116,7 @@ def run_loadgen(predict: Callable[[int], object], max_batch: int, test_settings:
     """
     import mlperf_loadgen as lg
 
-    server = test_settings.scenario == lg.TestScenario.Server
+    server = lg_settings.scenario == lg.TestScenario.Server
     sut = ServingSUT(predict, max_batch, hold_on_error=server)
     with tempfile.TemporaryDirectory(prefix="dlperf-loadgen-") as outdir:
         lg_sut = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
@@ -124,7 +124,7 @@ def run_loadgen(predict: Callable[[int], object], max_batch: int, test_settings:
         lg_qsl = lg.ConstructQSL(sample_pool, sample_pool, _nothing_to_load, _nothing_to_load)
         sut.start()
         try:
-            lg.StartTestWithLogSettings(lg_sut, lg_qsl, test_settings, log_settings(outdir))
+            lg.StartTestWithLogSettings(lg_sut, lg_qsl, lg_settings, log_settings(outdir))
         finally:
             sut.stop()
             lg.DestroyQSL(lg_qsl)

@@ -11,10 +11,10 @@ raised to that floor (`min_queries` says so): a run that can only come out INVAL
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from dlperf.workloads.serve import ServeParams
+#: A `workloads.serve.ServeParams` (not imported: `Serve.drive` imports this package, so it imports no workload).
+ServeParams = Any
 
 #: Where `RULES` come from.
 RULES_SOURCE = ("MLCommons inference, loadgen/mlperf.conf and loadgen/test_settings.h at LoadGen 6.0.17 "
@@ -91,7 +91,7 @@ def server_max_async(target_qps: float, target_latency_s: float) -> int:
     return int(4 * target_qps * target_latency_s) + 16
 
 
-def test_settings(params: ServeParams, *, expected_query_s: float | None = None, server_qps: float | None = None,
+def loadgen_settings(params: ServeParams, *, expected_query_s: float | None = None, server_qps: float | None = None,
                   offline_qps: float | None = None) -> Any:
     """LoadGen's `TestSettings` (PerformanceOnly) for the case.
 
