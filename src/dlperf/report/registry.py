@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dlperf.report import (
     backends_report,
     cnn_report,
+    inference_report,
     mlp_report,
     ops_report,
     peaks_table,
@@ -35,6 +36,7 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
 #: reports, unless one of them is the same report).
 STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
     "serving": serving_report.sections,
+    inference_report.STUDY: inference_report.sections,
 }
 
 

@@ -3,7 +3,7 @@
 - `search_plot`: the Server rate search: p99 latency against offered load, a panel per served model, a line per
   framework/runtime (a colour each), the latency bound dashed, VALID probes as dots and INVALID ones as crosses.
 - `latency_batch_plot`: inference latency per call against batch size, a panel per model, a line per
-  framework/runtime, the 95% interval of the median as error bars.
+  framework/runtime (one colour and marker in every panel), the 95% interval of the median as error bars.
 Each takes plain data (the report builds it) and the folder to write to, and returns the files it wrote.
 """
 
@@ -67,15 +67,18 @@ def latency_batch_plot(panels: dict[str, list[tuple[str, list[tuple[int, float, 
     fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
+    labels = sorted({label for series in panels.values() for label, _ in series})
+    style = {label: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, label in enumerate(labels)}  # one per series
     for ax, (model, series) in zip(axes.flat, panels.items(), strict=False):
-        for i, (label, points) in enumerate(series):
+        for label, points in series:
             pts = sorted(points)
             if not pts:
                 continue
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             low = [y - (p[2] if p[2] is not None else y) for y, p in zip(ys, pts, strict=True)]
             high = [(p[3] if p[3] is not None else y) - y for y, p in zip(ys, pts, strict=True)]
-            ax.errorbar(xs, ys, yerr=[low, high], marker=_MARKERS[i % len(_MARKERS)], capsize=3, label=label)
+            colour, marker = style[label]
+            ax.errorbar(xs, ys, yerr=[low, high], color=colour, marker=marker, capsize=3, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch size (samples per call)")
