@@ -140,3 +140,29 @@ def test_the_inference_study_draws_each_inference_table_once(tmp_path):
     drawn = study_sections(data(infer, tmp_path, study="cnn_tiny"))
     assert sum(1 for s in drawn if isinstance(s, Table) and s.title.startswith("inference cnn")) == 1
     assert ir.sections(data([], tmp_path)) == []
+
+
+def test_training_claims_and_measured_efficiency_leave_inference_cases_out(tmp_path):
+    """Study 001's claims (TensorFlow trains faster than Caffe) and `hw measured`'s training efficiency are of
+    training steps: an inference case at the same point never enters, and a run of inference cases alone cannot
+    decide them."""
+    import pytest
+
+    from dlperf.hardware.measured import cnn_rows
+    from dlperf.report.claims.figures import CannotCheck, Trail
+    from dlperf.report.claims.loader import load_claims
+    from dlperf.report.claims.rules_cnn import _pair
+
+    claim = next(c for c in load_claims() if c.rule == "cnn_faster" and c.params["device"] == "cpu")
+    train = [case("cnn", fw, {"model": "alexnet", "batch": 2}, times(t), 2) for fw, t in (("caffe", 0.3),
+                                                                                           ("tensorflow", 0.2))]
+    infer = [case("cnn", fw, {"model": "alexnet", "task": "infer", "batch": 2}, times(0.01), 2)
+             for fw in ("caffe", "tensorflow")]
+    slow, fast = _pair(claim, data(train + infer, tmp_path, study="cnn"), Trail(), "cpu")
+    assert [r.params.get("task", "train") for rs in (*slow.values(), *fast.values()) for r in rs] == ["train"] * 2
+    with pytest.raises(CannotCheck):
+        _pair(claim, data(infer, tmp_path, study="inference"), Trail(), "cpu")
+    host = {"cpu_model": "AMD EPYC 7B13", "threads": 2, "cpu_physical_cores": 2, "gpus": [],
+            "cpu_peaks_theoretical": {"fp32_flops_per_s": 1e11, "mem_bw_bytes_per_s": 5e10}}
+    rows_ = cnn_rows(train[1:] + infer[1:], {"r": host}, [])
+    assert len(rows_) == 1 and rows_[0]["images_per_s"] == pytest.approx(train[1].m.samples_per_s)
