@@ -79,7 +79,8 @@ def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, 
 
 def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
              tdp_w: float | None = None, price_usd: float | None = None) -> list[dict[str, Any]]:
-    """One row per ok `cnn` result (the latest when a case was measured in several runs).
+    """One row per ok `cnn` training result (the latest when a case was measured in several runs; an inference
+    case, `task: infer`, is not a training step and is left out).
 
     `results`: stored results, oldest first; `envs`: the environment each of their runs ran in,
     by run id (with the run's own peaks); `peaks_runs`: the `peaks` runs, newest first, for the
@@ -88,7 +89,7 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peak
     copy_bw: dict[int, dict[str, dict[str, float]]] = {}
     latest: dict[tuple, dict[str, Any]] = {}
     for r in results:
-        if r.workload != "cnn" or not r.ok:
+        if r.workload != "cnn" or not r.ok or r.params.get("task", "train") != "train":  # training efficiency only
             continue
         env = envs[r.run_id]
         if r.env_id not in copy_bw:  # one environment, one host: the same measured peaks

@@ -5,6 +5,10 @@ Peak memory is the worker's peak RSS on a CPU and the allocator's peak on a GPU,
 as measured; the kernel table shows calls and self time per training step. The
 precision (fp32 or amp) is a column of every table and part of every key: a study
 that runs both shows both, never one in place of the other.
+
+These are training figures: an inference case (`task: infer`, a forward pass) is never shown as a training
+step. The inference cases are `inference_report`'s (latency per batch, throughput, memory per framework and
+runtime): drawn here, or by the `inference` study's own report in a run of that study.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections import defaultdict
 
 from dlperf.core.result import CaseResult
 from dlperf.profiling.kernels import FAMILY_ORDER, by_family, main_clock
+from dlperf.report import inference_report
 from dlperf.report.paper_cnn import FIGURE1_NOTE, study001_sections, study004_sections
 from dlperf.report.plots import time_per_image_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -35,8 +40,14 @@ def series_label(s: Series) -> str:
     return f"{model} {fw} {dev} {size}px" + ("" if prec == "fp32" else f" {prec}")
 
 
+def is_training(r: CaseResult) -> bool:
+    """A training case (the cnn workload's default task); inference cases are reported apart."""
+    return r.params.get("task", "train") == "train"
+
+
 def cnn_results(results: list[CaseResult]) -> list[CaseResult]:
-    return [r for r in results if r.workload == "cnn"]
+    """The cnn training cases (every table and plot here is of training steps)."""
+    return [r for r in results if r.workload == "cnn" and is_training(r)]
 
 
 def time_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]]]:
@@ -121,26 +132,35 @@ def plot_series(results: list[CaseResult]) -> list[tuple[str, list[tuple[int, fl
 
 
 def sections(data: ReportData) -> list[Section]:
-    """Study 001's layout: time per image (table and Figure 1), the largest batch, the kernel families."""
-    if not data.of("cnn"):
+    """Study 001's layout over the training cases: time per image (table and Figure 1), the largest batch, the
+    kernel families; then the inference cases (unless the run's study is `inference`, whose report has them)."""
+    out = training_sections(data)
+    if data.run.get("study") != inference_report.STUDY:
+        out += inference_report.sections_for(data, ("cnn",))
+    return out
+
+
+def training_sections(data: ReportData) -> list[Section]:
+    training = cnn_results(data.results)
+    if not training:
         return []
-    paths = time_per_image_plot(plot_series(data.results), data.plot_dir)
+    paths = time_per_image_plot(plot_series(training), data.plot_dir)
     alt = "this run: seconds per image against batch size"
     # Markdown shows Figure 1 under the heading; the terminal names its files last.
     out: list[Section] = [Heading("## Study 001 layout: training time per image"),
                           Figure(paths, alt, only="markdown")]
     if paths:
         out.append(Note(FIGURE1_NOTE, markdown="S" + FIGURE1_NOTE[1:] + ".", terminal=False))
-    header, rows = time_rows(data.results)
+    header, rows = time_rows(training)
     out.append(Table("study 001 layout: training step time per image", header, rows))
-    header, rows = largest_batch_rows(data.results)
+    header, rows = largest_batch_rows(training)
     out.append(Table("largest batch (this run's batches; `dlperf maxbatch` searches between them)", header, rows,
                      heading="## Largest batch"))
-    tables = kernel_tables(data.results)
+    tables = kernel_tables(training)
     out += [Table(title, header, rows, heading=f"## {title}") for title, header, rows in tables]
     if not tables:
         out.append(Note("kernel table: no case was profiled (run with --profile)", markdown=""))
     out.append(Figure(paths, alt, only="terminal"))
-    out += study001_sections(data.results)
-    out += study004_sections(data.results)
+    out += study001_sections(training)
+    out += study004_sections(training)
     return out

@@ -1,14 +1,25 @@
-"""The study reports, by workload: each turns a run's `ReportData` into sections (`report.sections`).
+"""The study reports, by workload or study name: each turns a run's `ReportData` into sections (`report.sections`).
 
-Adding a report is one module with a `sections(data) -> list[Section]` function and one line here.
-`run` and `report` draw the same sections, after the run table, in this order.
+Adding a report is one module with a `sections(data) -> list[Section]` function and one line here: in `REPORTS`
+by workload (drawn for a run with cases of it), or in `STUDIES` by study name for a study that spans workloads
+(`inference`: the cnn and transformer inference cases), drawn for a run of that study. `run` and `report` draw
+the same sections, after the run table, in this order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from dlperf.report import backends_report, cnn_report, mlp_report, ops_report, peaks_table, transformer_report
+from dlperf.report import (
+    backends_report,
+    cnn_report,
+    inference_report,
+    mlp_report,
+    ops_report,
+    peaks_table,
+    serving_report,
+    transformer_report,
+)
 from dlperf.report.sections import Note, Section
 from dlperf.report.study import ReportData
 
@@ -19,19 +30,32 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
     "cnn": cnn_report.sections,
     "peaks": peaks_table.sections,
     "transformer": transformer_report.sections,
+    "serve": serving_report.sections,
+}
+#: Reports of studies that span workloads, by study name: drawn for a run of that study (after the workloads'
+#: reports, unless one of them is the same report).
+STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
+    "serving": serving_report.sections,
+    inference_report.STUDY: inference_report.sections,
 }
 
 
 def study_sections(data: ReportData) -> list[Section]:
-    """The sections of every study report whose workload the run has (plots written to data.plot_dir), each
-    followed by a line naming the cases behind its figures that were not valid (ops marks them in its tables)."""
+    """The sections of every study report whose workload the run has, then the report of the run's study where
+    `STUDIES` has one (plots written to data.plot_dir), each report once; a workload's report is followed by a
+    line naming the cases behind its figures that were not valid (ops marks them in its tables)."""
     present = {r.workload for r in data.results}
     out: list[Section] = []
+    drawn: list[Callable[[ReportData], list[Section]]] = []
     for workload, build in REPORTS.items():
         if workload in present:
+            drawn.append(build)
             out += build(data)
             if workload != "ops":
                 out += validity_note(workload, data)
+    study = STUDIES.get(str(data.run.get("study")))
+    if study is not None and study not in drawn:
+        out += study(data)
     return out
 
 

@@ -23,6 +23,10 @@ def _point(r: CaseResult) -> Point:
     return (r.device, p.model, p.size(), p.precision, p.batch)
 
 
+def _training(params: dict[str, Any]) -> bool:
+    return params.get("task", "train") == "train"
+
+
 def _label(pt: Point) -> str:
     return f"{pt[1]} {pt[0]} {pt[2]}px{'' if pt[3] == 'fp32' else ' ' + pt[3]} batch {pt[4]}"
 
@@ -35,10 +39,13 @@ def _by_point(results: list[CaseResult]) -> dict[Point, list[CaseResult]]:
 
 
 def _pair(claim: Claim, data: ReportData, trail: Trail, device: str) -> tuple[dict[Point, list[CaseResult]], ...]:
-    """The usable cases of the slower and the faster framework on one device, by point (slower first)."""
+    """The usable training cases of the slower and the faster framework on one device, by point (slower first);
+    the study's claims are of training steps, so an inference case (`task: infer`) never enters."""
     p = claim.params
-    slow = pick(data, trail, f"{p['slower']} on {device}", workload="cnn", framework=p["slower"], device=device)
-    fast = pick(data, trail, f"{p['faster']} on {device}", workload="cnn", framework=p["faster"], device=device)
+    slow = pick(data, trail, f"{p['slower']} on {device}", workload="cnn", framework=p["slower"], device=device,
+                match=_training)
+    fast = pick(data, trail, f"{p['faster']} on {device}", workload="cnn", framework=p["faster"], device=device,
+                match=_training)
     return _by_point(slow), _by_point(fast)
 
 
@@ -163,8 +170,8 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
     if not runs:
         return Outcome(CANNOT_CHECK, None, not_run(claim, datas))
     trail = Trail()
-    results = [r for d in runs for r in trail.take([r for r in d.of("cnn") if r.ok and r.params.get("model") ==
-                                                    p["model"]])]
+    results = [r for d in runs for r in trail.take([r for r in d.of("cnn") if r.ok and _training(r.params)
+                                                    and r.params.get("model") == p["model"]])]
     envs = {d.run["id"]: d.env for d in runs}
     rows = best_per_setup(cnn_rows(results, envs, []))
     listed = [p["first"], *p["others"]]

@@ -1,0 +1,120 @@
+"""The cells every serving table shares, read from a serve case's stored LoadGen summary (`metrics["loadgen"]`).
+
+What served (model label), LoadGen's verdict with its reasons, the scenario's metric in its unit, latencies from
+LoadGen's nanoseconds, the offered rate, and the label of a run shortened below MLPerf's rules. A key that is not
+stored gives "-" (with the reason where one is known), never a number from elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.units import MISSING, format_rate, format_time
+
+#: LoadGen's spelling of each scenario, from ServeParams.scenario's.
+LOADGEN_NAMES = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "server": "Server",
+                 "offline": "Offline"}
+#: (column, the percentile as LoadGen spells it in its MLLOG keys: result_<p>_percentile_latency_ns).
+PERCENTILES = (("p50", "50.00"), ("p90", "90.00"), ("p99", "99.00"), ("p99.9", "99.90"))
+SHORTENED = "shortened: below MLPerf's rules"
+FULL_RULES = "MLPerf's durations and counts"
+
+
+def loadgen(r: CaseResult) -> dict[str, Any]:
+    """The case's stored LoadGen summary, {} where it has none."""
+    lg = r.m.get("loadgen")
+    return lg if isinstance(lg, dict) else {}
+
+
+def scenario(r: CaseResult) -> str:
+    """LoadGen's name of the case's scenario (its stored one, else the case's parameter)."""
+    stored = loadgen(r).get("scenario")
+    asked = str(r.params.get("scenario", ""))
+    return str(stored or LOADGEN_NAMES.get(asked, asked or "unknown scenario"))
+
+
+def model_label(p: dict[str, Any]) -> str:
+    """What is served, in one cell: workload and model, its shape where set, its precision where not fp32."""
+    parts = [str(p.get("workload", "?")), str(p.get("model", "?"))]
+    parts += [f"T={p['seq_len']}"] if p.get("seq_len") else []
+    parts += [f"{p['image_size']}px"] if p.get("image_size") else []
+    parts += [str(p["precision"])] if p.get("precision") not in (None, "fp32") else []
+    return " ".join(parts)
+
+
+def shortened(r: CaseResult) -> list[str]:
+    """Why the case's run was shorter than MLPerf's rules ([] where it was not or nothing is stored)."""
+    return [str(s) for s in loadgen(r).get("shortened") or []]
+
+
+def rules_label(r: CaseResult) -> str:
+    """"shortened: below MLPerf's rules (why)", MLPerf's own, or why it cannot be said."""
+    if not r.ok:
+        return MISSING
+    lg = loadgen(r)
+    if "shortened" not in lg:
+        return f"{MISSING} (not stored)"
+    why = shortened(r)
+    return f"{SHORTENED} ({'; '.join(why)})" if why else FULL_RULES
+
+
+def verdict(r: CaseResult) -> str:
+    """LoadGen's verdict: VALID, INVALID (its reasons), or why there is none (a failed case's status and reason)."""
+    if not r.ok:
+        return f"{MISSING} (case {r.status}: {r.reason or 'no reason stored'})"
+    lg = loadgen(r)
+    if not lg:
+        return f"{MISSING} (no LoadGen result stored)"
+    validity = lg.get("validity")
+    if validity is None:
+        return f"{MISSING} (LoadGen's validity not stored)"
+    if validity == "INVALID":
+        reasons = [str(x) for x in lg.get("invalid_reasons") or []]
+        return f"INVALID ({'; '.join(reasons) or 'no reason stored'})"
+    return str(validity)
+
+
+def format_value(value: Any, unit: Any) -> str:
+    """A LoadGen figure in its unit: seconds as a readable time, rates with their unit."""
+    if not isinstance(value, (int, float)):
+        return MISSING
+    if unit == "s":
+        return format_time(float(value))
+    return f"{format_rate(float(value))} {unit}" if unit else format_rate(float(value))
+
+
+def metric_text(r: CaseResult) -> str:
+    """The scenario's MLPerf metric as 'name: value unit' ("-" where it is not stored)."""
+    m = loadgen(r).get("metric")
+    if not isinstance(m, dict) or not m.get("name"):
+        return MISSING
+    if m.get("value") is None:
+        return f"{m['name']}: {MISSING} (LoadGen reported none)"
+    return f"{m['name']}: {format_value(m['value'], m.get('unit'))}"
+
+
+def ns_time(results: dict[str, Any], key: str) -> str:
+    """A LoadGen latency (nanoseconds) as a readable time, "-" where the key is not there."""
+    v = results.get(key)
+    return format_time(v / 1e9) if isinstance(v, (int, float)) else MISSING
+
+
+def latencies(r: CaseResult, scen: str) -> list[str]:
+    """p50, p90, p99, p99.9 and mean (per query in MultiStream, per sample otherwise)."""
+    res = loadgen(r).get("results") or {}
+    what = "per_query_latency_ns" if scen == "MultiStream" else "latency_ns"
+    mean = "result_mean_query_latency_ns" if scen == "MultiStream" else "result_mean_latency_ns"
+    return [ns_time(res, f"result_{p}_percentile_{what}") for _, p in PERCENTILES] + [ns_time(res, mean)]
+
+
+def offered(r: CaseResult) -> float | None:
+    """The Server rate LoadGen was asked for (its effective setting, else the case's target_qps)."""
+    v = (loadgen(r).get("effective") or {}).get("effective_target_qps", r.params.get("target_qps"))
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def order(r: CaseResult) -> tuple[Any, ...]:
+    return (model_label(r.params), r.framework, r.device, int(r.params.get("max_batch") or 0), r.repetition)
+
+

@@ -1,0 +1,130 @@
+"""The Server scenario's rate search in the serving report: every probe, the best valid rate, and the plot.
+
+A Server case without `target_qps` runs LoadGen at several offered rates and keeps each probe
+(`metrics["server_search"]`, written by `dlperf.serving`): its offered rate, LoadGen's verdict and reasons, the
+completed samples/s and the 99th percentile latency LoadGen measured. The best valid rate is the highest offered
+rate LoadGen judged VALID, as the search stored it; the plot draws p99 latency against offered load per framework
+or runtime with the latency bound, VALID and INVALID probes marked differently.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.report.sections import Figure, Note, Section, Table
+from dlperf.report.serving_cells import SHORTENED, model_label, order, rules_label, shortened
+from dlperf.report.serving_plots import search_plot
+from dlperf.report.study import ReportData
+from dlperf.units import MISSING, format_rate, format_time
+
+PROBE_HEADER = ["framework", "device", "model", "max_batch", "threads", "probe", "offered samples/s",
+                "LoadGen verdict", "completed samples/s", "p99 latency", "latency bound", "wall time", "MLPerf rules"]
+BEST_HEADER = ["framework", "device", "model", "max_batch", "threads", "latency bound (p99)",
+               "best valid offered samples/s", "probes (VALID / run)", "search stopped", "MLPerf rules"]
+
+
+def search(r: CaseResult) -> dict[str, Any] | None:
+    """The case's stored rate search, None where it ran none (a fixed target_qps, or a failed case)."""
+    s = r.m.get("server_search")
+    return s if isinstance(s, dict) else None
+
+
+def searched(data: ReportData) -> list[CaseResult]:
+    return sorted((r for r in data.of("serve") if search(r) is not None), key=order)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def probe_verdict(p: dict[str, Any]) -> str:
+    v = p.get("validity")
+    if v is None:
+        return f"{MISSING} (not stored)"
+    reasons = [str(x) for x in p.get("invalid_reasons") or []]
+    return f"INVALID ({'; '.join(reasons) or 'no reason stored'})" if v == "INVALID" else str(v)
+
+
+def _case_cells(r: CaseResult) -> list[str]:
+    t = r.m.threads
+    return [r.framework, r.device, model_label(r.params), str(r.params.get("max_batch", MISSING)),
+            str(t) if t is not None else MISSING]
+
+
+def probe_rows(rs: list[CaseResult]) -> list[list[str]]:
+    """One row per probe, in the order the search ran them."""
+    rows = []
+    for r in rs:
+        s = search(r) or {}
+        bound = format_time(_num(s.get("target_latency_s")))
+        for i, p in enumerate(s.get("probes") or [], 1):
+            rows.append(_case_cells(r) + [str(i), format_rate(_num(p.get("target_qps"))), probe_verdict(p),
+                                          format_rate(_num(p.get("completed_qps"))),
+                                          format_time(_num(p.get("latency_p99_s"))), bound,
+                                          format_time(_num(p.get("wall_s"))), rules_label(r)])
+    return rows
+
+
+def best_rows(rs: list[CaseResult]) -> list[list[str]]:
+    """Per searched case: the best valid offered rate (or that none was valid), the probes, why it stopped."""
+    rows = []
+    for r in rs:
+        s = search(r) or {}
+        probes = s.get("probes") or []
+        valid = sum(1 for p in probes if p.get("validity") == "VALID")
+        best = _num(s.get("best_qps"))
+        pct = _num(s.get("percentile"))
+        bound = format_time(_num(s.get("target_latency_s")))
+        rows.append(_case_cells(r) + [f"{bound}" + (f" at p{pct * 100:g}" if pct else ""),
+                                      format_rate(best) if best is not None else "none VALID",
+                                      f"{valid} / {len(probes)}", str(s.get("stopped") or MISSING), rules_label(r)])
+    return rows
+
+
+def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
+    """Per served model: the latency bounds and, per framework/device/max_batch, its probes
+    [(offered samples/s, p99 s, VALID?)]; probes without both figures are counted, not drawn."""
+    panels: dict[str, dict[str, Any]] = defaultdict(lambda: {"bounds": set(), "lines": defaultdict(list), "undrawn": 0})
+    for r in rs:
+        s = search(r) or {}
+        panel = panels[model_label(r.params)]
+        if (b := _num(s.get("target_latency_s"))) is not None:
+            panel["bounds"].add(b)
+        label = f"{r.framework} {r.device} max_batch {r.params.get('max_batch', MISSING)}"
+        for p in s.get("probes") or []:
+            qps, p99 = _num(p.get("target_qps")), _num(p.get("latency_p99_s"))
+            if qps is None or p99 is None:
+                panel["undrawn"] += 1
+                continue
+            panel["lines"][label].append((qps, p99, p.get("validity") == "VALID"))
+    return {k: {"bounds": sorted(v["bounds"]), "lines": dict(sorted(v["lines"].items())), "undrawn": v["undrawn"]}
+            for k, v in sorted(panels.items())}
+
+
+def sections(data: ReportData) -> list[Section]:
+    rs = searched(data)
+    if not rs:
+        return []
+    out: list[Section] = [
+        Table("serving Server: the rate search, every probe (in the order run)", PROBE_HEADER, probe_rows(rs),
+              heading="## Serving: the Server rate search",
+              intro="Without a target rate, a Server case runs LoadGen at several offered rates to find the highest "
+                    "one whose 99th percentile latency meets the bound; each probe is LoadGen's own run and verdict.",
+              text_cols=(2, 7, -1)),
+        Table("serving Server: best valid rate per framework/runtime (highest offered rate LoadGen judged VALID)",
+              BEST_HEADER, best_rows(rs), text_cols=(2, 8, -1)),
+    ]
+    panels = plot_panels(rs)
+    undrawn = sum(p["undrawn"] for p in panels.values())
+    if undrawn:
+        out.append(Note(f"{undrawn} probe(s) stored no offered rate or no p99 latency: not drawn in the plot"))
+    paths = search_plot(panels, data.plot_dir)
+    if paths:
+        notes = [f"{SHORTENED}: the probes of {sum(1 for r in rs if shortened(r))} of {len(rs)} searched case(s)"] \
+            if any(shortened(r) for r in rs) else []
+        out.append(Figure(paths, "Server p99 latency against offered load per framework/runtime, the latency bound "
+                                 "dashed, VALID probes as dots, INVALID probes as crosses",
+                          heading="## Server latency against offered load", notes=notes, markdown_notes=notes))
+    return out
