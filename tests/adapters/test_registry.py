@@ -29,8 +29,8 @@ MATRIX: dict[str, list[str]] = {
     "faults": ["numpy"],
     "mlp": ["jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor", "tensorflow",
             "tensorflow-eager", "theano", "torch"],
-    "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor",
-            "tensorflow", "tensorflow-eager", "theano", "torch"],
+    "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "onnxruntime",
+            "openvino", "pytensor", "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     "transformer": ["jax", "numpy", "tensorflow", "tensorflow-eager", "torch"],
 }

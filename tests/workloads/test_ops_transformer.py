@@ -14,7 +14,8 @@ from dlperf.workloads import get_workload
 from dlperf.workloads.ops import spec
 from tests.conftest import torch_counted_flops
 
-FRAMEWORKS = ["numpy", "torch", "tensorflow", "tensorflow-eager", "jax", "pytensor", "nn-vectorized", "nn-sequential"]
+FRAMEWORKS = ["numpy", "torch", "tensorflow", "tensorflow-eager", "jax", "pytensor", "nn-vectorized", "nn-sequential",
+              "onnxruntime", "openvino"]
 W = get_workload("ops")
 #: Small transformer shapes (B=2, H=3, T=16, D=8, width 32), every op, attention causal or not.
 CASES = {
