@@ -103,3 +103,26 @@ def test_training_steps_cannot_be_served_and_caffe_refuses_inference():
     assert step.predict is None
     with pytest.raises(UnsupportedError, match="pycaffe is not installed"):
         W.build(get_framework("caffe"), "cpu", W.parse({"model": "lenet5", "batch": 2, "task": "infer"}))
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "amp"])
+def test_torch_cuda_inference_matches_the_cpu_and_predict_lands_on_the_host(precision):
+    """The weights are drawn on the CPU (seed 0) and moved: CUDA logits are the CPU's within TF32/fp16 rounding;
+    predict's output is a float32 host tensor (the copy synced the device)."""
+    import torch
+
+    p = W.parse({"model": "alexnet", "task": "infer", "batch": 4, "image_size": 67, "precision": precision})
+    fw = get_framework("torch")
+    fw.seed(0)
+    cpu = W.build(fw, "cpu", p.model_copy(update={"precision": "fp32"}))
+    fw.seed(0)
+    cuda = W.build(fw, "cuda:0", p)
+    cpu.fn()
+    cuda.fn()
+    want = cpu.result()
+    np.testing.assert_allclose(cuda.result(), want, rtol=0, atol=0.02 * np.abs(want).max())
+    out = cuda.predict(2)
+    assert out.device == torch.device("cpu") and out.dtype == torch.float32 and out.shape == (2, p.classes())
+    np.testing.assert_allclose(out.double().numpy(), cuda.result()[:2], rtol=1e-2, atol=1e-3 * np.abs(want).max())
