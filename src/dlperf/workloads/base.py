@@ -129,3 +129,10 @@ class Workload(Generic[P]):
             )
         builder = importlib.import_module(self.builder_module(fw.family))
         return cast(Step, builder.build(fw, device, params))
+
+
+def check_predict_n(n: int, batch: int) -> int:
+    """`n` for `Step.predict`, or ValueError: a served batch takes 1 to the built `batch` samples."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= batch:
+        raise ValueError(f"predict takes 1 to {batch} samples (the built batch), not {n!r}")
+    return n

@@ -1,4 +1,7 @@
-"""The CNN training step in Caffe: the same net as a generated prototxt, one SGDSolver.step(1) per call."""
+"""The CNN training step in Caffe: the same net as a generated prototxt, one SGDSolver.step(1) per call.
+
+Inference (`task: infer`) is not built for Caffe: pycaffe is not installed where dlperf is developed and tested,
+so a Caffe forward pass could not be checked against torch's here; it ends `unsupported` with that reason."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from dlperf.workloads.cnn import CnnParams
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
     if p.task != "train":
-        raise UnsupportedError(f"cnn task {p.task!r} is not built for caffe yet")
+        raise UnsupportedError(f"cnn task {p.task!r} is not built for caffe: pycaffe is not installed where dlperf "
+                               "is tested, so an untested Caffe inference path is not shipped (training only)")
     caffe = fw.import_module()
     if p.precision != "fp32":
         raise UnsupportedError("Caffe runs fp32 only here")

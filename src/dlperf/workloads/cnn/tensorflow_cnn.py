@@ -1,7 +1,9 @@
-"""The CNN training step in TensorFlow/Keras (NHWC; GradientTape; tf.function or eager).
+"""The CNN in TensorFlow/Keras (NHWC; tf.function for `tensorflow`, eager for `tensorflow-eager`).
 
-`amp` sets Keras' mixed_float16 policy on a GPU (with loss scaling) and
-mixed_bfloat16 on a CPU; the loss is computed in float32 either way.
+Training: one GradientTape step. Inference (`task: infer`): the model called with training=False (dropout off),
+the logits cast to float32 and copied to the host (`.numpy()`, which waits for the device); `Step.predict` does
+the same for the first n images. `amp` sets Keras' mixed_float16 policy on a GPU (with loss scaling when
+training) and mixed_bfloat16 on a CPU; the loss and the returned logits are float32 either way.
 """
 
 from __future__ import annotations
@@ -10,16 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.frameworks import Framework
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.models import tensorflow_models
-from dlperf.workloads.base import Step
+from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.cnn import CnnParams
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
-    if p.task != "train":
-        raise UnsupportedError(f"cnn task {p.task!r} is not built for tensorflow yet")
     tf = fw.import_module()
     import keras
 
@@ -27,6 +27,7 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
     size = p.size()
     dev = tf_device(device)
     on_gpu = device.startswith("cuda")
+    graph = bool(getattr(fw, "graph", True))
     previous = keras.mixed_precision.global_policy()
     if p.precision == "amp":  # layers take the policy when built; restored after, so nothing else inherits it
         keras.mixed_precision.set_global_policy("mixed_float16" if on_gpu else "mixed_bfloat16")
@@ -35,12 +36,15 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
             model = tensorflow_models.build(model_spec, p.image_size)
         finally:
             keras.mixed_precision.set_global_policy(previous)
-        opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)
-        if p.precision == "amp" and on_gpu:
-            opt = keras.mixed_precision.LossScaleOptimizer(opt)
         rng = np.random.default_rng(0)
         x = tf.constant(rng.standard_normal((p.batch, size, size, model_spec.in_channels), dtype=np.float32))
         y = tf.constant(rng.integers(0, p.classes(), p.batch), dtype=tf.int32)
+    if p.task == "infer":
+        return _infer(tf, model, x, dev, graph)
+    with tf.device(dev):
+        opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)
+        if p.precision == "amp" and on_gpu:
+            opt = keras.mixed_precision.LossScaleOptimizer(opt)
         opt.build(model.trainable_variables)
     scaled = isinstance(opt, keras.mixed_precision.LossScaleOptimizer)
 
@@ -53,7 +57,7 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    compiled = tf.function(train) if getattr(fw, "graph", True) else train
+    compiled = tf.function(train) if graph else train
     last: list[Any] = [None]
 
     def step() -> Any:
@@ -62,3 +66,33 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
         return last[0]
 
     return Step(step, lambda: np.array([float(last[0])]) if last[0] is not None else np.array([]))
+
+
+def _infer(tf: Any, model: Any, x: Any, dev: str, graph: bool) -> Step:
+    batch = int(x.shape[0])
+
+    def forward(inputs: Any) -> Any:
+        return tf.cast(model(inputs, training=False), tf.float32)
+
+    # tf.function traces once per input shape: the full batch once, and each new n of `predict` once more (its
+    # first call is slower, later calls of that n reuse the trace)
+    compiled = tf.function(forward) if graph else forward
+    firsts: dict[int, Any] = {}  # the first n images, sliced once per n (outside later calls)
+    last: list[np.ndarray | None] = [None]
+
+    def run(inputs: Any) -> np.ndarray:
+        with tf.device(dev):
+            return compiled(inputs).numpy()  # on the host: .numpy() waits for the device
+
+    def step() -> np.ndarray:
+        last[0] = run(x)
+        return last[0]
+
+    def predict(n: int) -> np.ndarray:
+        n = check_predict_n(n, batch)
+        if n not in firsts:
+            with tf.device(dev):
+                firsts[n] = x if n == batch else x[:n]
+        return run(firsts[n])
+
+    return Step(step, lambda: np.array([]) if last[0] is None else last[0].astype(np.float64), predict=predict)

@@ -6,7 +6,7 @@
   and AdamW's state stay float32. fp16 adds dynamic loss scaling (torch GradScaler's defaults: 2**16, halved
   and the update skipped on an inf/NaN gradient, doubled after 2000 clean steps); bf16 needs none.
   fp32 asks every product for `Precision.HIGHEST` (no TF32 on a GPU).
-- infer: the jitted forward pass (all logits).
+- infer: the jitted forward pass (all logits); `Step.predict(n)` runs it on the first n sequences.
 - generate: greedy decoding with or without the KV cache (one `jax_model.KVCache` allocated when the step is
   built, donated to every call's prefill and kept from it); each call records {"ttft_s", "decode_s"}: the clock
   reads after token 1 is ready on the device (block_until_ready) and after the last one.
@@ -22,7 +22,7 @@ import numpy as np
 
 from dlperf.frameworks import Framework
 from dlperf.models.transformer import init_weights, make_labels, make_tokens
-from dlperf.workloads.base import Step
+from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.transformer import TransformerParams
 
 #: fp16 dynamic loss scaling (torch.amp.GradScaler's defaults).
@@ -58,7 +58,17 @@ def _infer(model: Any, p: TransformerParams) -> Step:
         kept[0] = forward(params, tokens)
         return kept[0]
 
-    return Step(step, lambda: np.asarray(kept[0], dtype=np.float64))
+    firsts: dict[int, Any] = {}  # the first n sequences on the device, sliced once per n
+
+    def predict(n: int) -> np.ndarray:
+        """The logits of the first n sequences as float32 NumPy (np.asarray waits for the device). The jitted
+        forward compiles once per input shape: the first call of each new n compiles, later ones reuse it."""
+        n = check_predict_n(n, p.batch)
+        if n not in firsts:
+            firsts[n] = tokens if n == p.batch else tokens[:n]
+        return np.asarray(forward(params, firsts[n]), dtype=np.float32)
+
+    return Step(step, lambda: np.asarray(kept[0], dtype=np.float64), predict=predict)
 
 
 def _train(model: Any, p: TransformerParams) -> Step:

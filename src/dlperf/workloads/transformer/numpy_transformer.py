@@ -1,6 +1,7 @@
 """The transformer in float32 NumPy (`models.transformer.numpy_model`): forward pass and greedy generation.
 
-task `infer`: logits of `batch` x `seq_len` seeded tokens (decoder: every position; encoder: the classifier).
+task `infer`: logits of `batch` x `seq_len` seeded tokens (decoder: every position; encoder: the classifier);
+`Step.predict(n)`: the same for the first n sequences.
 task `generate`: greedy decoding of `new_tokens` after a `prompt_len`-token prompt, with the KV cache or without;
 each call records {"ttft_s", "decode_s"} (`Step.call_phases`, time.perf_counter: NumPy has no device to sync).
 task `train` is unsupported: NumPy has no automatic differentiation. Precision: float32 only.
@@ -15,7 +16,7 @@ import numpy as np
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.models.transformer import make_tokens
 from dlperf.models.transformer import numpy_model as nm
-from dlperf.workloads.base import Step
+from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.transformer import TransformerParams
 
 
@@ -39,7 +40,10 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
             last[:] = [out]
             return out
 
-        return Step(infer, lambda: np.asarray(last[0], dtype=np.float64))
+        def predict(n: int) -> np.ndarray:
+            return nm.logits(model, tokens[:check_predict_n(n, p.batch)])
+
+        return Step(infer, lambda: np.asarray(last[0], dtype=np.float64), predict=predict)
 
     assert p.prompt_len is not None and p.new_tokens is not None
     prompt = make_tokens(cfg, p.batch, p.prompt_len)

@@ -21,7 +21,7 @@ import numpy as np
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.models.transformer import init_weights, make_labels, make_tokens
-from dlperf.workloads.base import Step
+from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.transformer import TransformerParams
 
 POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -92,9 +92,25 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
             x = tf.constant(make_tokens(cfg, p.batch, p.seq_len).astype(np.int32))
             y = tf.constant(make_labels(cfg, p.batch).astype(np.int32))
 
+    predict: Callable[[int], np.ndarray] | None = None
     if p.task == "infer":
+        def apply(tokens: Any) -> Any:
+            return model(tokens)
+
+        # tf.function traces once per input shape: `predict`'s first call of each new n traces again
+        applied = tf.function(apply) if graph else apply
+        firsts: dict[int, Any] = {}  # the first n sequences, sliced once per n
+
         def forward() -> Any:
-            return model(x)
+            return applied(x)
+
+        def predict(n: int) -> np.ndarray:
+            """The logits of the first n sequences, float32 on the host (.numpy() waits for the device)."""
+            n = check_predict_n(n, p.batch)
+            with tf.device(dev), exact():
+                if n not in firsts:
+                    firsts[n] = x if n == p.batch else x[:n]
+                return tf.cast(applied(firsts[n]), tf.float32).numpy()
 
         run: Callable[[], Any] = forward
     else:
@@ -115,7 +131,7 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
             return loss
 
         run = train
-    compiled = tf.function(run) if graph else run
+    compiled = run if p.task == "infer" or not graph else tf.function(run)  # infer: `applied` is the tf.function
     last: list[Any] = [None]
 
     def step() -> Any:
@@ -129,4 +145,4 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
         out = np.asarray(tf.cast(last[0], tf.float32).numpy(), np.float64)
         return out.reshape(1) if out.ndim == 0 else out  # the loss as one value, or the logits
 
-    return Step(step, result)
+    return Step(step, result, predict=predict)

@@ -10,6 +10,8 @@
   `torch.autocast` on cpu or cuda (matrix products in the low dtype, softmax/cross-entropy in float32);
   fp16 trains through `torch.amp.GradScaler` (dynamic loss scaling; on CPU as on CUDA, since fp16 gradients
   underflow alike). bf16 on a GPU without it, or low precision on another device type, is unsupported.
+- Inference: `Step.predict(n)` runs the forward pass on the first n sequences and copies the logits to the
+  host.
 - Generation: `torch_model.generate_tokens` under inference_mode, with the KV cache (allocated by the first
   call, reused) or without; each call records {"ttft_s", "decode_s"} with the device synced when token 1 is
   chosen and at the end (`Step.call_phases`).
@@ -24,7 +26,7 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.models.transformer import init_weights, make_labels, make_tokens
-from dlperf.workloads.base import Step
+from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.transformer import TransformerParams
 
 
@@ -103,7 +105,12 @@ def _infer(torch: Any, model: Any, p: TransformerParams, device: str, autocast: 
             last[0] = model(x)
         return last[0]
 
-    return Step(step, lambda: _numpy(last[0]))
+    def predict(n: int) -> Any:
+        """The logits of the first n sequences, float32 on the host (the copy waits for the device)."""
+        with torch.inference_mode(), autocast():
+            return model(x[:check_predict_n(n, p.batch)]).float().cpu()
+
+    return Step(step, lambda: _numpy(last[0]), predict=predict)
 
 
 def _generate(torch: Any, tm: Any, model: Any, p: TransformerParams, device: str, autocast: Any,
