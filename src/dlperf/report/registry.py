@@ -37,6 +37,7 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
 STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
     "serving": serving_report.sections,
     inference_report.STUDY: inference_report.sections,
+    "inference_transformer": inference_report.sections,
 }
 
 
