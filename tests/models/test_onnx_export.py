@@ -213,3 +213,14 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert ox.cache_dir() == tmp_path / "onnx"
     monkeypatch.delenv("DLPERF_CACHE_DIR")
     assert str(ox.cache_dir()).endswith(os.path.join(".cache", "dlperf", "onnx"))
+
+
+def test_without_torch_the_export_is_unsupported(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(ox.metadata, "version", missing)
+    with pytest.raises(UnsupportedError, match="the models reach ONNX through torch.onnx, and torch is not installed"):
+        ox.export_cnn("lenet5")

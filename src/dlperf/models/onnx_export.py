@@ -85,7 +85,12 @@ def export_transformer(cfg: TransformerConfig | str, seed: int = 0, *, isolated:
 
 def key(request: dict[str, Any]) -> str:
     """The cache key: a hash of the request, torch's version and `EXPORTER_VERSION` (torch is not imported)."""
-    ident = {"request": request, "torch": metadata.version("torch"), "exporter_version": EXPORTER_VERSION}
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        raise UnsupportedError("the models reach ONNX through torch.onnx, and torch is not installed "
+                               "(pip install 'dlperf[torch,runtimes]')") from None
+    ident = {"request": request, "torch": torch_version, "exporter_version": EXPORTER_VERSION}
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
