@@ -77,9 +77,11 @@ class Block(nn.Module):
         q, k, v = self.attn_qkv(x).view(b, t, 3, self.n_head, d // self.n_head).permute(2, 0, 3, 1, 4).unbind(0)
         if cache is not None:
             k, v = cache.write(layer, pos, k, v)
-        # causal over a square (prefill, training); a single query at the end sees every cached key unmasked
-        causal = self.pre_ln and t > 1
-        if causal and k.shape[2] != t:
+        # causal over a square (the whole sequence: training, prefill); a single query after the prefill sees every
+        # cached key unmasked. Decided by whether there is a cache (a Python fact), not by the length alone: an
+        # exported graph's length is symbolic, and SDPA's is_causal must be a bool (a 1x1 causal mask hides nothing)
+        causal = self.pre_ln and (cache is None or t > 1)
+        if causal and cache is not None and k.shape[2] != t:
             raise ValueError("a multi-token step after the prefill is not supported (its mask is not square)")
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         return self.attn_out(out.transpose(1, 2).reshape(b, t, d))
