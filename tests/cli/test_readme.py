@@ -79,7 +79,7 @@ EXCLUDED_MAKE = {
     "bench": "minutes of speed benchmarks that print ratios, not a pass/fail check",
 }
 STAND_INS = {name: STUDIES / f"readme_{name}.yaml"
-             for name in ("smoke", "ops", "mlp", "cnn", "backends", "peaks", "transformer")}
+             for name in ("smoke", "ops", "mlp", "cnn", "backends", "peaks", "transformer", "serving")}
 REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the README shows them everywhere
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
