@@ -117,8 +117,9 @@ def verdict_text(m: Any) -> str:
     if isinstance(search, dict):
         probes = search.get("probes") or []
         best = search.get("best_qps")
-        text += (f"; search: highest valid rate {best:.4g} queries/s of {len(probes)} probes" if best is not None
-                 else f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})")
+        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
+                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
+                                      f"probes")
     if lg.get("shortened"):
         text += f" {SHORTENED}"
     return text
@@ -132,4 +133,9 @@ def format_metric(value: float | None, unit: str | None) -> str:
         return NOT_MEASURED
     if unit == "s":
         return format_time(value)
-    return f"{value:.4g} {unit or ''}".rstrip()
+    return f"{format_rate(value)} {unit or ''}".rstrip()
+
+
+def format_rate(value: float) -> str:
+    """A rate for a reader: whole numbers with thousands separators from 100 up (26,040), 3 digits below (8.12)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
