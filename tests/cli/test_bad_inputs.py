@@ -68,6 +68,9 @@ BAD: dict[str, Bad] = {
                                                "seq_len=8", "--precision", "amp"), "--precision is for a CNN"),
     "maxbatch workload without an axis": Bad(("maxbatch", "ops"), "workload 'ops' has no memory axis"),
     "hw unknown device": Bad(("hw", "show", "no-such-gpu-9000"), "no-such-gpu-9000"),
+    "serve unknown scenario": Bad(("serve", "--quick", "--scenario", "burst"), "unknown scenario 'burst'"),
+    "serve target latency zero": Bad(("serve", "--quick", "--target-latency-ms", "0"), "--target-latency-ms"),
+    "serve unknown model": Bad(("serve", "resnet152", "--quick"), "unknown model 'resnet152'"),
     # missing or unusable files
     "missing study": Bad(("run", "{dir}/nope.yaml"), "study file not found"),
     "export to a missing folder": Bad(("export", "latest", "-o", "{dir}/no/such/out.csv"), "cannot write"),

@@ -2,6 +2,7 @@
 
 One module per command group; every command is registered here, in `_register`:
     run.py      run, peaks, maxbatch           results.py  runs, show, compare, export, report
+    serve.py    serve (the serving study: LoadGen's scenarios; serve_select.py picks its cases)
     plan.py     plan (a study's cases, their count, an estimate of their time; runs nothing)
     history.py  history, matrix (a study over time per machine, and across machines)
     hw.py       hw list/show/compare/diff-study/measured
@@ -32,10 +33,10 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command and command group of `dlperf`, in one place."""
-    from dlperf.cli import doctor, history, hw, plan, recommend, results, run, verdicts
+    from dlperf.cli import doctor, history, hw, plan, recommend, results, run, serve, verdicts
 
     for command in (doctor.doctor, doctor.list_cmd,
-                    plan.plan, run.run, run.peaks, run.maxbatch,
+                    plan.plan, run.run, run.peaks, run.maxbatch, serve.serve,
                     results.runs, results.show, results.compare, results.export, results.report,
                     hw.hw, recommend.recommend, verdicts.verdicts,
                     history.history, history.matrix):

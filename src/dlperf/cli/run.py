@@ -62,12 +62,10 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, max_cases: int | None,
         db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
-    from dlperf.cli.progress import ConsoleEvents
     from dlperf.cli.readers import report_data
     from dlperf.report.registry import study_sections
     from dlperf.report.sections import render_terminal as render_sections
     from dlperf.report.tables import render_terminal
-    from dlperf.runner.sweep import run_study
     from dlperf.studies import load_study
 
     if counters:
@@ -86,27 +84,14 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
     refuse_steps_with_budget(steps, budget_s)
-    logical = os.cpu_count() or 1
-    if threads is not None and threads > logical:
-        raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
-                               f"cores only wait on each other")
+    check_threads(threads)
     loaded = load_study(study, quick=quick)
-    if threads is None and loaded.settings.threads is not None and loaded.settings.threads > logical:
-        raise DlperfError(f"{study}: threads: {loaded.settings.threads} in the study file, but this machine has "
-                          f"{logical} logical cores; give --threads N (at most {logical}) to run it here")
-    check_case_limit(study, loaded, list(frameworks), list(devices), max_cases)
-    from dlperf.runner.footprint import check_run_cap
-
-    check_run_cap(loaded, list(frameworks), list(devices), mem_limit_mb, threads, warn=warn_line)
-    store = open_store(db)
-    console = new_console()
-    stop_cleanly_on_signals()
-    summary = run_study(
-        loaded, store, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume,
-        retry_failed=retry_failed,
+    store, console, summary = execute_study(
+        study, loaded, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume, db=db,
+        retry_failed=retry_failed, max_cases=max_cases,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
                    "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
-        counters=counters, events=ConsoleEvents(console), wait_idle_s=wait_idle_s,
+        counters=counters, wait_idle_s=wait_idle_s,
     )
     data = report_data(store, summary.run_id, None)
     render_terminal(data.run, data.env, data.results, console)
@@ -114,6 +99,41 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html | "
                   f"dlperf verdicts {summary.run_id} | dlperf export {summary.run_id} --format csv", highlight=False)
+
+
+def check_threads(threads: int | None) -> None:
+    """--threads beyond the logical cores is a usage error (more threads than cores only wait on each other)."""
+    logical = os.cpu_count() or 1
+    if threads is not None and threads > logical:
+        raise click.UsageError(f"--threads {threads}: this machine has {logical} logical cores; more threads than "
+                               f"cores only wait on each other")
+
+
+def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices: list[str], new: bool,
+                  resume: str | None, db: str | None, overrides: dict[str, Any], retry_failed: bool = False,
+                  max_cases: int | None = None, counters: bool = False,
+                  wait_idle_s: float | None = None) -> tuple[Any, Any, Any]:
+    """Run the study `loaded` (named `study_arg` on the command line) as `dlperf run` does: its checks before any
+    store is opened (the threads it asks for, the case limit, the memory cap), then the store, the console, clean
+    stops on SIGTERM/SIGHUP and the sweep with its progress lines; returns (store, console, the sweep's summary)."""
+    from dlperf.cli.progress import ConsoleEvents
+    from dlperf.runner.footprint import check_run_cap
+    from dlperf.runner.sweep import run_study
+
+    logical = os.cpu_count() or 1
+    threads = overrides.get("threads")
+    if threads is None and loaded.settings.threads is not None and loaded.settings.threads > logical:
+        raise DlperfError(f"{study_arg}: threads: {loaded.settings.threads} in the study file, but this machine has "
+                          f"{logical} logical cores; give --threads N (at most {logical}) to run it here")
+    check_case_limit(study_arg, loaded, frameworks, devices, max_cases)
+    check_run_cap(loaded, frameworks, devices, overrides.get("mem_limit_mb"), threads, warn=warn_line)
+    store = open_store(db)
+    console = new_console()
+    stop_cleanly_on_signals()
+    summary = run_study(loaded, store, frameworks=frameworks, devices=devices, new=new, resume=resume,
+                        retry_failed=retry_failed, overrides=overrides, counters=counters,
+                        events=ConsoleEvents(console), wait_idle_s=wait_idle_s)
+    return store, console, summary
 
 
 def warn_line(text: str) -> None:

@@ -1,0 +1,141 @@
+"""`dlperf serve`: models served to MLPerf's LoadGen in its scenarios, as the shipped `serving` study (issue 17).
+
+It runs that study (or its quick variant) through `dlperf run`'s path (`run.execute_study`: the same checks, store,
+progress lines and resume), narrowed and overridden by `serve_select`, then prints one line per case from what
+the case stored (`metrics["loadgen"]`, `metrics["server_search"]`): LoadGen's verdict and why, the scenario's
+metric, and whether the run was shorter than MLPerf's rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from dlperf.cli.options import FiniteFloatRange, db_option
+from dlperf.cli.serve_select import SCENARIOS, ScenarioType
+
+STUDY = "serving"
+SHORTENED = "(shortened: below MLPerf's rules)"
+
+
+@click.command()
+@click.argument("models", nargs=-1, metavar="[MODEL]...")
+@click.option("--scenario", "scenarios", type=ScenarioType(), multiple=True,
+              help=f"only this scenario (repeatable): {', '.join(SCENARIOS)}")
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME",
+              help="only this framework or runtime (repeatable): torch, onnxruntime, openvino, tensorflow, ...")
+@click.option("--device", "devices", multiple=True, metavar="DEV", help="only this device: cpu, cuda, cuda:N "
+              "(repeatable)")
+@click.option("--quick", is_flag=True, help="the quick variant: torch and onnxruntime, single-stream and server, "
+                                            "small models, durations SHORTENED below MLPerf's rules (labelled so)")
+@click.option("--target-latency-ms", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="server: the p99 latency bound; multi-stream: the latency LoadGen expects (replaces the "
+                   "study's bound, borrowed from MLPerf's)")
+@click.option("--target-qps", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="server: offer this rate instead of searching for the highest valid one; offline: the rate "
+                   "LoadGen expects")
+@click.option("--max-batch", type=click.IntRange(min=1), default=None,
+              help="most samples per predict call (multi-stream, server, offline)")
+@click.option("--min-duration-s", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="LoadGen's minimum duration per run (MLPerf: 600; shorter is labelled shortened)")
+@click.option("--min-query-count", type=click.IntRange(min=1), default=None,
+              help="LoadGen's minimum queries per run (default: the study's, else MLPerf's)")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU threads (default: the physical cores other processes leave idle at the start)")
+@click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="worker time-out per case, seconds (overrides the study; a server search is several runs)")
+@click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
+@click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
+@db_option
+def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple[str, ...],
+          devices: tuple[str, ...], quick: bool, target_latency_ms: float | None, target_qps: float | None,
+          max_batch: int | None, min_duration_s: float | None, min_query_count: int | None, threads: int | None,
+          timeout_s: float | None, new: bool, resume: str | None, db: str | None) -> None:
+    """Serve MODELs (default: the study's) to MLPerf's LoadGen in its scenarios and store its verdicts.
+
+    Runs the shipped `serving` study (`--quick`: its quick variant) narrowed to the models, scenarios, frameworks
+    and devices given; a server case without --target-qps searches for the highest rate that meets its latency
+    bound. A case parameter set here (--target-latency-ms, --target-qps, --max-batch, --min-duration-s,
+    --min-query-count) makes another run, never merged with runs made without it."""
+    from rich.markup import escape
+
+    from dlperf.cli.run import check_threads, execute_study
+    from dlperf.cli.serve_select import check_frameworks, select
+    from dlperf.runner.cases import check_devices
+    from dlperf.studies import load_study
+
+    if resume and new:
+        raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+    check_threads(threads)
+    check_frameworks(list(frameworks))
+    check_devices(list(devices))
+    loaded = select(load_study(STUDY, quick=quick), models=list(models), scenarios=list(scenarios),
+                    frameworks=list(frameworks),
+                    overrides={"target_latency_ms": target_latency_ms, "target_qps": target_qps,
+                               "max_batch": max_batch, "min_duration_s": min_duration_s,
+                               "min_query_count": min_query_count})
+    store, console, summary = execute_study(STUDY, loaded, frameworks=list(frameworks), devices=list(devices),
+                                            new=new, resume=resume, db=db,
+                                            overrides={"threads": threads, "timeout_s": timeout_s})
+    order = {case.key: i for i, case in enumerate(loaded.cases)}
+    rows = sorted(store.results(summary.run_id), key=lambda r: (order.get(r.case_key, len(order)), r.repetition))
+    for row in rows:
+        console.print(escape(case_line(row)), highlight=False)
+    console.print(f"results: run [bold]{summary.run_id}[/] in {escape(store.url)}", highlight=False)
+    console.print(f"next: dlperf report {summary.run_id} (latency percentiles, rates, validity per scenario) | "
+                  f"dlperf show {summary.run_id}", highlight=False)
+
+
+def case_line(row: Any) -> str:
+    """One case as `dlperf serve` ends with it: framework, device, model, scenario, then LoadGen's verdict (VALID or
+    INVALID and its reasons), the scenario's metric and the search's best rate, or how the case ended."""
+    p = row.params or {}
+    rep = f" #{row.repetition}" if row.repetition else ""
+    what = f"{row.framework} {row.device} {p.get('model', '?')} {p.get('scenario', '?')}{rep}"
+    if row.status != "ok":
+        from dlperf.cli.progress import short
+
+        return f"{what}: {row.status}: {short(row.reason)}"
+    return f"{what}: {verdict_text(row.m)}"
+
+
+def verdict_text(m: Any) -> str:
+    """LoadGen's verdict from a case's metrics: `VALID p90 latency 412 us`, `INVALID (min duration not met) ...`,
+    with the Server search's best rate and the shortened label where they apply."""
+    lg = getattr(m, "loadgen", None)
+    if not isinstance(lg, dict):
+        return "no LoadGen result stored"
+    reasons = lg.get("invalid_reasons") or []
+    text = str(lg.get("validity") or "no verdict")
+    if reasons:
+        text += f" ({'; '.join(str(r) for r in reasons)})"
+    metric = lg.get("metric") or {}
+    if metric:
+        text += f", {metric.get('name', 'metric')} {format_metric(metric.get('value'), metric.get('unit'))}"
+    search = getattr(m, "server_search", None)
+    if isinstance(search, dict):
+        probes = search.get("probes") or []
+        best = search.get("best_qps")
+        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
+                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
+                                      f"probes")
+    if lg.get("shortened"):
+        text += f" {SHORTENED}"
+    return text
+
+
+def format_metric(value: float | None, unit: str | None) -> str:
+    """A LoadGen metric with its unit: a latency in s as a time, a rate with its unit."""
+    from dlperf.units import NOT_MEASURED, format_time
+
+    if value is None:
+        return NOT_MEASURED
+    if unit == "s":
+        return format_time(value)
+    return f"{format_rate(value)} {unit or ''}".rstrip()
+
+
+def format_rate(value: float) -> str:
+    """A rate for a reader: whole numbers with thousands separators from 100 up (26,040), 3 digits below (8.12)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
