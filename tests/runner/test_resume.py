@@ -36,6 +36,13 @@ def stored(db: Path) -> list[tuple[str, str]]:
 TAG = "DLPERF_TEST_SWEEP"
 
 
+def as_from_a_terminal() -> None:
+    """In the sweep's child before exec: SIGINT handled as in a terminal. A test suite started in the background
+    by a non-interactive shell (`make test &`) inherits SIGINT ignored, and Python keeps an inherited SIG_IGN, so
+    the Ctrl-C these tests send would never reach the sweep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop_once_stored(proc: subprocess.Popen[str], n_stored: Callable[[], int], sig: int,
                      after_cases: int = 3) -> subprocess.CompletedProcess[str]:
     """Send `sig` to the sweep `proc` once `n_stored()` reaches `after_cases`; what it printed, reaped (a
@@ -52,7 +59,7 @@ def stop_once_stored(proc: subprocess.Popen[str], n_stored: Callable[[], int], s
 
 def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, DLPERF_DB=str(db), **{TAG: str(db)})
-    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env, preexec_fn=as_from_a_terminal,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return stop_once_stored(proc, lambda: len(stored(db)), sig, after_cases)
 

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 
 from dlperf.store.leases import host_id
 from tests.conftest import STUDIES, run_cli
-from tests.runner.test_resume import TAG, stop_once_stored, workers_left
+from tests.runner.test_resume import TAG, as_from_a_terminal, stop_once_stored, workers_left
 
 STUDY = str(STUDIES / "many_ok.yaml")
 N_CASES = 12
@@ -44,7 +44,8 @@ def start(url: str) -> subprocess.Popen[str]:
     env = dict(os.environ, DLPERF_DB=url, COLUMNS="200", **{TAG: url})
     env.pop("DLPERF_LEASE_STALE_S", None)
     return subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.mkdtemp(prefix="dlperf-"))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.mkdtemp(prefix="dlperf-"),
+                            preexec_fn=as_from_a_terminal)
 
 
 def stop_after(url: str, sig: int, after_cases: int = 3) -> int:

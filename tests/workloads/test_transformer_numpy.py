@@ -106,11 +106,14 @@ def test_study_end_to_end_prints_tokens_per_s_mfu_ttft_and_tpot(tmp_path):
     gens = [(m, ms) for p, m, ms, s in rows if p["task"] == "generate"]
     assert len(gens) == 2
     for m, ms in gens:
-        assert ms["per_call"] and set(ms["sample_iters"]) == {1} and len(ms["sample_times_s"]) >= 100
+        # at least 100 single calls, unless the budget ran out first (a loaded machine), then at least 6
+        floor = 6 if ms["stop_reason"] == "budget" else 100
+        assert ms["per_call"] and set(ms["sample_iters"]) == {1} and len(ms["sample_times_s"]) >= floor
         assert len(m["call_phases"]) == len(ms["sample_times_s"])
         for ph, t in zip(m["call_phases"], ms["sample_times_s"], strict=True):
             assert ph["ttft_s"] + ph["decode_s"] <= t  # the phases lie inside the timed call
-        assert m["ttft_p50_s"] > 0 and m["tpot_p90_ci95_low_s"] is not None and m["first_call_ttft_s"] > 0
+        assert m["ttft_p50_s"] > 0 and m["first_call_ttft_s"] > 0
+        assert m["tpot_p90_ci95_low_s"] is not None or len(ms["sample_times_s"]) < 36  # p90's interval needs 36
     infer = [m for p, m, ms, s in rows if p["task"] == "infer"]
     assert all(m["per_call"] is False and m["samples_per_s"] > 0 for m in infer)
 
