@@ -101,7 +101,8 @@ def search_server(run_probe: RunProbe, *, start_qps: float, max_probes: int, tar
     def budget_text(qps: float, confirm: bool) -> str:
         left = time_left_s() if time_left_s else math.inf
         need = planned_s(qps, confirm) if planned_s else 0.0
-        return f"time budget: a run at {qps:.4g} queries/s needs ~{need:.0f} s, {max(left, 0):.0f} s left"
+        return (f"time budget: a run at {qps:.4g} queries/s needs ~{need:.0f} s, {max(left, 0):.0f} s left before "
+                f"the worker's time-out (raise the study's timeout_s for more)")
 
     def probe(qps: float, role: str) -> dict[str, Any]:
         t0 = time.perf_counter()
