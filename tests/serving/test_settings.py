@@ -6,7 +6,17 @@ import mlperf_loadgen as lg
 import pytest
 
 from dlperf.serving import settings as lgs
-from dlperf.serving.settings import EARLY_STOPPING_MIN_QUERIES, RULES, SEEDS, min_queries, server_max_async, shortened
+from dlperf.serving.early_stopping import server_queries_allowing
+from dlperf.serving.settings import (
+    EARLY_STOPPING_MIN_QUERIES,
+    RULES,
+    SEEDS,
+    min_queries,
+    server_max_async,
+    server_probe_queries,
+    shortened,
+    shortened_effective,
+)
 from tests.serving.fakes import quick
 
 
@@ -48,10 +58,43 @@ def test_test_settings_per_scenario():
     sv = lgs.loadgen_settings(quick("server", target_latency_ms=50.0), server_qps=100.0)
     assert sv.server_target_qps == 100.0 and sv.server_target_latency_ns == 50_000_000
     assert sv.server_target_latency_percentile == 0.99
-    assert sv.server_max_async_queries == server_max_async(100.0, 0.05) == 36
+    assert sv.server_max_async_queries == 0  # MLPerf's: no cap, unless a search probe asks for one
+    probe = lgs.loadgen_settings(quick("server", target_latency_ms=50.0), server_qps=100.0, min_query_count=2010,
+                                 max_async=server_max_async(100.0, 0.05))
+    assert probe.server_max_async_queries == 36 and probe.min_query_count == 2010
     ms = lgs.loadgen_settings(quick("multi-stream", samples_per_query=6, target_latency_ms=None), expected_query_s=0.01)
     assert ms.multi_stream_samples_per_query == 6 and ms.multi_stream_expected_latency_ns == 10_000_000
     off = lgs.loadgen_settings(quick("offline", target_qps=250.0))
     assert off.offline_expected_qps == 250.0
     with pytest.raises(ValueError, match="SingleStream expected latency"):
         lgs.loadgen_settings(quick("single-stream"))
+
+
+def test_early_stopping_counts_match_loadgens():
+    # LoadGen's own figures: 459 queries with none late (Server p99), 662 with one (its MultiStream message)
+    assert server_queries_allowing(0) == EARLY_STOPPING_MIN_QUERIES["Server"] == 459
+    assert server_queries_allowing(1) == 662
+    assert server_queries_allowing(10) == 2010  # about 0.5% late
+    assert server_queries_allowing(0, percentile=0.90) == 44  # ceil(log 0.01 / log 0.9)
+
+
+def test_a_server_probe_runs_enough_queries_to_let_some_be_late():
+    assert server_probe_queries(quick("server", min_query_count=None)) == (2010, 10)
+    count, late = server_probe_queries(quick("server", min_query_count=5000))
+    assert count == 5000 and server_queries_allowing(late) <= 5000 < server_queries_allowing(late + 1)
+
+
+def test_the_stored_labels_come_from_what_loadgen_ran():
+    # Offline issued max(min, 1.1 x duration x rate) samples: 330, not the 64 asked for
+    effective = {"effective_min_duration_ms": 1000, "effective_min_sample_count": 330, "effective_min_query_count": 1}
+    assert shortened_effective("Offline", effective) == ["min duration 1 s (MLPerf 600 s)",
+                                                         "min samples 330 (MLPerf 24576)"]
+    assert shortened_effective("Offline", effective | {"effective_min_duration_ms": 600_000,
+                                                       "effective_min_sample_count": 30000}) == []
+    ms = {"effective_min_duration_ms": 600_000, "effective_min_query_count": 662, "effective_samples_per_query": 6}
+    assert shortened_effective("MultiStream", ms) == ["samples per query 6 (MLPerf 8)"]
+    sv = {"effective_min_duration_ms": 600_000, "effective_min_query_count": 2010, "effective_max_async_queries": 52}
+    assert shortened_effective("Server", sv) == ["outstanding-query cap 52 (MLPerf: none)"]
+    assert shortened_effective("Server", sv | {"effective_max_async_queries": 0}) == []
+    assert shortened(quick("multi-stream", min_duration_s=600.0, min_query_count=None, samples_per_query=6)) == [
+        "samples per query 6 (MLPerf 8)"]

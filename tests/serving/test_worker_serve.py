@@ -31,11 +31,21 @@ class FakeServe(Serve):
         return sleeping_step()
 
 
+class NoMetricsServe(FakeServe):
+    """A driven workload whose drive returns None: it must not then be timed as well."""
+
+    calls = 0
+
+    def drive(self, fw, device, params, step, settings):
+        NoMetricsServe.calls += 1
+        return None
+
+
 @pytest.fixture
 def served(monkeypatch):
     monkeypatch.setitem(REGISTRY, "serve", FakeServe)
     job = CaseJob(case=CaseSpec(workload="serve", framework="numpy", device="cpu", params=PARAMS),
-                  settings=RunSettings(threads=1))
+                  settings=RunSettings(threads=1, profile=True))
     return run_case(job)
 
 
@@ -49,7 +59,23 @@ def test_a_serve_case_is_driven_not_timed(served):
     assert set(m["activity"]["windows"]) == {"before", "during", "after"}
     assert m["validity"] in ("valid", "contended")
     assert m["threads"] == 1 and m["device"] == "cpu" and m["peak_rss_bytes"] > 0
+    # energy and profile were asked for (energy by default, profile here): said, not dropped
+    assert m["energy"]["measured"] is False and "driven" in m["energy"]["reason"]
+    assert "profile" not in m and "no profile" in m["profile_note"]
+    assert m["loadgen"]["activity"]["wall_s"] > 0  # the LoadGen run's own activity window
+    if m["samples_per_s"] is None:
+        assert m["samples_per_s_reason"]
     json.dumps(served)  # the worker writes it as JSON
+
+
+def test_a_drive_that_returns_nothing_is_an_error_not_a_timed_case(monkeypatch):
+    monkeypatch.setitem(REGISTRY, "serve", NoMetricsServe)
+    NoMetricsServe.calls = 0
+    job = CaseJob(case=CaseSpec(workload="serve", framework="numpy", device="cpu", params=PARAMS),
+                  settings=RunSettings(threads=1))
+    result = run_case(job)
+    assert result["status"] == "error" and "returned no metrics" in result["reason"]
+    assert NoMetricsServe.calls == 1 and result.get("measurement") is None
 
 
 def test_a_serve_row_loads_shows_and_exports(served, tmp_path):

@@ -147,9 +147,16 @@ def assess_activity(activity: dict[str, Any] | None, *, threads: int | None,
                     device: str) -> tuple[Validity, str | None]:
     """(validity, reason) of a case that measured itself (serving under LoadGen: no timer samples, so the
     sample rules do not apply): `contended` when the machine was busy while it ran (as `assess` judges it),
-    else `valid`; "no activity record" is said where there is none. LoadGen's own verdict is stored apart."""
+    else `valid`; "no activity record" is said where there is none. LoadGen's own verdict is stored apart.
+
+    As `assess` does with the samples' CPU use, `threads` shrinks to the cores the case kept busy, here its own
+    CPU over the during window (`own_cores`): a serving case that slept between queries is not oversubscribed
+    by a quarter core of other load."""
     if not activity:
         return "valid", "no activity record: the machine's load while it ran is unknown"
+    own = ((activity.get("windows") or {}).get("during") or {}).get("own_cores")
+    if threads is not None and device == "cpu" and isinstance(own, int | float):
+        threads = max(1, min(threads, round(own)))
     contended, notes = _machine_findings(activity, threads)
     if contended:
         return "contended", "; ".join(contended + notes)

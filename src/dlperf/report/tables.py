@@ -59,6 +59,30 @@ def short_reason(reason: str | None, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
+def loadgen_verdict(m: Metrics) -> str | None:
+    """A served case's LoadGen verdict (VALID / INVALID), None for any other case."""
+    lg = m.get("loadgen")
+    if isinstance(lg, dict):
+        return str(lg.get("validity") or "unknown")
+    return "no LoadGen run" if m.get("server_search") is not None else None
+
+
+def validity_cell(m: Metrics) -> str:
+    """dlperf's validity (the machine's trust), and for a served case LoadGen's verdict on the run beside it."""
+    verdict = loadgen_verdict(m)
+    own = m.validity or "unknown"
+    return own if verdict is None else f"{own}, LoadGen {verdict}"
+
+
+def n_cell(m: Metrics) -> str:
+    """Samples x calls per sample; a driven (served) case has no timer samples: its LoadGen query count."""
+    if m.n_samples is not None:
+        return f"{m.n_samples}x{m.block_size}"
+    lg = m.get("loadgen")
+    count = (lg.get("results") or {}).get("result_query_count") if isinstance(lg, dict) else None
+    return f"{count} queries" if isinstance(count, int) else "-"
+
+
 def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
     """Display strings for each result; every time shown carries its IQR and sample count."""
     rows = []
@@ -76,10 +100,10 @@ def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
             "device": r.device,
             "params": params_text(r.params) + rep,
             "status": r.status,
-            "validity": (m.validity or "unknown") if ok else "-",
+            "validity": validity_cell(m) if ok else "-",
             "median": format_time(m.median_s) if ok else "-",
             "IQR": format_iqr(m.iqr_rel) if ok else MISSING,
-            "n": f"{m.n_samples}x{m.block_size}" if ok else "-",
+            "n": n_cell(m) if ok else "-",
             "samples/s": format_rate(m.samples_per_s) if ok else "-",
             "GFLOP/s": format_rate(m.flops_per_s, 1e9) if ok else "-",
             "GB/s": format_rate(m.bytes_per_s, 1e9) if ok else "-",
@@ -98,8 +122,17 @@ def validity_line(results: list[CaseResult]) -> str:
             key = r.m.validity or "unknown"
             counts[key] = counts.get(key, 0) + 1
     text = ", ".join(f"{n} {k}" for k, n in counts.items()) or "no measured case"
-    return (f"validity: {text} (contended: other work took the CPU while it ran, so the figure is slower than "
+    line = (f"validity: {text} (contended: other work took the CPU while it ran, so the figure is slower than "
             f"this machine; unknown: measured before dlperf recorded it)")
+    verdicts: dict[str, int] = {}
+    for r in results:
+        verdict = loadgen_verdict(r.m) if r.ok else None
+        if verdict is not None:
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+    if verdicts:
+        line += ("; served cases, LoadGen's verdict on the run: " + ", ".join(f"{n} {k}" for k, n in verdicts.items())
+                 + " (an INVALID run has no samples/s)")
+    return line
 
 
 def across_processes(results: list[CaseResult]) -> list[list[str]]:

@@ -91,6 +91,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
     from dlperf.frameworks import UnsupportedError, get_framework
     from dlperf.meters.activity import Monitor
     from dlperf.runner.derive import derive_metrics
+    from dlperf.runner.driven import is_driven, run_driven
     from dlperf.timing import measure
     from dlperf.workloads import get_workload
 
@@ -108,8 +109,8 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         workload = get_workload(case.workload)
         params = workload.parse(case.params)
         built = workload.build(fw, device, params)
-        driven = _driven(fw, device, workload, params, built, settings)
-        if driven is not None:
+        if is_driven(workload):  # it measures itself (serving under LoadGen): drive is called once, never timed
+            driven = run_driven(fw, device, workload, params, built, settings)
             return {"status": "ok", "reason": None, "measurement": None,
                     "metrics": driven | _footprint(fw, device, baseline_rss)}
         fn, sync = fw.prepare(built.fn, device)
@@ -166,32 +167,6 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         if not oom and settings.mem_limit_mb and _asks(fw.oom_suspect, exc):
             result["oom_suspect"] = True  # the parent re-checks it in a fresh worker (runner.recheck)
         return result
-
-
-def _driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
-            settings: RunSettings) -> dict[str, Any] | None:
-    """The metrics of a workload that measures itself (`Workload.drive`: serving under LoadGen), with the
-    machine's activity around it and dlperf's validity from that activity alone (no timer samples); None: a
-    workload the timer times."""
-    from dlperf.core.validity import assess_activity
-    from dlperf.meters.activity import Monitor
-    from dlperf.workloads.base import Workload
-
-    if type(workload).drive is Workload.drive:
-        return None  # the base hook: timed by the timer
-    fw.reset_peak_memory(device)
-    monitor = Monitor()
-    monitor.idle_window("before", ACTIVITY_WINDOW_S)
-    monitor.start("during", top=True)
-    metrics = workload.drive(fw, device, params, built, settings)
-    monitor.stop("during")
-    if metrics is None:
-        return None
-    monitor.idle_window("after", ACTIVITY_WINDOW_S)
-    metrics["activity"] = monitor.record()
-    metrics["validity"], metrics["validity_reason"] = assess_activity(metrics["activity"], threads=fw.threads(),
-                                                                      device=device)
-    return metrics
 
 
 def _footprint(fw: Any, device: str, baseline_rss: int) -> dict[str, Any]:

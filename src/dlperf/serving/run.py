@@ -11,12 +11,13 @@ LoadGen logs no estimate (0): the metric is then its plain percentile and its na
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.serving.settings import log_settings
+from dlperf.serving.settings import log_settings, shortened_effective
 from dlperf.serving.sut import ServingSUT
 
 MLLOG = ":::MLLOG "
@@ -29,6 +30,9 @@ MET_FLAGS = {
 }
 #: LoadGen's runtime error when a Server run passed `server_max_async_queries`.
 TOO_MANY_OUTSTANDING = "Too many outstanding queries"
+#: Python's thread switch interval while LoadGen runs (s): LoadGen's issue callback needs the GIL, and with the
+#: default 5 ms a Python-heavy predict on the SUT's thread could hold an issue back by up to that much.
+SWITCH_INTERVAL_S = 1e-4
 
 
 def parse_detail(text: str) -> tuple[dict[str, Any], list[str]]:
@@ -76,16 +80,21 @@ def _metric(scenario: str, v: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "value": float(value) if isinstance(value, int | float) else None, "unit": "samples/s"}
 
 
-def samples_per_s(loadgen: dict[str, Any]) -> float | None:
-    """The scenario's achieved samples/s where LoadGen reports one (MultiStream: none)."""
-    r = loadgen["results"]
+def samples_per_s(loadgen: dict[str, Any]) -> tuple[float | None, str | None]:
+    """(the scenario's achieved samples/s where LoadGen reports one for a VALID run, else None; why None)."""
+    if loadgen["validity"] != "VALID":
+        return None, f"LoadGen: {loadgen['validity']} ({'; '.join(loadgen['invalid_reasons']) or 'no reason logged'})"
+    if loadgen["scenario"] == "MultiStream":
+        return None, "MultiStream's metric is a latency per query (LoadGen reports no samples/s for it)"
     key = {"SingleStream": "result_qps_with_loadgen_overhead", "Server": "result_completed_samples_per_sec",
-           "Offline": "result_samples_per_second"}.get(loadgen["scenario"])
-    value = r.get(key) if key else None
-    return float(value) if isinstance(value, int | float) else None
+           "Offline": "result_samples_per_second"}[loadgen["scenario"]]
+    value = loadgen["results"].get(key)
+    if isinstance(value, int | float):
+        return float(value), None
+    return None, f"LoadGen logged no {key}"
 
 
-def loadgen_dict(detail_text: str, summary_text: str, shortened: list[str]) -> dict[str, Any]:
+def loadgen_dict(detail_text: str, summary_text: str) -> dict[str, Any]:
     """The stored `metrics["loadgen"]` from LoadGen's two logs."""
     v, errors = parse_detail(detail_text)
     scenario = v.get("effective_scenario") or v.get("requested_scenario")
@@ -104,28 +113,32 @@ def loadgen_dict(detail_text: str, summary_text: str, shortened: list[str]) -> d
         "loadgen_version": str(v.get("loadgen_version", "")),
         "errors": errors,
         "summary_text": summary_text,
-        "shortened": list(shortened),
+        "shortened": shortened_effective(scenario, {k: x for k, x in v.items() if k.startswith("effective_")}),
     }
 
 
-def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: Any, *, sample_pool: int,
-                shortened: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(metrics["loadgen"], the SUT's stats) of one LoadGen run in a fresh temporary directory.
+def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: Any, *,
+                sample_pool: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics["loadgen"], the SUT's stats) of one LoadGen run, its logs in a temporary directory that is removed
+    whatever happens. Python's switch interval is `SWITCH_INTERVAL_S` while LoadGen runs (restored after; said in
+    loadgen["notes"]).
 
     A `predict` that raised is re-raised here once LoadGen has returned (its logs are dropped with it).
     """
     import mlperf_loadgen as lg
 
-    server = lg_settings.scenario == lg.TestScenario.Server
-    sut = ServingSUT(predict, max_batch, hold_on_error=server)
+    sut = ServingSUT(predict, max_batch)
     with tempfile.TemporaryDirectory(prefix="dlperf-loadgen-") as outdir:
         lg_sut = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
         # The inputs are the step's own (synthetic, already built): nothing to load or unload per sample.
         lg_qsl = lg.ConstructQSL(sample_pool, sample_pool, _nothing_to_load, _nothing_to_load)
+        switch_s = sys.getswitchinterval()
         sut.start()
         try:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
             lg.StartTestWithLogSettings(lg_sut, lg_qsl, lg_settings, log_settings(outdir))
         finally:
+            sys.setswitchinterval(switch_s)
             sut.stop()
             lg.DestroyQSL(lg_qsl)
             lg.DestroySUT(lg_sut)
@@ -133,7 +146,9 @@ def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: A
             raise sut.error
         out = Path(outdir)
         loadgen = loadgen_dict((out / "mlperf_log_detail.txt").read_text(),
-                               (out / "mlperf_log_summary.txt").read_text(), shortened)
+                               (out / "mlperf_log_summary.txt").read_text())
+    loadgen["notes"] = [f"Python's thread switch interval {SWITCH_INTERVAL_S * 1e3:g} ms while LoadGen ran "
+                        f"({switch_s * 1e3:g} ms before and after): LoadGen's issue callback needs the GIL"]
     return loadgen, sut.stats()
 
 

@@ -52,6 +52,11 @@ SEEDS = {"qsl_rng_seed": 2085463073848966840, "sample_index_rng_seed": 274721543
 #: what LoadGen's own messages say ("Need to process at least 64 / 662 queries"), and ceil(log 0.01 / log 0.99)
 #: = 459 for Server at p99 (each over-latency query raises it).
 EARLY_STOPPING_MIN_QUERIES = {"SingleStream": 64, "MultiStream": 662, "Server": 459, "Offline": 0}
+#: mlperf.conf's samples per MultiStream query (every model: *.MultiStream.samples_per_query = 8).
+MLPERF_SAMPLES_PER_QUERY = 8
+#: The over-latency queries a Server search probe may have and still pass early stopping: its query floor is
+#: `early_stopping.server_queries_allowing(SERVER_PROBE_LATE)` (2010 at p99: about 0.5% late), not 459 (none late).
+SERVER_PROBE_LATE = 10
 
 
 def scenario_name(params: ServeParams) -> str:
@@ -70,8 +75,48 @@ def min_queries(params: ServeParams) -> tuple[int, str | None]:
                    f"with fewer")
 
 
+def server_probe_queries(params: ServeParams) -> tuple[int, int]:
+    """(the min query count of a Server search probe, the over-latency queries early stopping allows at it): the
+    case's count, raised to what lets `SERVER_PROBE_LATE` queries be late."""
+    from dlperf.serving.early_stopping import server_queries_allowing
+
+    asked = min_queries(params)[0]
+    percentile = RULES["Server"].percentile or 0.99
+    floor = server_queries_allowing(SERVER_PROBE_LATE, percentile)
+    if asked >= floor:
+        late = SERVER_PROBE_LATE
+        while server_queries_allowing(late + 1, percentile) <= asked:
+            late += 1
+        return asked, late
+    return floor, SERVER_PROBE_LATE
+
+
+def shortened_effective(scenario: str, effective: dict[str, Any]) -> list[str]:
+    """Why a finished run was below MLPerf's rules, from the `effective_*` values LoadGen logged for it (what it
+    ran, not what was asked: Offline issues max(min, 1.1 x duration x rate) samples)."""
+    rule = RULES[scenario]
+    out = []
+    ms = effective.get("effective_min_duration_ms")
+    if isinstance(ms, int | float) and ms / 1e3 < rule.min_duration_s:
+        out.append(f"min duration {ms / 1e3:g} s (MLPerf {rule.min_duration_s:g} s)")
+    if scenario == "Offline":
+        count, what = effective.get("effective_min_sample_count"), "samples"
+    else:
+        count, what = effective.get("effective_min_query_count"), "queries"
+    if isinstance(count, int | float) and count < rule.min_query_count:
+        out.append(f"min {what} {count:g} (MLPerf {rule.min_query_count})")
+    per_query = effective.get("effective_samples_per_query")
+    if scenario == "MultiStream" and isinstance(per_query, int) and per_query != MLPERF_SAMPLES_PER_QUERY:
+        out.append(f"samples per query {per_query} (MLPerf {MLPERF_SAMPLES_PER_QUERY})")
+    cap = effective.get("effective_max_async_queries")
+    if scenario == "Server" and isinstance(cap, int) and cap > 0:
+        out.append(f"outstanding-query cap {cap} (MLPerf: none)")
+    return out
+
+
 def shortened(params: ServeParams) -> list[str]:
-    """Why this run is below MLPerf's rules, in words ([]: MLPerf's durations and counts)."""
+    """Why this run is planned below MLPerf's rules, in words ([]: MLPerf's durations and counts); what is stored
+    comes from the run's effective values (`shortened_effective`)."""
     scenario = scenario_name(params)
     rule = RULES[scenario]
     out = []
@@ -81,24 +126,30 @@ def shortened(params: ServeParams) -> list[str]:
     if count < rule.min_query_count:
         what = "samples" if scenario == "Offline" else "queries"
         out.append(f"min {what} {count} (MLPerf {rule.min_query_count})")
+    if scenario == "MultiStream" and params.samples_per_query != MLPERF_SAMPLES_PER_QUERY:
+        out.append(f"samples per query {params.samples_per_query} (MLPerf {MLPERF_SAMPLES_PER_QUERY})")
     return out
 
 
 def server_max_async(target_qps: float, target_latency_s: float) -> int:
-    """LoadGen's cap on outstanding Server queries: a run past it ends early (INVALID). Far above what a run that
-    meets its bound keeps outstanding (about rate x latency, Little's law), so it only ends runs that cannot be
-    VALID: an overloaded probe, or a SUT whose predict failed (it stops completing, so LoadGen stops)."""
+    """A cap on outstanding Server queries for search probes only (MLPerf has none: LoadGen's default 0): a run
+    past it ends early (INVALID). Far above what a run that meets its bound keeps outstanding (about rate x
+    latency, Little's law), so it ends overloaded probes quickly; the search's confirming run and a Server case
+    with a given rate run without it, and a run that had it says so in `shortened`."""
     return int(4 * target_qps * target_latency_s) + 16
 
 
 def loadgen_settings(params: ServeParams, *, expected_query_s: float | None = None, server_qps: float | None = None,
-                  offline_qps: float | None = None) -> Any:
+                     offline_qps: float | None = None, min_query_count: int | None = None,
+                     max_async: int = 0) -> Any:
     """LoadGen's `TestSettings` (PerformanceOnly) for the case.
 
-    expected_query_s: a measured query latency, LoadGen's plan for SingleStream and MultiStream (it generates
-    queries for twice the min duration at that rate; MultiStream takes `target_latency_ms` first where given);
-    server_qps: the offered Server rate (`target_qps` where None); offline_qps: the expected Offline rate
-    (`target_qps` where None). A figure LoadGen needs and none of these gives is a ValueError.
+    expected_query_s: the query latency LoadGen plans SingleStream and MultiStream with (it generates queries for
+    about twice the min duration at that rate: `driver` passes the measured one, for MultiStream the smaller of
+    it and `target_latency_ms`); server_qps: the offered Server rate (`target_qps` where None); offline_qps: the
+    expected Offline rate (`target_qps` where None); min_query_count: over the case's (a search probe's floor);
+    max_async: Server's outstanding-query cap (0: none, MLPerf's). A figure LoadGen needs and none of these gives
+    is a ValueError.
     """
     import mlperf_loadgen as lg
 
@@ -108,15 +159,14 @@ def loadgen_settings(params: ServeParams, *, expected_query_s: float | None = No
     ts.scenario = getattr(lg.TestScenario, scenario)
     ts.mode = lg.TestMode.PerformanceOnly
     ts.min_duration_ms = max(1, round(params.min_duration_s * 1000))
-    ts.min_query_count = min_queries(params)[0]
+    ts.min_query_count = min_query_count or min_queries(params)[0]
     for key, seed in SEEDS.items():
         setattr(ts, key, seed)
     if scenario == "SingleStream":
         ts.single_stream_expected_latency_ns = _ns(_needed(expected_query_s, "a SingleStream expected latency"))
         ts.single_stream_target_latency_percentile = rule.percentile
     elif scenario == "MultiStream":
-        given = params.target_latency_ms / 1e3 if params.target_latency_ms is not None else None
-        ts.multi_stream_expected_latency_ns = _ns(_needed(given or expected_query_s, "a MultiStream expected latency"))
+        ts.multi_stream_expected_latency_ns = _ns(_needed(expected_query_s, "a MultiStream expected latency"))
         ts.multi_stream_target_latency_percentile = rule.percentile
         ts.multi_stream_samples_per_query = params.samples_per_query
     elif scenario == "Server":
@@ -125,7 +175,7 @@ def loadgen_settings(params: ServeParams, *, expected_query_s: float | None = No
         ts.server_target_qps = float(qps)
         ts.server_target_latency_ns = _ns(latency_s)
         ts.server_target_latency_percentile = rule.percentile
-        ts.server_max_async_queries = server_max_async(qps, latency_s)
+        ts.server_max_async_queries = int(max_async)
     else:
         ts.offline_expected_qps = float(_needed(offline_qps or params.target_qps, "an Offline expected rate"))
     return ts

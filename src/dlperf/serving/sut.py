@@ -9,9 +9,8 @@ The inputs are synthetic and already in the step (the step's first n samples): w
 LoadGen picked does not change what is computed, so the QSL's load and unload have nothing to do.
 
 A failing `predict` never hangs LoadGen, which has no abort: the error is kept, the samples of that call are
-completed, and so is every later one at once (Offline, SingleStream, MultiStream: LoadGen runs out its plan
-quickly), except in Server, where they are held until LoadGen flushes: its outstanding-query cap
-(`settings.server_max_async`) then ends the run early instead of after the whole min duration.
+completed, and so is every later one at once, so the run ends as soon as LoadGen's plan allows (Offline,
+SingleStream, MultiStream: quickly; Server issues on its schedule, so after its min duration).
 `run.run_loadgen` re-raises the error once LoadGen has returned.
 """
 
@@ -31,17 +30,15 @@ _STOP = object()
 class ServingSUT:
     """Queue + one worker thread around `predict(n)`, with counts of its batches and their predict times."""
 
-    def __init__(self, predict: Callable[[int], object], max_batch: int, *, hold_on_error: bool = False) -> None:
+    def __init__(self, predict: Callable[[int], object], max_batch: int) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.predict = predict
         self.max_batch = max_batch
-        self.hold_on_error = hold_on_error
         self.error: BaseException | None = None
         self.batch_sizes: Counter[int] = Counter()
         self.predict_s: list[float] = []
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._held: list[int] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -51,20 +48,13 @@ class ServingSUT:
         ids = [s.id for s in query_samples]
         with self._lock:
             failed = self.error is not None
-            if failed and self.hold_on_error:
-                self._held.extend(ids)
-                return
         if failed:
-            self._complete(ids)
+            self._complete(ids)  # after a predict error: at once, so the run ends
         else:
             self._queue.put(ids)
 
     def flush_queries(self) -> None:
-        """LoadGen issues no more queries: release any samples held after an error."""
-        with self._lock:
-            held, self._held = self._held, []
-        if held:
-            self._complete(held)
+        """LoadGen issues no more queries: nothing is held here (every sample is queued or completed)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
