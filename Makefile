@@ -71,6 +71,9 @@ bench: install-all
 	$(BIN)/python benchmarks/mlp_overhead.py
 	$(BIN)/python benchmarks/nn_vs_torch.py
 	$(BIN)/python benchmarks/contention.py
+	$(BIN)/python benchmarks/transformer_loop.py
+	$(BIN)/python benchmarks/per_call_overhead.py
+	$(BIN)/python benchmarks/runtime_latency.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

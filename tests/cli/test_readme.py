@@ -36,9 +36,11 @@ N -> 100; KEY -> a case key of the latest run.
 Shipped studies run on a tiny stand-in with the same workload (STAND_INS: `dlperf run ops --quick` runs
 tests/studies/readme_ops.yaml --quick), except where the README shows the command's output: the sample session's
 `dlperf run smoke --quick` runs the real study (about 20 s here). SPEEDUPS adds `--budget 0.2` to `run` (not to the
-run whose output the README shows), `--quick --framework numpy` to `peaks`, and `--image-size 64 --max-batch 1
+run whose output the README shows), `--quick --framework numpy` to `peaks`, `--image-size 64 --max-batch 1
 --steps 1` to `maxbatch` (AlexNet at 227 px searched up to a 2 GiB cap takes minutes; `--image-size` only where the
-target is a CNN model: a workload target takes -p); `--threads 2` becomes at most the logical cores.
+target is a CNN model: a workload target takes -p), and `--framework torch --min-duration-s 1` to `serve` (every
+LoadGen run of the quick serving study would otherwise last its 2 s); `--threads 2` becomes at most the logical
+cores.
 Commands run in README order, in this process (tests/cli/conftest.py's way), against one temporary store that
 earlier commands filled; `run` still starts its worker processes. Exit status 0 and some output are required,
 except where EXPECTED_EXIT documents another status.
@@ -84,7 +86,8 @@ STAND_INS = {name: STUDIES / f"readme_{name}.yaml"
 REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the README shows them everywhere
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
-            "maxbatch": [("--image-size", "64"), ("--max-batch", "1"), ("--steps", "1")]}
+            "maxbatch": [("--image-size", "64"), ("--max-batch", "1"), ("--steps", "1")],
+            "serve": [("--framework", "torch"), ("--min-duration-s", "1")]}
 #: SPEEDUPS options only a CNN model's `maxbatch` takes (a workload target gets its parameters from -p).
 CNN_ONLY = {"--image-size"}
 CNN_MODELS = {"alexnet", "caffenet", "googlenet", "lenet5"}

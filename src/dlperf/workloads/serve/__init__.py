@@ -34,7 +34,7 @@ class ServeParams(WorkloadParams):
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     target_latency_ms: float | None = Field(
         default=None, gt=0, description="server: the latency bound at its percentile (required); multi-stream: "
-        "the expected latency LoadGen plans with")
+        "an expected latency per query (LoadGen plans with the lower of it and the measured one)")
     target_qps: float | None = Field(
         default=None, gt=0, description="server: the offered rate (none: search for the highest valid rate); "
         "offline: the expected rate (none: measured first)")
