@@ -195,3 +195,21 @@ def test_a_run_with_an_override_is_never_resumed_without_it(dlperf_main, stored_
     assert_one_line_error(refused, "cannot be resumed")
     again = dlperf_main(*base, "--min-duration-s", "1", db=db)  # the same words: the interrupted run resumes
     assert again.returncode == 0 and f"resuming run {interrupted}: 1 of 2 cases already stored" in again.stdout
+
+
+def test_an_unconfirmed_best_rate_says_so():
+    """A search whose best VALID probe no run without the probes' cap confirmed is printed as such."""
+    from dlperf.cli.serve import UNCONFIRMED, case_line
+    from dlperf.core.result import CaseResult
+
+    def row(confirmed: bool) -> CaseResult:
+        params = {"workload": "cnn", "model": "lenet5", "scenario": "server", "min_duration_s": 2}
+        metrics = _loadgen(params)
+        metrics["server_search"]["confirmed"] = confirmed
+        return CaseResult.model_validate({
+            "run_id": "r", "case_key": "k", "repetition": 0, "workload": "serve", "framework": "torch", "env_id": 1,
+            "device": "cpu", "params": params, "status": "ok", "metrics": metrics,
+            "started_at": datetime.now(UTC), "finished_at": datetime.now(UTC)})
+
+    assert UNCONFIRMED in case_line(row(False))
+    assert UNCONFIRMED not in case_line(row(True))

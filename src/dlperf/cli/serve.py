@@ -87,6 +87,10 @@ def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple
                   f"dlperf show {summary.run_id}", highlight=False)
 
 
+#: Said of a search's best rate that no run without the probes' outstanding-query cap has confirmed.
+UNCONFIRMED = " (not confirmed by a run without the cap)"
+
+
 def case_line(row: Any) -> str:
     """One case as `dlperf serve` ends with it: framework, device, model, scenario, then LoadGen's verdict (VALID or
     INVALID and its reasons), the scenario's metric and the search's best rate, or how the case ended."""
@@ -119,7 +123,7 @@ def verdict_text(m: Any) -> str:
         best = search.get("best_qps")
         text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
                  if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
-                                      f"probes")
+                                      f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
     if lg.get("shortened"):
         text += f" {SHORTENED}"
     return text

@@ -78,7 +78,8 @@ def best_rows(rs: list[CaseResult]) -> list[list[str]]:
         pct = _num(s.get("percentile"))
         bound = format_time(_num(s.get("target_latency_s")))
         rows.append(_case_cells(r) + [f"{bound}" + (f" at p{pct * 100:g}" if pct else ""),
-                                      format_rate(best) if best is not None else "none VALID",
+                                      ("none VALID" if best is None else format_rate(best)
+                                       + ("" if s.get("confirmed", True) else " (not confirmed)")),
                                       f"{valid} / {len(probes)}", str(s.get("stopped") or MISSING), rules_label(r)])
     return rows
 
