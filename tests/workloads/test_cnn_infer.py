@@ -126,3 +126,19 @@ def test_torch_cuda_inference_matches_the_cpu_and_predict_lands_on_the_host(prec
     out = cuda.predict(2)
     assert out.device == torch.device("cpu") and out.dtype == torch.float32 and out.shape == (2, p.classes())
     np.testing.assert_allclose(out.double().numpy(), cuda.result()[:2], rtol=1e-2, atol=1e-3 * np.abs(want).max())
+
+
+def test_the_optimizer_settings_belong_to_training():
+    """lr and momentum default on a training step (its case key as before), and are refused on inference, so an
+    inference case's key names no learning rate."""
+    import pytest
+
+    from dlperf.workloads import get_workload
+
+    cnn = get_workload("cnn")
+    train = cnn.parse({"model": "lenet5", "batch": 2})
+    assert (train.lr, train.momentum) == (0.01, 0.9)
+    infer = cnn.parse({"model": "lenet5", "batch": 2, "task": "infer"})
+    assert infer.model_dump(exclude_none=True) == {"model": "lenet5", "task": "infer", "batch": 2, "precision": "fp32"}
+    with pytest.raises(ValueError, match="lr applies to task train, not infer"):
+        cnn.parse({"model": "lenet5", "batch": 2, "task": "infer", "lr": 0.1})

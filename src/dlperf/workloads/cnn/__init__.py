@@ -8,12 +8,15 @@ The builders are the `<family>_cnn` modules beside this one.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from dlperf.models import MODELS, get_spec, spec
 from dlperf.workloads.base import Cost, Workload, WorkloadParams
+
+#: The training step's optimizer settings and their defaults (refused on inference).
+TRAIN_DEFAULTS: dict[str, float] = {"lr": 0.01, "momentum": 0.9}
 
 
 class CnnParams(WorkloadParams):
@@ -24,8 +27,23 @@ class CnnParams(WorkloadParams):
     num_classes: int | None = Field(default=None, gt=1, description="default: 1000 (10 for lenet5)")
     precision: Literal["fp32", "amp"] = Field(
         default="fp32", description="amp: autocast fp16 + loss scaling on CUDA, bfloat16 on CPU")
-    lr: float = Field(default=0.01, gt=0)
-    momentum: float = Field(default=0.9, ge=0, lt=1)
+    lr: float | None = Field(default=None, gt=0, description="train: SGD learning rate (default 0.01)")
+    momentum: float | None = Field(default=None, ge=0, lt=1, description="train: SGD momentum (default 0.9)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_defaults(cls, data: Any) -> Any:
+        """The optimizer's settings belong to training: filled with their defaults there, refused on inference,
+        so an inference case's key names no learning rate (a training case's key is as it always was)."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, default in TRAIN_DEFAULTS.items():
+            if out.get("task", "train") == "train":
+                out[key] = default if out.get(key) is None else out[key]
+            elif out.get(key) is not None:
+                raise ValueError(f"{key} applies to task train, not {out['task']}")
+        return out
 
     @model_validator(mode="after")
     def _fits(self) -> CnnParams:
