@@ -224,3 +224,90 @@ def test_without_torch_the_export_is_unsupported(monkeypatch):
     monkeypatch.setattr(ox.metadata, "version", missing)
     with pytest.raises(UnsupportedError, match="the models reach ONNX through torch.onnx, and torch is not installed"):
         ox.export_cnn("lenet5")
+
+
+def test_the_key_follows_the_model_code_and_the_exporter_packages(monkeypatch, tmp_path):
+    """An edited model-defining module, or another onnx/onnxscript, is another cache entry."""
+    import shutil
+
+    request = ox.cnn_request("lenet5")
+    before = ox.key(request)
+    copy = tmp_path / "models"
+    shutil.copytree(ox._MODELS_DIR, copy)
+    monkeypatch.setattr(ox, "_MODELS_DIR", copy)
+    assert ox.key(request) == before  # the same bytes elsewhere: the same key
+    for rel in (*ox.MODEL_SOURCES["cnn"], "onnx_export.py"):
+        with (copy / rel).open("a") as f:
+            f.write("\n# edited\n")
+        assert ox.key(request) != before, rel
+        before = ox.key(request)
+    t_before = ox.key(ox.transformer_request("bert-tiny"))
+    with (copy / "transformer" / "config.py").open("a") as f:  # init_weights lives there
+        f.write("\n# edited\n")
+    assert ox.key(ox.transformer_request("bert-tiny")) != t_before
+    real = ox.metadata.version
+    for package in ("onnx", "onnxscript"):
+        old = ox.key(request)
+        monkeypatch.setattr(ox.metadata, "version", lambda name, p=package: "0.0.1" if name == p else real(name))
+        assert ox.key(request) != old, package
+        monkeypatch.setattr(ox.metadata, "version", real)
+
+
+def test_the_sidecar_records_versions_and_the_source_digest(cache):
+    from importlib import metadata
+
+    meta = ox.sidecar(ox.export_cnn("lenet5", seed=3))
+    assert meta["versions"] == {p: metadata.version(p) for p in ("torch", "onnx", "onnxscript")}
+    assert meta["sources_sha256"] == ox.source_digest("cnn") and meta["external_data"] is False
+
+
+def test_killed_exports_leftovers_are_removed_and_the_entry_is_readable(cache):
+    import stat
+
+    request = ox.cnn_request("lenet5", seed=19)
+    root = ox.cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    left = root / f".{ox.key(request)}.killed"  # what a SIGKILLed export leaves
+    left.mkdir()
+    (left / ox.MODEL_FILE).write_bytes(b"half")
+    other = root / ".0123456789abcdef01234567.other"  # another key's: not this export's to remove
+    other.mkdir()
+    path = ox.export_cnn("lenet5", seed=19)
+    assert not left.exists() and other.exists()
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+    assert {stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()} == {0o644}
+
+
+def test_large_weights_go_to_external_data(cache, monkeypatch):
+    """Over the threshold the weights are written beside the graph, hashed like it, and both runtimes read them."""
+    import torch
+
+    assert not ox.external_data(ox.EXTERNAL_DATA_BYTES - 1) and ox.external_data(ox.EXTERNAL_DATA_BYTES)
+    assert ox.EXTERNAL_DATA_BYTES < 2**31  # under protobuf's limit
+    monkeypatch.setattr(ox, "EXTERNAL_DATA_BYTES", 1000)  # lenet5's 61k weights count as large
+    path = ox.export_cnn("lenet5", seed=20)
+    meta = ox.sidecar(path)
+    assert meta["external_data"] is True and meta["weight_bytes"] > 1000
+    data = [name for name in meta["files"] if name not in (ox.MODEL_FILE, ox.SIDECAR)]
+    assert data and path.stat().st_size < 20_000  # the graph alone; the weights are in the data file
+    x = np.random.default_rng(0).standard_normal((2, 1, 32, 32), dtype=np.float32)
+    with torch.no_grad():
+        want = ox.cnn_module("lenet5", seed=20)(torch.from_numpy(x)).numpy()
+    for rt, run in _runtimes(path).items():
+        _agree(run(x), want, f"external data {rt}")
+    extra = path.parent / data[0]
+    extra.write_bytes(extra.read_bytes()[:-4])
+    assert not ox.valid(path.parent)
+
+
+def test_large_weights_are_refused_where_dynamo_fails(cache, monkeypatch):
+    import torch
+
+    def no_dynamo(*args, dynamo=True, **kwargs):
+        raise RuntimeError("dynamo cannot export this")
+
+    monkeypatch.setattr(torch.onnx, "export", no_dynamo)
+    monkeypatch.setattr(ox, "EXTERNAL_DATA_BYTES", 1000)
+    with pytest.raises(UnsupportedError, match=r"the TorchScript exporter is not tried: the weights .* need "
+                                               r"external data \(protobuf's 2 GiB limit\)"):
+        ox.export_cnn("lenet5", seed=21)

@@ -25,6 +25,7 @@ class OnnxruntimeFramework(Framework):
 
     def __init__(self) -> None:
         self._threads: int | None = None
+        self._seed: int | None = None
 
     def devices(self) -> list[str]:
         ort = self.import_module()
@@ -40,6 +41,11 @@ class OnnxruntimeFramework(Framework):
         import numpy as np
 
         np.random.seed(n)  # inputs are drawn with NumPy; ONNX Runtime's inference has no randomness of its own
+        self._seed = n  # and the builders export the torch weights this seed gives
+
+    def seed_value(self) -> int | None:
+        """The seed `seed(n)` was last given (None: never): the weights a builder exports."""
+        return self._seed
 
     def set_threads(self, n: int) -> None:
         self._threads = n

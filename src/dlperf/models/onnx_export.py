@@ -4,18 +4,25 @@ What is exported: the torch model dlperf builds elsewhere, with the same weights
 `models.torch_models.build` with torch's own initialisation after `torch.manual_seed(seed)`; a transformer from
 `models.transformer.torch_model.build` with `init_weights(cfg, seed)`, its logits forward (decoder: (B, T, vocab),
 encoder: (B, num_labels)). The batch axis (and the transformer's sequence axis) is dynamic, so one file serves
-every batch size.
+every batch size (a runtime may fix them before compiling).
 
 Exporter: torch's default, the dynamo exporter (`torch.onnx.export(..., dynamo=True)`, onnxscript); where it
 cannot export a model, the TorchScript exporter (opset 17, dynamic_axes). The one used, its opset and why the
 first was not used are stored beside the file.
 
+Weights of `EXTERNAL_DATA_BYTES` or more are written beside the graph (`model.onnx.data`, ONNX external data):
+a single protobuf file cannot pass 2 GB. Only the dynamo exporter is asked to do that; a model that large which
+dynamo cannot export is refused (UnsupportedError) rather than handed to the TorchScript exporter.
+
 Cache: `$DLPERF_CACHE_DIR/onnx` (default `~/.cache/dlperf/onnx`), one directory per export named by a hash of
-(what, its shape arguments, the seed, torch's version, `EXPORTER_VERSION`), holding `model.onnx` and `export.json`
-(what was exported, by which exporter and opset, the sha256 and size of each file). A directory is made under a
-temporary name and renamed into place whole, under a lock, so two workers exporting at once never read half a
-file; an entry whose files do not match its `export.json` (truncated, edited, or without one) is not used but
-exported again. Exporting never downloads anything (the weights are made here).
+(what, its shape arguments, the seed, the versions of torch, onnx and onnxscript, the source bytes of the modules
+that define the model (`MODEL_SOURCES`, and this one), `EXPORTER_VERSION`), holding `model.onnx` (and its
+external data, if any) and `export.json` (what was exported, by which exporter and opset, the versions and the
+source digest, the sha256 and size of each file). A directory is made under a temporary name and renamed into
+place whole (directory 0755, files 0644), under a lock, so two workers exporting at once never read half a file;
+the temporary directories a killed export left behind for the same key are removed under that lock. An entry
+whose files do not match its `export.json` (truncated, edited, or without one) is not used but exported again.
+Exporting never downloads anything (the weights are made here).
 
 `isolated=True` exports in a child process: a runtime's worker then never imports torch (its peak memory is the
 runtime's own, and no second OpenMP runtime is loaded beside the runtime's).
@@ -41,7 +48,17 @@ from dlperf.frameworks.base import UnsupportedError
 from dlperf.models.transformer.config import TransformerConfig, get_config
 
 #: Bumped whenever what an export writes changes, so older cache entries are not reused.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2
+#: The modules (relative to dlperf/models) whose code defines an export of each kind; their bytes, and this
+#: module's, are hashed into the cache key, so an edited model is exported again.
+MODEL_SOURCES = {"cnn": ("torch_models.py", "spec.py", "zoo.py"),
+                 "transformer": ("transformer/torch_model.py", "transformer/config.py")}
+_MODELS_DIR = Path(__file__).resolve().parent
+#: The packages whose versions change what is exported (torch first: without it nothing is).
+EXPORT_PACKAGES = ("torch", "onnx", "onnxscript")
+#: Weights of this many bytes or more go to an external data file (protobuf's limit is 2 GiB for the whole
+#: file; the margin is for the graph itself).
+EXTERNAL_DATA_BYTES = 1 << 30
 #: The TorchScript exporter's opset (the fallback).
 TORCHSCRIPT_OPSET = 17
 MODEL_FILE = "model.onnx"
@@ -83,20 +100,48 @@ def export_transformer(cfg: TransformerConfig | str, seed: int = 0, *, isolated:
     return export(transformer_request(cfg, seed), isolated=isolated)
 
 
+def versions() -> dict[str, str]:
+    """The installed versions of `EXPORT_PACKAGES` (read from the package metadata: nothing is imported)."""
+    out = {}
+    for name in EXPORT_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            how = "torch.onnx" if name == "torch" else f"torch.onnx, which needs {name}"
+            raise UnsupportedError(f"the models reach ONNX through {how}, and {name} is not installed "
+                                   "(pip install 'dlperf[torch,runtimes]')") from None
+    return out
+
+
+def source_digest(kind: str) -> str:
+    """sha256 of the source bytes of the modules that define an export of `kind` (`MODEL_SOURCES`) and of this
+    module."""
+    h = hashlib.sha256()
+    for rel in (*MODEL_SOURCES[kind], "onnx_export.py"):
+        h.update(rel.encode() + b"\0" + (_MODELS_DIR / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def identity(request: dict[str, Any]) -> dict[str, Any]:
+    """Everything the cache key hashes: the request, the package versions, the model sources' digest and
+    `EXPORTER_VERSION` (also stored in the sidecar)."""
+    return {"request": request, "versions": versions(), "sources_sha256": source_digest(request["kind"]),
+            "exporter_version": EXPORTER_VERSION}
+
+
 def key(request: dict[str, Any]) -> str:
-    """The cache key: a hash of the request, torch's version and `EXPORTER_VERSION` (torch is not imported)."""
-    try:
-        torch_version = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        raise UnsupportedError("the models reach ONNX through torch.onnx, and torch is not installed "
-                               "(pip install 'dlperf[torch,runtimes]')") from None
-    ident = {"request": request, "torch": torch_version, "exporter_version": EXPORTER_VERSION}
+    """The cache key: a hash of `identity(request)` (torch is not imported)."""
+    return _key_of(identity(request))
+
+
+def _key_of(ident: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
 def export(request: dict[str, Any], *, isolated: bool = False) -> Path:
     """The cached file for `request`, exported first if the cache has no valid entry."""
-    entry = cache_dir() / key(request)
+    ident = identity(request)
+    entry = cache_dir() / _key_of(ident)
     if valid(entry):
         return entry / MODEL_FILE
     if isolated:
@@ -108,12 +153,17 @@ def export(request: dict[str, Any], *, isolated: bool = False) -> Path:
     with _lock(entry.with_suffix(".lock")):
         if valid(entry):  # another process exported it while this one waited
             return entry / MODEL_FILE
+        for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (this lock's holder is gone)
+            shutil.rmtree(left, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
         try:
-            meta = _export_into(tmp, request)
+            meta = _export_into(tmp, request) | ident
             meta["files"] = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
                              for p in sorted(tmp.iterdir())}
             _write_json(tmp / SIDECAR, meta)
+            for p in tmp.iterdir():
+                p.chmod(0o644)
+            tmp.chmod(0o755)  # mkdtemp's 0700 would hide the entry from other users of a shared cache
             if entry.exists():
                 shutil.rmtree(entry)  # an invalid entry: never used, replaced
             os.replace(tmp, entry)
@@ -197,20 +247,27 @@ def _export_into(directory: Path, request: dict[str, Any]) -> dict[str, Any]:
 
     net, x, name, axes = _module_and_example(torch, request)
     path = directory / MODEL_FILE
+    weight_bytes = sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
+    external = external_data(weight_bytes)
     meta: dict[str, Any] = {"request": request, "torch": torch.__version__, "exporter_version": EXPORTER_VERSION,
                             "input": name, "dynamic_axes": {str(a): n for a, n in axes.items()},
-                            "created_unix_s": time.time()}
+                            "weight_bytes": weight_bytes, "external_data": external, "created_unix_s": time.time()}
     try:
         dims = {a: torch.export.Dim(n, max=request["config"]["max_positions"] if n == "seq" else None)
                 for a, n in axes.items()}
         with contextlib.redirect_stdout(sys.stderr):  # the exporter reports progress on stdout
-            torch.onnx.export(net, (x,), str(path), dynamo=True, dynamic_shapes={name: dims}, external_data=False,
-                              verbose=False)
+            torch.onnx.export(net, (x,), str(path), dynamo=True, dynamic_shapes={name: dims},
+                              external_data=external, verbose=False)
         meta["exporter"] = "dynamo"
     except Exception as exc:  # the dynamo exporter could not export it: the TorchScript one may
         meta["dynamo_failure"] = _one_line(exc)
         for p in directory.iterdir():
             p.unlink()
+        if external:
+            raise UnsupportedError(f"torch.onnx could not export {_what(request)}: dynamo exporter: "
+                                   f"{meta['dynamo_failure']}; the TorchScript exporter is not tried: the weights "
+                                   f"({weight_bytes / 2**30:.2f} GiB) need external data (protobuf's 2 GiB "
+                                   "limit), which dlperf writes through the dynamo exporter only") from exc
         try:
             torch.onnx.export(net, (x,), str(path), dynamo=False, opset_version=TORCHSCRIPT_OPSET,
                               input_names=[name], output_names=["logits"],
@@ -225,6 +282,11 @@ def _export_into(directory: Path, request: dict[str, Any]) -> dict[str, Any]:
     meta["opset"] = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     meta["outputs"] = [o.name for o in proto.graph.output]
     return meta
+
+
+def external_data(weight_bytes: int) -> bool:
+    """Whether weights of `weight_bytes` go to an external data file (`EXTERNAL_DATA_BYTES` or more)."""
+    return weight_bytes >= EXTERNAL_DATA_BYTES
 
 
 def _what(request: dict[str, Any]) -> str:

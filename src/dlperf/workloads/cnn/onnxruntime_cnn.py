@@ -1,7 +1,9 @@
 """CNN inference on ONNX Runtime: the torch CNN exported to ONNX once (`models.onnx_export`), fp32.
 
-Task infer only (training ends `unsupported`). Weights: torch's init after `torch.manual_seed(0)`; input: a
-float32 NCHW batch of the model's shape drawn from NumPy's generator seeded 0, made once before timing.
+Task infer only (training ends `unsupported`). Weights: torch's init after `torch.manual_seed(seed)`, the case's
+seed (`runtime_steps.export_seed`), as torch's builder draws them; input: a float32 NCHW batch of the model's shape
+drawn from NumPy's generator seeded 0, made once before timing. What a timed call does (the forward through an
+IOBinding; on a GPU also the logits' copy to the host, as torch's infer step makes): `runtime_steps`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def session(fw: Framework, device: str, p: CnnParams) -> Any:
     """The InferenceSession this builder times (checks first, then the cached export)."""
     rs.check_task(fw, p.task)
     rs.check_precision(fw, p.precision, ("fp32",), AMP_REASON)
-    path = onnx_export.export_cnn(p.model, p.image_size, p.num_classes, seed=0, isolated=True)
+    path = onnx_export.export_cnn(p.model, p.image_size, p.num_classes, seed=rs.export_seed(fw), isolated=True)
     return rs.ort_session(fw, device, path)
 
 
@@ -36,4 +38,4 @@ def inputs(p: CnnParams) -> Any:
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
-    return rs.inference_step(rs.ort_runner(session(fw, device, p)), inputs(p))
+    return rs.ort_step(fw, session(fw, device, p), device, inputs(p), copy_to_host=True)

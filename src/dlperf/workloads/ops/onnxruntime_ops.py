@@ -3,16 +3,19 @@
 
 What a timed call includes. The inputs are OrtValues made once, on the session's device, and bound once to an
 IOBinding with a preallocated output OrtValue; the step is `session.run_with_iobinding(binding)`. So a timed call
-is ONNX Runtime's run of the node (its per-run overhead and the kernel) writing into the kept output, as NumPy
-and torch write into `out=`: no feeds are converted or copied and no output is allocated per call. The plain
+is ONNX Runtime's run of the node (its per-run overhead and the kernel) writing into the kept output: no feeds
+are converted or copied and no output is allocated per call. That is what NumPy and torch do with `out=` for the
+elementwise ops and dot; torch's softmax, conv2d, layernorm, gelu and attention have no `out=` and allocate their
+output per call, which this step does not. The plain
 `session.run(None, feeds)` a serving program writes would add, per call, wrapping the feeds (CPU NumPy inputs are
 read in place) and a freshly allocated output array (on CUDA also the host-device copies of both).
 
 Dtypes: whatever kernels the provider registers. ONNX Runtime never lowers a dtype: a node it has no kernel for
 fails to open (NOT_IMPLEMENTED), which is `unsupported` with ONNX Runtime's message (the CPU provider has no
 bfloat16 kernels for most ops). For float16 nodes it lacks, the CPU provider inserts casts and computes in float32
-(more precision, not less; the arrays stay float16). bfloat16 inputs are fed as raw 16-bit words (NumPy has no
-bfloat16 that ONNX Runtime converts), on the CPU only.
+(more precision, not less; the arrays stay float16): such a float16 case times float32 arithmetic plus the casts,
+not float16 arithmetic, which the stored case does not say (only this docstring and the README). bfloat16
+inputs are fed as raw 16-bit words (NumPy has no bfloat16 that ONNX Runtime converts), on the CPU only.
 """
 
 from __future__ import annotations

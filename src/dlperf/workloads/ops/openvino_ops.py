@@ -4,16 +4,19 @@ threads, one stream, the latency hint, the precision stated) on the CPU plugin.
 What a timed call includes. One InferRequest is made at build; its input tensors share the NumPy inputs' memory
 (set once, never copied) and its output tensor is the request's own, allocated once and rewritten by every call;
 the step is `request.infer(share_outputs=True)`. So a timed call is OpenVINO's inference of the compiled node
-(its per-call overhead and the kernel), writing into the kept output as NumPy and torch write into `out=`.
-OpenVINO's default call, `compiled_model(feeds)`, would add a copy of every input into the request and of the
-output out of it, per call.
+(its per-call overhead and the kernel), writing into the kept output as torch writes into `out=` for the
+elementwise ops and dot; torch's softmax, conv2d, layernorm, gelu and attention have no `out=` and allocate their
+output per call, which this step does not. OpenVINO's default call, `compiled_model(feeds)`, would add a copy of
+every input into the request and of the output out of it, per call.
 
 Dtypes. The precision hint is stated (`PRECISION`: f32 for float32 and float16, bf16 for bfloat16), so the plugin
 never lowers a float32 case to bfloat16 (its default on CPUs with AVX512_BF16 or AMX). The CPU plugin has no
 float64 kernels: it converts float64 inputs to f32, computes in f32 and converts back. After compiling, every
 executed node's runtime precision is read from the runtime model, and a case computed below its dtype anywhere
-(float64 in f32) is `unsupported`, naming the nodes, never timed as if it were float64. Computing above it (a
-float16 MatMul in f32) is allowed.
+(float64 in f32) is `unsupported`, naming the nodes, never timed as if it were float64. Computing above it is
+allowed: a float16 case runs in f32 (the f32 hint, so every float16 op here computes in float32 between float16
+inputs and output) -- it times OpenVINO's float16 path, not float16 arithmetic, and the float16 rows say so only
+here and in the README.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.frameworks import Framework
+from dlperf.frameworks.openvino_fw import check_executed_precision, executed_precisions  # noqa: F401 (re-export)
 from dlperf.workloads.base import Step
 from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.onnx_graph import array_nbytes, build_graph, numpy_dtype
@@ -31,31 +35,6 @@ from dlperf.workloads.ops.onnx_graph import array_nbytes, build_graph, numpy_dty
 #: float16 gets f32: with an f16 hint a CPU without float16 arithmetic (no AVX512_FP16/AMX-FP16) runs MatMul,
 #: Convolution and attention in bf16 (seen here); with f32 they run in f32. float64 has none (refused below).
 PRECISION = {"float32": "fp32", "float64": "fp32", "float16": "fp32", "bfloat16": "bf16"}
-#: Runtime precisions of executed nodes that keep a case's dtype (its own, or wider).
-KEEPS = {"float64": {"f64"}, "float32": {"f32", "f64"}, "float16": {"f16", "f32", "f64"},
-         "bfloat16": {"bf16", "f32", "f64"}}
-FLOAT_PRECISIONS = {"f64", "f32", "f16", "bf16"}
-
-
-def executed_precisions(compiled: Any) -> list[tuple[str, str, str]]:
-    """(node, layer type, runtime precision) of every executed floating-point node of a compiled model."""
-    out = []
-    for node in compiled.get_runtime_model().get_ordered_ops():
-        rt = node.get_rt_info()
-        layer, precision = rt["layerType"].astype(str), rt["runtimePrecision"].astype(str)
-        if layer not in ("Input", "Output", "Const") and precision in FLOAT_PRECISIONS:
-            out.append((node.get_friendly_name(), layer, precision))
-    return out
-
-
-def check_precision(compiled: Any, dtype: str, version: str) -> None:
-    """UnsupportedError when any executed node computes below `dtype` (e.g. float64 in f32)."""
-    lower = [(layer, prec) for _, layer, prec in executed_precisions(compiled) if prec not in KEEPS[dtype]]
-    if lower:
-        nodes = ", ".join(sorted({f"{layer} in {prec}" for layer, prec in lower}))
-        raise UnsupportedError(f"openvino {version}'s CPU plugin computes this {dtype} case in "
-                               f"{', '.join(sorted({prec for _, prec in lower}))} (runtime model: {nodes}); "
-                               f"refused rather than timed as {dtype}")
 
 
 def build(fw: Framework, device: str, p: OpsParams) -> Step:
@@ -63,7 +42,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
     ov = fw.import_module()
     g = build_graph(p)
     compiled = fw.compile(g.model, device, PRECISION[p.dtype])  # type: ignore[attr-defined]
-    check_precision(compiled, p.dtype, fw.version or ov.get_version())
+    check_executed_precision(compiled, p.dtype, fw.version or ov.get_version())
     request = compiled.create_infer_request()
     bf16 = p.dtype == "bfloat16"
     tensors = {}

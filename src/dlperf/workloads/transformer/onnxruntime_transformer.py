@@ -1,7 +1,9 @@
 """Transformer inference (the logits forward) on ONNX Runtime: the torch model exported to ONNX once, fp32.
 
 Task infer only: training and generation end `unsupported` with the reason. Weights `init_weights(cfg, 0)` and
-tokens `make_tokens(cfg, batch, seq_len)`, as the torch builder uses, so the logits are the same function.
+tokens `make_tokens(cfg, batch, seq_len)`, as the torch builder uses (its weights are seed 0 whatever the case's
+seed), so the logits are the same function. A timed call is the forward through an IOBinding, the logits left on
+the device as torch's infer step leaves them (`runtime_steps`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dlperf.workloads import runtime_steps as rs
 from dlperf.workloads.base import Step
 from dlperf.workloads.transformer import TransformerParams
 
-LOW_REASON = ("the exported graph is float32 and ONNX Runtime's CPU provider has no autocast; dlperf makes no "
-              "low-precision copy of it")
+LOW_REASON = ("the exported graph is float32 and ONNX Runtime has no autocast (on any execution provider); dlperf "
+              "makes no low-precision copy of it")
 
 
 def session(fw: Framework, device: str, p: TransformerParams) -> Any:
@@ -33,4 +35,4 @@ def inputs(p: TransformerParams) -> Any:
 
 
 def build(fw: Framework, device: str, p: TransformerParams) -> Step:
-    return rs.inference_step(rs.ort_runner(session(fw, device, p)), inputs(p))
+    return rs.ort_step(fw, session(fw, device, p), device, inputs(p), copy_to_host=False)
