@@ -323,3 +323,27 @@ def test_the_terminal_tables_fit_120_and_200_columns_whole(tmp_path):
         assert "shortened: below MLPerf's rules (min duration 3 s (MLPerf 600 s)" in text
     verdicts = table(sections, "Server")
     assert "status" not in verdicts.header and "status" in table(sections, "SingleStream").header
+
+
+def test_show_and_the_csv_export_carry_loadgens_verdict_and_the_shortened_label():
+    """`dlperf show`'s run table says a shortened serve run in its validity cell and its validity line; the CSV
+    export has LoadGen's columns and names the served workload `param.workload` beside the case's own `serve`."""
+    import csv
+
+    from dlperf.report.tables import result_rows, validity_line
+    from dlperf.store.export import to_csv
+
+    short = serve("SingleStream", lg=loadgen_dict("SingleStream", short=SHORT), extra={"validity": "valid"})
+    full = serve("Server", "onnxruntime", lg=loadgen_dict("Server"), extra={"validity": "valid"})
+    rows = result_rows([short, full])
+    assert rows[0]["validity"].endswith("LoadGen VALID, shortened") and "shortened" not in rows[1]["validity"]
+    assert "1 served case(s) shortened: below MLPerf's rules" in validity_line([short, full])
+    table = list(csv.DictReader(io.StringIO(to_csv([short, full]))))
+    assert table[0]["workload"] == "serve" and table[0]["param.workload"] == "cnn" and table[0]["model"] == "alexnet"
+    assert (table[0]["loadgen_validity"], table[0]["loadgen_metric_name"], table[0]["loadgen_metric"],
+            table[0]["loadgen_metric_unit"]) == ("VALID", "90th percentile latency", "0.001062", "s")
+    assert table[0]["shortened"] == ("shortened: below MLPerf's rules (min duration 3 s (MLPerf 600 s); min queries 64 "
+                                     "(MLPerf 1024))")
+    assert table[1]["shortened"] == "no" and table[1]["loadgen_metric_unit"] == "samples/s"
+    plain = to_csv([CaseResult.from_row({**short.as_row(), "workload": "cnn", "params": {"model": "alexnet"}})])
+    assert "loadgen_validity" not in plain.splitlines()[0]  # no served case: the columns as before
