@@ -238,3 +238,23 @@ def test_a_read_command_leaves_an_empty_file_empty(dlperf_main, tmp_path):
     db.write_bytes(b"")
     assert_one_line_error(dlperf_main("runs", db=db), "is an empty file, not a results store")
     assert db.stat().st_size == 0
+
+
+@pytest.mark.parametrize("command", [("run", "smoke", "--quick"), ("serve", "--quick")], ids=["run", "serve"])
+def test_resume_is_checked_before_the_store_or_the_threads_line(command, dlperf_main, two_runs, tmp_path):
+    """--resume of no run (in a store file that does not exist, or in one that does) and of a run of another study:
+    one line, exit 2, no store file created, no "threads:" line printed before the error."""
+    missing = tmp_path / "none.sqlite"
+    res = dlperf_main(*command, "--resume", "nosuchrun", db=missing)
+    assert_one_line_error(res, "--resume nosuchrun: no such run")
+    assert res.returncode == 2 and "threads:" not in res.stdout and not missing.exists()
+    db = tmp_path / "r.sqlite"
+    shutil.copy(two_runs[0], db)
+    before = _snapshot(db)
+    res = dlperf_main(*command, "--resume", "nosuchrun", db=db)
+    assert_one_line_error(res, "--resume nosuchrun: unknown run 'nosuchrun'")
+    assert res.returncode == 2 and "threads:" not in res.stdout
+    other = "cannot be resumed with smoke (quick)" if command[0] == "run" else "not of dlperf serve's serving study"
+    res = dlperf_main(*command, "--resume", "latest", db=db)
+    assert_one_line_error(res, other)
+    assert res.returncode == 2 and "threads:" not in res.stdout and _snapshot(db) == before

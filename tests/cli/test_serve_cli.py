@@ -38,6 +38,13 @@ BAD = {
     "framework not in the quick variant": (("serve", "--quick", "--framework", "tensorflow"), "no case matches"),
     "absent cuda device": (("serve", "--quick", "--device", "cuda:7"), "cuda:7"),
     "new and resume": (("serve", "--quick", "--new", "--resume", "latest"), "give one of them"),
+    # absurd values: refused with the limit before any store, never inside a worker
+    "target latency below a nanosecond": (("serve", "--target-latency-ms", "1e-300"), "x>=0.001"),
+    "target qps past ten million": (("serve", "--target-qps", "1e308"), "<=10000000"),
+    "min query count past int64": (("serve", "--min-query-count", "100000000000000000000"),
+                                   "1<=x<=9223372036854775807"),
+    "max batch past 4096": (("serve", "--max-batch", "100000"), "1<=x<=4096"),
+    "resume of no run in no store": (("serve", "--quick", "--resume", "nosuchrun"), "--resume nosuchrun: no such run"),
 }
 
 
@@ -45,8 +52,9 @@ BAD = {
 def test_bad_input_is_one_line_and_opens_no_store(name, dlperf_main, tmp_path):
     args, fragment = BAD[name]
     db = tmp_path / "new.sqlite"
-    assert_one_line_error(dlperf_main(*args, db=db), fragment)
-    assert not db.exists()
+    res = dlperf_main(*args, db=db)
+    assert_one_line_error(res, fragment)
+    assert res.returncode == 2 and not db.exists()
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
@@ -162,9 +170,9 @@ def test_serve_ends_with_one_line_per_case_and_points_at_the_report(dlperf_main,
     lines = res.stdout.splitlines()
     from dlperf.units import format_time
 
-    assert (f"torch cpu lenet5 single-stream: VALID, p90 latency {format_time(0.000412)} (shortened: below MLPerf's "
+    assert (f"torch cpu lenet5 single-stream: VALID, p90 latency: {format_time(0.000412)} (shortened: below MLPerf's "
             f"rules)") in lines
-    assert ("torch cpu lenet5 server: INVALID (latency constraint not met), completed samples/s 26,040 samples/s; "
+    assert ("torch cpu lenet5 server: INVALID (latency constraint not met), completed samples/s: 26,040; "
             "search: highest valid rate 640 queries/s of 2 probes (shortened: below MLPerf's rules)") in lines
     run_id = next(line.split()[2] for line in lines if line.startswith("results: run "))
     assert any(line.startswith(f"next: dlperf report {run_id}") for line in lines)
@@ -192,7 +200,7 @@ def test_a_run_with_an_override_is_never_resumed_without_it(dlperf_main, stored_
     without = dlperf_main(*base, db=db)  # the study's own duration: another run, started afresh
     assert without.returncode == 0 and "resuming" not in without.stdout and "2 cases of study serving" in without.stdout
     refused = dlperf_main(*base, "--resume", interrupted, db=db)
-    assert_one_line_error(refused, "cannot be resumed")
+    assert_one_line_error(refused, "was started with other models, scenarios or overrides")
     again = dlperf_main(*base, "--min-duration-s", "1", db=db)  # the same words: the interrupted run resumes
     assert again.returncode == 0 and f"resuming run {interrupted}: 1 of 2 cases already stored" in again.stdout
 
@@ -213,3 +221,62 @@ def test_an_unconfirmed_best_rate_says_so():
 
     assert UNCONFIRMED in case_line(row(False))
     assert UNCONFIRMED not in case_line(row(True))
+
+
+def test_a_search_that_tried_no_rate_says_why_in_both_lines(dlperf_main, monkeypatch, tmp_path):
+    """A Server case whose search stopped before any probe (no loadgen key): the progress line and the closing
+    line say `search: no rate tried (<why>)`, never a timer's median nor "no LoadGen result stored"."""
+    from dlperf.runner import sweep
+
+    why = "no rate can be VALID: the latency bound 0.001 ms is below one predict call (2 ms)"
+
+    def fake_case(case, settings, run_id, env_id, counters=False):
+        metrics = (_loadgen(case.params) if case.params["scenario"] != "server" else
+                   {"server_search": {"target_latency_s": 1e-6, "percentile": 0.99, "probes": [], "best_qps": None,
+                                      "stopped": why}})
+        return sweep.result_row(case, {"status": "ok", "measurement": None, "metrics": metrics}, run_id, env_id,
+                                wall_s=0.0, started=datetime.now(UTC))
+
+    monkeypatch.setattr(sweep, "collect_fingerprint", lambda names, threads: {"cpu_model": "test"})
+    monkeypatch.setattr(sweep, "run_case", fake_case)
+    res = dlperf_main("serve", "lenet5", "--quick", "--framework", "torch", "--threads", "1", "--scenario", "server",
+                      db=tmp_path / "s.db")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert f"torch cpu lenet5 server: search: no rate tried ({why})" in lines
+    flat = " ".join(res.stdout.split())  # the progress line wraps at the console's width
+    assert "[1/1] " in flat and f": ok search: no rate tried ({why}) " in flat, flat
+    assert "median" not in res.stdout and "n=None" not in res.stdout
+
+
+def test_a_failure_reason_is_printed_whole():
+    from dlperf.cli.serve import case_line
+    from dlperf.core.result import CaseResult
+
+    reason = ("DLPERF_CPU_CLOCK_GHZ='fast' is not a number: set it to the CPU's clock in GHz (e.g. 3.5), or unset it "
+              "to read the clock from the machine")
+    row = CaseResult.model_validate({
+        "run_id": "r", "case_key": "k", "repetition": 0, "workload": "serve", "framework": "torch", "env_id": 1,
+        "device": "cpu", "params": {"model": "lenet5", "scenario": "server"}, "status": "error", "reason": reason,
+        "started_at": datetime.now(UTC), "finished_at": datetime.now(UTC)})
+    assert case_line(row) == f"torch cpu lenet5 server: error: {reason}"
+
+
+def test_resume_of_another_study_or_selection_is_one_line_before_anything(dlperf_main, stored_format, tmp_path):
+    """--resume with a run of another study, or of the serving study with other words: one line naming what
+    differs, exit 2, no "threads:" line, nothing run."""
+    db = tmp_path / "s.db"
+    base = ("serve", "lenet5", "--quick", "--framework", "torch", "--threads", "1")
+    first = dlperf_main(*base, "--min-duration-s", "1", db=db)
+    assert first.returncode == 0, first.stderr
+    run_id = next(line.split()[2] for line in first.stdout.splitlines() if line.startswith("results: run "))
+    ran = len(stored_format)
+    res = dlperf_main(*base, "--resume", run_id, db=db)
+    assert_one_line_error(res, f"--resume {run_id}: run {run_id} was started with other models, scenarios or "
+                               "overrides")
+    assert res.returncode == 2 and "threads:" not in res.stdout and len(stored_format) == ran
+    res = dlperf_main("serve", "lenet5", "--framework", "torch", "--resume", run_id, db=db)
+    assert_one_line_error(res, "was started with --quick")
+    res = dlperf_main("serve", "--quick", "--resume", "nosuchrun", db=db)
+    assert_one_line_error(res, "--resume nosuchrun: unknown run 'nosuchrun'")
+    assert "threads:" not in res.stdout

@@ -15,7 +15,7 @@ from dlperf.core.result import CaseResult
 from dlperf.report import cnn_report
 from dlperf.report import inference_report as ir
 from dlperf.report.registry import STUDIES, study_sections
-from dlperf.report.sections import Figure, Heading, Table
+from dlperf.report.sections import Figure, Heading, Note, Table, render_terminal
 from dlperf.report.study import ReportData
 from dlperf.runner.derive import derive_metrics
 from dlperf.timing import Measurement
@@ -72,19 +72,19 @@ def test_latency_interval_ratio_throughput_and_memory_per_framework_and_batch(tm
     ort = by[("onnxruntime", "cpu", "1")]
     pooled = sorted(t for r in results[2:5:2] for t in Measurement.from_dict(r.measurement or {}).times_s)
     assert ort["calls"] == "80"
-    assert ort["latency (median)"] == format_time(float(np.median(pooled)))
+    assert ort["median"] == format_time(float(np.median(pooled)))
     low, high = median_ci(pooled) or (0.0, 0.0)
-    assert ort["95% interval"] == f"{format_time(low)} - {format_time(high)}"
+    assert ort["95% interval"] == f"{format_time(low).split()[0]}-{format_time(high)}"  # same unit: written once
     torch1 = float(np.median(Measurement.from_dict(results[0].measurement or {}).times_s))
-    assert ort["latency / torch's"] == f"{float(np.median(pooled)) / torch1:.2f}x"
-    assert by[("torch", "cpu", "1")]["latency / torch's"] == "1.00x"
+    assert ort["vs torch"] == f"{float(np.median(pooled)) / torch1:.2f}x"
+    assert by[("torch", "cpu", "1")]["vs torch"] == "1.00x"
     assert ort["images/s"] == f"{1 / float(np.median(pooled)):.3g}"
     assert ort["host memory (above baseline)"] == "200 MiB" and ort["device memory"] == "-"
     cuda = by[("torch", "cuda:0", "1")]
     assert cuda["device memory"] == "300 MiB (torch.cuda.max_memory_allocated)"
-    assert cuda["latency / torch's"] == "1.00x"  # against torch on its own device, not the CPU's
+    assert cuda["vs torch"] == "1.00x"  # against torch on its own device, not the CPU's
     (fig,) = [s for s in sections if isinstance(s, Figure)]
-    assert fig.paths[0].name == "inference-latency-per-batch-cnn-transformer.png" and fig.paths[0].stat().st_size
+    assert fig.paths[0].name == "inference-latency-per-batch-cnn.png" and fig.paths[0].stat().st_size  # cnn only
     panels = ir.plot_panels(ir.grouped(ir.infer_results(results)))
     assert [label for label, _ in panels["cnn alexnet 227px"]] == ["onnxruntime cpu", "torch cpu", "torch cuda:0"]
     assert [p[0] for p in dict(panels["cnn alexnet 227px"])["torch cpu"]] == [1, 4]
@@ -101,9 +101,12 @@ def test_transformer_tokens_per_s_failed_cases_and_missing_memory(tmp_path):
     assert set(by) == {"numpy", "openvino"}
     assert by["numpy"]["tokens/s"] == f"{128 / float(np.median(times(0.02))) / 1e3:.3g}k"
     assert by["numpy"]["host memory (above baseline)"] == "- (baseline RSS not recorded)"
-    assert by["numpy"]["latency / torch's"] == "- (no torch case)"
-    assert by["openvino"]["status"] == "unsupported"
-    assert by["openvino"]["latency (median)"] == "- (openvino is not installed)"
+    assert by["numpy"]["vs torch"] == "-"
+    assert "device memory" not in table.header and "status" not in table.header  # every case on the CPU
+    assert by["openvino"]["median"] == "- [1]"
+    notes = [s.text for s in ir.sections(data([ok, bad, train], tmp_path)) if isinstance(s, Note)]
+    assert "[1] openvino cpu fp32 batch 2: unsupported: openvino is not installed" in notes
+    assert any(n.startswith("vs torch: the median over torch's") and "no torch case" in n for n in notes)
     assert by["openvino"]["host memory (above baseline)"] == "- (not measured)"
 
 
@@ -166,3 +169,33 @@ def test_training_claims_and_measured_efficiency_leave_inference_cases_out(tmp_p
             "cpu_peaks_theoretical": {"fp32_flops_per_s": 1e11, "mem_bw_bytes_per_s": 5e10}}
     rows_ = cnn_rows(train[1:] + infer[1:], {"r": host}, [])
     assert len(rows_) == 1 and rows_[0]["images_per_s"] == pytest.approx(train[1].m.samples_per_s)
+
+
+def test_the_table_fits_120_columns_whole_and_the_validity_note_follows_it(tmp_path):
+    """At 120 columns every header and value of an inference table is whole (the host-memory column wraps, the
+    median does not); in an `inference` run a contended case's validity line comes after the inference tables
+    it speaks of."""
+    import io
+
+    from rich.console import Console
+
+    results = [cnn_infer(fw, b, c * b) for fw, c in (("torch", 0.0201), ("onnxruntime", 0.0105),
+                                                      ("openvino", 0.0109)) for b in (1, 16)]
+    results.append(cnn_infer("tensorflow", 1, 0.01, status="timeout", reason="no result within 1800 s"))
+    judged = results[0].metrics.model_copy(update={"validity": "contended", "validity_reason": "other work"})
+    results[0] = results[0].model_copy(update={"metrics": judged})  # as stored: judged contended
+    sections = study_sections(data(results, tmp_path))
+    (table,) = [s for s in sections if isinstance(s, Table)]
+    assert table.text_cols == (table.header.index("host memory (above baseline)"),)
+    for width in (120, 200):
+        buf = io.StringIO()
+        render_terminal(sections, Console(file=buf, width=width, color_system=None))
+        text = buf.getvalue()
+        assert "…" not in text
+        lines = text.splitlines()
+        for word in table.header[:-1] + [c for row in table.rows for c in row[:-1]]:
+            assert any(word in line for line in lines), word
+        assert all(w in text for w in table.header[-1].split())
+    kinds = [type(s).__name__ + ":" + getattr(s, "text", getattr(s, "title", ""))[:12] for s in sections]
+    where = next(i for i, k in enumerate(kinds) if k.startswith("Note:validity: 1"))
+    assert where > kinds.index("Table:" + table.title[:12])

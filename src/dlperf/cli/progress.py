@@ -67,10 +67,11 @@ class ConsoleEvents(RunEvents):
     def case_done(self, index: int, total: int, result: CaseResult) -> None:
         status = result.status
         rep = f" #{result.repetition}" if result.repetition else ""
-        if status == "ok" and result.measurement is None and getattr(result.m, "loadgen", None) is not None:
+        if status == "ok" and result.workload == "serve":
             from dlperf.cli.serve import verdict_text
 
-            detail = verdict_text(result.m)  # a case LoadGen drove (`dlperf serve`): its verdict, not a timer's
+            # a case LoadGen drove (`dlperf serve`): its verdict (or why its search ran none), not a timer's
+            detail = verdict_text(result.m)
         elif status == "ok":
             m = result.m
             detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"

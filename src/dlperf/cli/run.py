@@ -127,6 +127,8 @@ def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices
                           f"{logical} logical cores; give --threads N (at most {logical}) to run it here")
     check_case_limit(study_arg, loaded, frameworks, devices, max_cases)
     check_run_cap(loaded, frameworks, devices, overrides.get("mem_limit_mb"), threads, warn=warn_line)
+    if resume:
+        check_resume(loaded, resume, db)
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
@@ -134,6 +136,37 @@ def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices
                         retry_failed=retry_failed, overrides=overrides, counters=counters,
                         events=ConsoleEvents(console), wait_idle_s=wait_idle_s)
     return store, console, summary
+
+
+class ResumeMismatch(StudyError):
+    """--resume names a run of another study, variant or selection (the same study file with other points)."""
+
+    def __init__(self, message: str, run_id: str, existing: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.run_id, self.existing = run_id, existing
+
+
+def check_resume(loaded: Any, resume: str, db: str | None) -> None:
+    """--resume RUN names a run in the store, of this study as loaded (name, variant and points): one line if not,
+    before the store is created or any line (the threads chosen) is printed. A store file that does not exist
+    has no run to resume, and is left uncreated."""
+    from dlperf.errors import NoStoreError, UnknownRunError
+
+    try:
+        store = open_store(db, create=False)
+    except NoStoreError as exc:
+        raise UnknownRunError(f"--resume {resume}: no such run: the store {exc.path} does not exist (nothing has "
+                              "been run into it; check --db or DLPERF_DB)") from None
+    try:
+        run_id = store.resolve_run(resume)
+    except DlperfError as exc:
+        raise type(exc)(f"--resume {resume}: {exc}") from None
+    existing = store.run(run_id)
+    if (existing["study"], existing["variant"], existing["study_hash"]) != (
+            loaded.name, loaded.variant, loaded.study_hash):
+        raise ResumeMismatch(f"--resume {resume}: run {run_id} is of study {existing['study']} "
+                             f"({existing['variant']}), or of another version of its file; it cannot be resumed with "
+                             f"{loaded.name} ({loaded.variant})", run_id, existing)
 
 
 def warn_line(text: str) -> None:

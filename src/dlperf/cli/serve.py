@@ -17,6 +17,13 @@ from dlperf.cli.serve_select import SCENARIOS, ScenarioType
 
 STUDY = "serving"
 SHORTENED = "(shortened: below MLPerf's rules)"
+#: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
+#: fail only inside a worker): LoadGen takes latencies in whole nanoseconds and query counts as uint64 (signed
+#: here, as its Python binding's), and no system serves ten million samples/s or builds batches past 4096.
+MIN_LATENCY_MS = 0.001
+MAX_QPS = 1e7
+MAX_QUERY_COUNT = 2**63 - 1
+MAX_BATCH = 4096
 
 
 @click.command()
@@ -29,17 +36,17 @@ SHORTENED = "(shortened: below MLPerf's rules)"
               "(repeatable)")
 @click.option("--quick", is_flag=True, help="the quick variant: torch and onnxruntime, single-stream and server, "
                                             "small models, durations SHORTENED below MLPerf's rules (labelled so)")
-@click.option("--target-latency-ms", type=FiniteFloatRange(min=0, min_open=True), default=None,
+@click.option("--target-latency-ms", type=FiniteFloatRange(min=MIN_LATENCY_MS), default=None,
               help="server: the p99 latency bound; multi-stream: the latency LoadGen expects (replaces the "
                    "study's bound, borrowed from MLPerf's)")
-@click.option("--target-qps", type=FiniteFloatRange(min=0, min_open=True), default=None,
+@click.option("--target-qps", type=FiniteFloatRange(min=0, min_open=True, max=MAX_QPS), default=None,
               help="server: offer this rate instead of searching for the highest valid one; offline: the rate "
                    "LoadGen expects")
-@click.option("--max-batch", type=click.IntRange(min=1), default=None,
+@click.option("--max-batch", type=click.IntRange(min=1, max=MAX_BATCH), default=None,
               help="most samples per predict call (multi-stream, server, offline)")
 @click.option("--min-duration-s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="LoadGen's minimum duration per run (MLPerf: 600; shorter is labelled shortened)")
-@click.option("--min-query-count", type=click.IntRange(min=1), default=None,
+@click.option("--min-query-count", type=click.IntRange(min=1, max=MAX_QUERY_COUNT), default=None,
               help="LoadGen's minimum queries per run (default: the study's, else MLPerf's)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="CPU threads (default: the physical cores other processes leave idle at the start)")
@@ -60,8 +67,9 @@ def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple
     --min-query-count) makes another run, never merged with runs made without it."""
     from rich.markup import escape
 
-    from dlperf.cli.run import check_threads, execute_study
+    from dlperf.cli.run import ResumeMismatch, check_threads, execute_study
     from dlperf.cli.serve_select import check_frameworks, select
+    from dlperf.errors import StudyError
     from dlperf.runner.cases import check_devices
     from dlperf.studies import load_study
 
@@ -75,9 +83,12 @@ def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple
                     overrides={"target_latency_ms": target_latency_ms, "target_qps": target_qps,
                                "max_batch": max_batch, "min_duration_s": min_duration_s,
                                "min_query_count": min_query_count})
-    store, console, summary = execute_study(STUDY, loaded, frameworks=list(frameworks), devices=list(devices),
-                                            new=new, resume=resume, db=db,
-                                            overrides={"threads": threads, "timeout_s": timeout_s})
+    try:
+        store, console, summary = execute_study(STUDY, loaded, frameworks=list(frameworks), devices=list(devices),
+                                                new=new, resume=resume, db=db,
+                                                overrides={"threads": threads, "timeout_s": timeout_s})
+    except ResumeMismatch as exc:
+        raise StudyError(resume_mismatch(str(resume), exc.run_id, exc.existing, quick)) from None
     order = {case.key: i for i, case in enumerate(loaded.cases)}
     rows = sorted(store.results(summary.run_id), key=lambda r: (order.get(r.case_key, len(order)), r.repetition))
     for row in rows:
@@ -85,6 +96,20 @@ def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple
     console.print(f"results: run [bold]{summary.run_id}[/] in {escape(store.url)}", highlight=False)
     console.print(f"next: dlperf report {summary.run_id} (latency percentiles, rates, validity per scenario) | "
                   f"dlperf show {summary.run_id}", highlight=False)
+
+
+def resume_mismatch(resume: str, run_id: str, existing: dict[str, Any], quick: bool) -> str:
+    """Why --resume RUN cannot continue that run with these words: another study's run, the other variant, or
+    other models, scenarios or case parameters than it started with."""
+    if existing.get("study") != STUDY:
+        return (f"--resume {resume}: run {run_id} is a run of study {existing.get('study')}, not of dlperf serve's "
+                f"{STUDY} study")
+    if (existing.get("variant") == "quick") != quick:
+        return (f"--resume {resume}: run {run_id} was started {'with' if not quick else 'without'} --quick; give the "
+                f"same words as it started with to resume it")
+    return (f"--resume {resume}: run {run_id} was started with other models, scenarios or overrides (--target-latency-"
+            f"ms, --target-qps, --max-batch, --min-duration-s, --min-query-count) than these; give the same ones to "
+            f"resume it, or leave --resume out to run these")
 
 
 #: Said of a search's best rate that no run without the probes' outstanding-query cap has confirmed.
@@ -98,17 +123,19 @@ def case_line(row: Any) -> str:
     rep = f" #{row.repetition}" if row.repetition else ""
     what = f"{row.framework} {row.device} {p.get('model', '?')} {p.get('scenario', '?')}{rep}"
     if row.status != "ok":
-        from dlperf.cli.progress import short
-
-        return f"{what}: {row.status}: {short(row.reason)}"
+        return f"{what}: {row.status}: {row.reason or 'no reason stored'}"  # whole: a ConfigError's fix is at its end
     return f"{what}: {verdict_text(row.m)}"
 
 
 def verdict_text(m: Any) -> str:
-    """LoadGen's verdict from a case's metrics: `VALID p90 latency 412 us`, `INVALID (min duration not met) ...`,
-    with the Server search's best rate and the shortened label where they apply."""
+    """LoadGen's verdict from a case's metrics: `VALID, p90 latency: 412 us`, `INVALID (min duration not met) ...`,
+    with the Server search's best rate and the shortened label where they apply; a search that stopped before any
+    probe says why."""
     lg = getattr(m, "loadgen", None)
+    search = getattr(m, "server_search", None)
     if not isinstance(lg, dict):
+        if isinstance(search, dict) and not search.get("probes"):  # the search stopped before any LoadGen run
+            return f"search: no rate tried ({search.get('stopped') or 'no reason stored'})"
         return "no LoadGen result stored"
     reasons = lg.get("invalid_reasons") or []
     text = str(lg.get("validity") or "no verdict")
@@ -116,8 +143,10 @@ def verdict_text(m: Any) -> str:
         text += f" ({'; '.join(str(r) for r in reasons)})"
     metric = lg.get("metric") or {}
     if metric:
-        text += f", {metric.get('name', 'metric')} {format_metric(metric.get('value'), metric.get('unit'))}"
-    search = getattr(m, "server_search", None)
+        name, unit = str(metric.get("name") or "metric"), metric.get("unit")
+        shown = unit if unit and unit != "s" and str(unit) not in name else None  # the unit once, not twice
+        value = format_metric(metric.get("value"), "s" if unit == "s" else shown)
+        text += f", {name}: {value}"
     if isinstance(search, dict):
         probes = search.get("probes") or []
         best = search.get("best_qps")

@@ -109,35 +109,53 @@ def memory_cells(rs: list[CaseResult]) -> tuple[str, str]:
 
 
 def _interval(lat: dict[str, Any]) -> str:
+    """The median's 95% interval, "20.6-20.9 ms" where both ends share a unit."""
     if lat["low_s"] is None or lat["high_s"] is None:
         return f"{MISSING} (n < 6)"
-    return f"{format_time(lat['low_s'])} - {format_time(lat['high_s'])}"
+    low, high = format_time(lat["low_s"]), format_time(lat["high_s"])
+    low_num, _, low_unit = low.partition(" ")
+    high_num, _, high_unit = high.partition(" ")
+    return f"{low_num}-{high_num} {low_unit}" if low_unit == high_unit else f"{low} - {high}"
 
 
-def model_table(model: str, cases: dict[tuple[str, str, str, int], list[CaseResult]]) -> Table:
+#: Under every table: what "vs torch" is.
+RATIO_NOTE = (f"vs {BASELINE}: the median over {BASELINE}'s at the same device, precision and batch "
+              f"(\"{MISSING}\": no {BASELINE} case there)")
+
+
+def model_table(model: str, cases: dict[tuple[str, str, str, int], list[CaseResult]]) -> list[Section]:
+    """The model's table (narrow enough for a 120-column terminal: short headers, the device memory column only
+    where a case ran off the CPU, the host memory column wrapped) and, under it, why a case has no latency: its
+    cell says `- [n]` and note [n] gives the status and reason."""
     unit = sample_unit(next(iter(cases.values()))[0].workload)
-    header = ["framework", "device", "precision", "batch", "status", "latency (median)", "95% interval",
-              f"latency / {BASELINE}'s", "calls", f"{unit}s/s", "host memory (above baseline)", "device memory"]
+    on_device = any(r.device != "cpu" for rs in cases.values() for r in rs)
+    header = (["framework", "device", "precision", "batch", "median", "95% interval", f"vs {BASELINE}", "calls",
+               f"{unit}s/s", "host memory (above baseline)"] + (["device memory"] if on_device else []))
     medians = {k: lat["median_s"] for k, rs in cases.items() if (lat := latency(rs))}
-    rows = []
+    rows, notes = [], []
     for (fw, dev, prec, batch), rs in cases.items():
         lat = latency(rs)
         host, device = memory_cells(rs)
+        failed = [r for r in rs if not r.ok]
+        mark = ""
+        if failed:
+            notes.append(f"[{len(notes) + 1}] {fw} {dev} {prec} batch {batch}: "
+                         + (f"{len(failed)} of {len(rs)} repetitions " if lat is not None else "")
+                         + f"{failed[0].status}: {failed[0].reason or 'no reason stored'}")
+            mark = f" [{len(notes)}]"
         if lat is None:
-            failed = next((r for r in rs if not r.ok), rs[0])
-            rows.append([fw, dev, prec, str(batch), failed.status,
-                         f"{MISSING} ({failed.reason or 'no reason stored'})", MISSING, MISSING, MISSING, MISSING,
-                         host, device])
+            rows.append([fw, dev, prec, str(batch), f"{MISSING}{mark}", MISSING, MISSING, MISSING, MISSING, host]
+                        + ([device] if on_device else []))
             continue
         base = medians.get((BASELINE, dev, prec, batch))
-        ratio = f"{lat['median_s'] / base:.2f}x" if base else f"{MISSING} (no {BASELINE} case)"
+        ratio = f"{lat['median_s'] / base:.2f}x" if base else MISSING
         samples = lat["samples"]
         rate = format_rate(samples / lat["median_s"]) if samples and lat["median_s"] > 0 else MISSING
-        status = "ok" if all(r.ok for r in rs) else "/".join(sorted({r.status for r in rs}))
-        rows.append([fw, dev, prec, str(batch), status, format_time(lat["median_s"]), _interval(lat), ratio,
-                     str(lat["n"]), rate, host, device])
-    return Table(f"inference {model}: latency per call, {unit}s/s and memory per framework/runtime and batch",
-                 header, rows, heading=f"## Inference: {model}", text_cols=(5,))
+        rows.append([fw, dev, prec, str(batch), format_time(lat["median_s"]) + mark, _interval(lat), ratio,
+                     str(lat["n"]), rate, host] + ([device] if on_device else []))
+    table = Table(f"inference {model}: latency per call, {unit}s/s and memory per framework/runtime and batch",
+                  header, rows, heading=f"## Inference: {model}", text_cols=(9,))
+    return [table, *(Note(n) for n in notes)]
 
 
 def plot_panels(groups: dict[str, dict[tuple[str, str, str, int], list[CaseResult]]]
@@ -164,10 +182,12 @@ def sections_for(data: ReportData, workloads: tuple[str, ...] = WORKLOADS) -> li
                                   "Latency of one inference call (a batch) on each framework and runtime: the median "
                                   "of the timed calls with its 95% interval (repetitions pooled), over PyTorch's at "
                                   "the same device, precision and batch; throughput from the median.")]
-    out += [model_table(model, cases) for model, cases in groups.items()]
+    out += [s for model, cases in groups.items() for s in model_table(model, cases)]
     out.append(Note(MEMORY_NOTE, markdown=MEMORY_NOTE[0].upper() + MEMORY_NOTE[1:] + "."))
+    out.append(Note(RATIO_NOTE))
+    present = [w for w in workloads if any(r.workload == w for r in infer_results(data.results, workloads))]
     paths = latency_batch_plot(plot_panels(groups), data.plot_dir, stem="inference-latency-per-batch-"
-                               + "-".join(workloads))
+                               + "-".join(present))
     if paths:
         out.append(Figure(paths, "inference latency per call against batch size, per model and framework/runtime",
                           heading="## Inference latency against batch size"))

@@ -44,20 +44,22 @@ STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
 def study_sections(data: ReportData) -> list[Section]:
     """The sections of every study report whose workload the run has, then the report of the run's study where
     `STUDIES` has one (plots written to data.plot_dir), each report once; a workload's report is followed by a
-    line naming the cases behind its figures that were not valid (ops marks them in its tables)."""
+    line naming the cases behind its figures that were not valid (ops marks them in its tables). Where the
+    study's report is drawn too (the `inference` study's tables are of cnn and transformer cases), those lines
+    come after it, so that "the figures above" are above them."""
     present = {r.workload for r in data.results}
+    study = STUDIES.get(str(data.run.get("study")))
+    defer = study is not None and study not in [build for w, build in REPORTS.items() if w in present]
     out: list[Section] = []
-    drawn: list[Callable[[ReportData], list[Section]]] = []
+    notes: list[Section] = []
     for workload, build in REPORTS.items():
         if workload in present:
-            drawn.append(build)
             out += build(data)
             if workload != "ops":
-                out += validity_note(workload, data)
-    study = STUDIES.get(str(data.run.get("study")))
-    if study is not None and study not in drawn:
+                (notes if defer else out).extend(validity_note(workload, data))
+    if defer and study is not None:
         out += study(data)
-    return out
+    return out + notes
 
 
 def validity_note(workload: str, data: ReportData) -> list[Section]:

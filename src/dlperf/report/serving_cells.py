@@ -19,6 +19,9 @@ LOADGEN_NAMES = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
 PERCENTILES = (("p50", "50.00"), ("p90", "90.00"), ("p99", "99.00"), ("p99.9", "99.90"))
 SHORTENED = "shortened: below MLPerf's rules"
 FULL_RULES = "MLPerf's durations and counts"
+#: The short "MLPerf rules" cell (the note under each table gives the reasons and the full label).
+RULES_YES, RULES_SHORT = "yes", "shortened"
+RULES_LEGEND = f"MLPerf rules: {RULES_YES} = {FULL_RULES}; {RULES_SHORT} = {SHORTENED}"
 
 
 def loadgen(r: CaseResult) -> dict[str, Any]:
@@ -59,6 +62,15 @@ def rules_label(r: CaseResult) -> str:
     return f"{SHORTENED} ({'; '.join(why)})" if why else FULL_RULES
 
 
+def rules_short(r: CaseResult) -> str:
+    """The short "MLPerf rules" cell: yes, shortened, "-" (a failed case) or "not stored"."""
+    if not r.ok:
+        return MISSING
+    if "shortened" not in loadgen(r):
+        return "not stored"
+    return RULES_SHORT if shortened(r) else RULES_YES
+
+
 def verdict(r: CaseResult) -> str:
     """LoadGen's verdict: VALID, INVALID (its reasons), or why there is none (a failed case's status and reason)."""
     if not r.ok:
@@ -92,6 +104,26 @@ def metric_text(r: CaseResult) -> str:
     if m.get("value") is None:
         return f"{m['name']}: {MISSING} (LoadGen reported none)"
     return f"{m['name']}: {format_value(m['value'], m.get('unit'))}"
+
+
+def metric_value(r: CaseResult) -> str:
+    """The scenario's MLPerf metric's value alone (its name and unit are in the note under the table): a latency
+    as a readable time, a rate as a number; "-" where it is not stored."""
+    m = loadgen(r).get("metric")
+    if not isinstance(m, dict) or not m.get("name"):
+        return MISSING
+    if not isinstance(m.get("value"), (int, float)):
+        return f"{MISSING} (none)"
+    return format_time(float(m["value"])) if m.get("unit") == "s" else format_rate(float(m["value"]))
+
+
+def metric_name(r: CaseResult) -> str | None:
+    """The metric's name as stored, with its unit where the name does not say it (None: no metric stored)."""
+    m = loadgen(r).get("metric")
+    if not isinstance(m, dict) or not m.get("name"):
+        return None
+    name, unit = str(m["name"]), m.get("unit")
+    return name if not unit or unit == "s" or str(unit) in name else f"{name} ({unit})"
 
 
 def ns_time(results: dict[str, Any], key: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.report.plots import _MARKERS, _pyplot, save_figure
+from dlperf.report.serving_cells import SHORTENED
 
 
 def _grid(n: int) -> tuple[int, int]:
@@ -21,7 +22,8 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "serving-server-search") -> list[Path]:
-    """`panels`: model -> {"bounds": [seconds], "lines": {label: [(offered samples/s, p99 s, valid)]}}."""
+    """`panels`: model -> {"bounds": [seconds], "lines": {label: [(offered samples/s, p99 s, valid)]}, "shortened":
+    bool}; a panel whose runs were shortened below MLPerf's rules says so in its title."""
     panels = {k: v for k, v in panels.items() if v["lines"]}
     if not panels:
         return []
@@ -49,7 +51,7 @@ def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "s
         ax.set_yscale("log")
         ax.set_xlabel("offered load (samples/s, Poisson arrivals)")
         ax.set_ylabel("p99 latency (s, LoadGen)")
-        ax.set_title(f"Server: {model}", fontsize=11)
+        ax.set_title(f"Server: {model}" + (f" ({SHORTENED})" if panel.get("shortened") else ""), fontsize=11)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

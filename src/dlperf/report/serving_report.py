@@ -1,14 +1,16 @@
 """The `serve` workload's report (the `serving` study): MLPerf Inference scenarios as LoadGen judged them.
 
-One section per scenario present (SingleStream, MultiStream, Server, Offline), one row per case: what served
-(framework or runtime, device, model, the system under test's largest batch, threads), LoadGen's verdict
-(VALID, or INVALID and LoadGen's own reasons), the scenario's MLPerf metric as LoadGen reports it (its name and
-unit), the latency percentiles and mean LoadGen logged (nanoseconds, shown in readable units), the rates it
-logged, and whether the run met MLPerf's durations and query counts: a run shortened below them (`--quick`) is
-labelled "shortened: below MLPerf's rules (...)" in its row and under its table, in every format. Failed cases
-keep their row with their status and reason. The Server rate search (probes, best valid rate, the plot of
-latency against offered load) is `serving_search`. Every figure comes from the stored dict (`metrics["loadgen"]`,
-written by `dlperf.serving`); a key that is not there prints "-" with the reason where one is known.
+One section per scenario present (SingleStream, MultiStream, Server, Offline), each three narrow tables (so they
+fit a 120-column terminal) with a row per case: what served (framework or runtime, device, model, the system
+under test's largest batch, threads) with LoadGen's verdict (VALID, or INVALID and LoadGen's own reasons), the
+scenario's MLPerf metric's value (its name and unit in the note under the table) and whether the run met MLPerf's
+durations and query counts ("yes" or "shortened"; the note under the table says "shortened: below MLPerf's rules
+(...)" with the reasons, in every format); then the latency percentiles and mean LoadGen logged (nanoseconds,
+shown in readable units); then the rates and counts it logged. Failed cases keep their row in the verdict table
+with their status and reason (the status column is there only when a case did not end ok). The Server rate
+search (probes, best valid rate, the plot of latency against offered load) is `serving_search`. Every figure
+comes from the stored dict (`metrics["loadgen"]`, written by `dlperf.serving`); a key that is not there prints
+"-" with the reason where one is known.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ from dlperf.report import serving_search
 from dlperf.report.sections import Heading, Note, Section, Table
 from dlperf.report.serving_cells import (
     PERCENTILES,
+    RULES_LEGEND,
     SHORTENED,
     latencies,
     loadgen,
-    metric_text,
+    metric_name,
+    metric_value,
     model_label,
     offered,
     order,
-    rules_label,
+    rules_short,
     scenario,
     shortened,
     verdict,
@@ -36,15 +40,22 @@ from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_rate, format_time
 
 ORDER = ("SingleStream", "MultiStream", "Server", "Offline")
-#: Per scenario: the extra columns and the LoadGen key each reads (None: computed here, see `_extra`).
-EXTRA: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "SingleStream": (("queries", "result_query_count"),
-                     ("achieved samples/s", "result_qps_with_loadgen_overhead")),
-    "MultiStream": (("samples/query", None), ("queries", "result_query_count")),
-    "Server": (("offered samples/s", None), ("scheduled samples/s", "result_scheduled_samples_per_sec"),
-               ("completed samples/s", "result_completed_samples_per_sec"),
-               ("over-latency queries", "result_overlatency_query_count"), ("queries", "result_query_count")),
-    "Offline": (("queries", "result_query_count"), ("achieved samples/s", "result_samples_per_second")),
+#: The columns naming what served, in every serving table (the verdict table adds threads).
+IDENT = ["framework", "device", "model", "max_batch"]
+#: Per scenario: the rates-and-counts table's title, its columns and the LoadGen key each reads (None: computed
+#: here, see `_extra`). Headers are short so the tables fit a 120-column terminal; the title gives the units.
+EXTRA: dict[str, tuple[str, tuple[tuple[str, str | None], ...]]] = {
+    "SingleStream": ("queries and achieved samples/s (LoadGen's queries/s with its own overhead)",
+                     (("queries", "result_query_count"), ("samples/s", "result_qps_with_loadgen_overhead"))),
+    "MultiStream": ("samples per query and queries",
+                    (("samples/query", None), ("queries", "result_query_count"))),
+    "Server": ("rates in samples/s (offered, scheduled and completed, LoadGen's) and queries (late: over the "
+               "latency bound)",
+               (("offered", None), ("scheduled", "result_scheduled_samples_per_sec"),
+                ("completed", "result_completed_samples_per_sec"), ("late queries", "result_overlatency_query_count"),
+                ("queries", "result_query_count"))),
+    "Offline": ("queries and samples/s",
+                (("queries", "result_query_count"), ("samples/s", "result_samples_per_second"))),
 }
 INTRO = {
     "SingleStream": "One query of one sample at a time, the next issued when the last completes; MLPerf's metric "
@@ -61,13 +72,13 @@ def _extra(r: CaseResult, scen: str) -> list[str]:
     lg = loadgen(r)
     res, eff = lg.get("results") or {}, lg.get("effective") or {}
     out = []
-    for name, key in EXTRA.get(scen, ()):
+    for name, key in EXTRA[scen][1] if scen in EXTRA else ():
         if name == "samples/query":
             v = eff.get("effective_samples_per_query")
             out.append(str(v) if v is not None else MISSING)
-        elif name == "offered samples/s":
+        elif name == "offered":
             out.append(format_rate(offered(r)))
-        elif name == "queries" or name == "over-latency queries":
+        elif name in ("queries", "late queries"):
             v = res.get(key or "")
             out.append(str(v) if v is not None else MISSING)
         else:
@@ -76,21 +87,37 @@ def _extra(r: CaseResult, scen: str) -> list[str]:
     return out
 
 
-def header(scen: str, reps: bool) -> list[str]:
-    lat = [f"{name} per query" for name, _ in PERCENTILES] + ["mean per query"] if scen == "MultiStream" else \
-        [name for name, _ in PERCENTILES] + ["mean"]
-    return (["framework", "device", "model", "max_batch", "threads"] + (["rep"] if reps else [])
-            + ["status", "LoadGen verdict", "MLPerf metric"] + lat + [name for name, _ in EXTRA.get(scen, ())]
-            + ["MLPerf rules"])
+def ident(r: CaseResult) -> list[str]:
+    """framework, device, model, max_batch."""
+    return [r.framework, r.device, model_label(r.params), str(r.params.get("max_batch", MISSING))]
 
 
-def row(r: CaseResult, scen: str, reps: bool) -> list[str]:
+def verdict_header(reps: bool, statuses: bool) -> list[str]:
+    return (IDENT + ["threads"] + (["rep"] if reps else []) + (["status"] if statuses else [])
+            + ["LoadGen verdict", "MLPerf metric", "MLPerf rules"])
+
+
+def metric_marks(rs: list[CaseResult]) -> list[str]:
+    """The distinct metric names of a table's cases, in order (a row's mark is its name's position + 1)."""
+    return list(dict.fromkeys(n for r in rs if (n := metric_name(r)) is not None))
+
+
+def verdict_row(r: CaseResult, reps: bool, statuses: bool, names: list[str]) -> list[str]:
     threads = r.m.threads
-    return ([r.framework, r.device, model_label(r.params), str(r.params.get("max_batch", MISSING)),
-             str(threads) if threads is not None else MISSING] + ([str(r.repetition)] if reps else [])
-            + [r.status, verdict(r), metric_text(r)]
-            + (latencies(r, scen) + _extra(r, scen) if r.ok else [MISSING] * (5 + len(EXTRA.get(scen, ()))))
-            + [rules_label(r)])
+    value = metric_value(r)
+    name = metric_name(r)
+    if len(names) > 1 and name is not None:
+        value += f" [{names.index(name) + 1}]"
+    return (ident(r) + [str(threads) if threads is not None else MISSING] + ([str(r.repetition)] if reps else [])
+            + ([r.status] if statuses else []) + [verdict(r), value, rules_short(r)])
+
+
+def latency_header(scen: str, reps: bool) -> list[str]:
+    return IDENT + (["rep"] if reps else []) + [name for name, _ in PERCENTILES] + ["mean"]
+
+
+def extra_header(scen: str, reps: bool) -> list[str]:
+    return IDENT + (["rep"] if reps else []) + [name for name, _ in EXTRA[scen][1]]
 
 
 def serve_results(data: ReportData) -> dict[str, list[CaseResult]]:
@@ -103,22 +130,48 @@ def serve_results(data: ReportData) -> dict[str, list[CaseResult]]:
 
 
 def shortened_note(rs: list[CaseResult], scen: str) -> list[Section]:
-    """Under a table: how many of its runs were shortened below MLPerf's rules, and why (each reason once)."""
+    """Under a table: how many of its runs were shortened below MLPerf's rules, and why (each reason once); where
+    none was, what the "MLPerf rules" column's words mean."""
     short = [r for r in rs if shortened(r)]
     if not short:
-        return []
+        return [Note(RULES_LEGEND)] if any(r.ok for r in rs) else []
     why = "; ".join(dict.fromkeys(s for r in short for s in shortened(r)))
     rest = (f"{len(short)} of the {len(rs)} {scen} case(s); LoadGen judged them against these shortened settings, "
             "so their verdicts are not MLPerf results")
     return [Note(f"{SHORTENED} ({why}): {rest}", markdown=f"**{SHORTENED}** ({why}): {rest}.")]
 
 
+def metric_note(rs: list[CaseResult], scen: str) -> list[Section]:
+    """Under the verdict table: the MLPerf metric's name (and unit), marked [n] where the cases' differ."""
+    names = metric_marks(rs)
+    if not names:
+        return []
+    if len(names) == 1:
+        return [Note(f"MLPerf metric ({scen}): {names[0]}")]
+    return [Note(f"MLPerf metric ({scen}): " + "; ".join(f"[{i}] {n}" for i, n in enumerate(names, 1)))]
+
+
 def scenario_sections(scen: str, rs: list[CaseResult]) -> list[Section]:
+    """The verdict table (with its notes), then LoadGen's latencies, then its rates and counts (ok cases only)."""
     reps = any(r.repetition for r in rs)
-    table = Table(f"serving {scen}: LoadGen's verdict, metric and latencies", header(scen, reps),
-                  [row(r, scen, reps) for r in rs], heading=f"## Serving: {scen}", intro=INTRO.get(scen),
-                  text_cols=(2, 6 + reps, -1))
-    return [table, *shortened_note(rs, scen)]
+    statuses = not all(r.ok for r in rs)
+    names = metric_marks(rs)
+    per = " per query" if scen == "MultiStream" else ""
+    out: list[Section] = [
+        Table(f"serving {scen}: LoadGen's verdict and the MLPerf metric", verdict_header(reps, statuses),
+              [verdict_row(r, reps, statuses, names) for r in rs], heading=f"## Serving: {scen}",
+              intro=INTRO.get(scen), text_cols=(2, 5 + reps + statuses)),
+        *metric_note(rs, scen), *shortened_note(rs, scen)]
+    ok = [r for r in rs if r.ok]
+    if ok:
+        out.append(Table(f"serving {scen}: LoadGen's latencies{per}", latency_header(scen, reps),
+                         [ident(r) + ([str(r.repetition)] if reps else []) + latencies(r, scen) for r in ok],
+                         text_cols=(2,)))
+    if ok and scen in EXTRA:
+        out.append(Table(f"serving {scen}: {EXTRA[scen][0]}", extra_header(scen, reps),
+                         [ident(r) + ([str(r.repetition)] if reps else []) + _extra(r, scen) for r in ok],
+                         text_cols=(2,)))
+    return out
 
 
 def _valid_rate(r: CaseResult) -> float | None:

@@ -14,15 +14,17 @@ from typing import Any
 
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Figure, Note, Section, Table
-from dlperf.report.serving_cells import SHORTENED, model_label, order, rules_label, shortened
+from dlperf.report.serving_cells import RULES_LEGEND, SHORTENED, model_label, order, rules_short, shortened
 from dlperf.report.serving_plots import search_plot
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_rate, format_time
 
-PROBE_HEADER = ["framework", "device", "model", "max_batch", "threads", "probe", "offered samples/s",
-                "LoadGen verdict", "completed samples/s", "p99 latency", "latency bound", "wall time", "MLPerf rules"]
-BEST_HEADER = ["framework", "device", "model", "max_batch", "threads", "latency bound (p99)",
-               "best valid offered samples/s", "probes (VALID / run)", "search stopped", "MLPerf rules"]
+#: Short headers so the tables fit a 120-column terminal: the titles give the units, the best-rate table each
+#: case's latency bound and MLPerf rules, a note under it why each search stopped.
+PROBE_HEADER = ["framework", "device", "model", "max_batch", "#", "offered", "LoadGen verdict", "completed",
+                "p99", "wall"]
+BEST_HEADER = ["framework", "device", "model", "max_batch", "p99 bound", "best valid rate", "VALID/probes",
+               "MLPerf rules"]
 
 
 def search(r: CaseResult) -> dict[str, Any] | None:
@@ -48,9 +50,7 @@ def probe_verdict(p: dict[str, Any]) -> str:
 
 
 def _case_cells(r: CaseResult) -> list[str]:
-    t = r.m.threads
-    return [r.framework, r.device, model_label(r.params), str(r.params.get("max_batch", MISSING)),
-            str(t) if t is not None else MISSING]
+    return [r.framework, r.device, model_label(r.params), str(r.params.get("max_batch", MISSING))]
 
 
 def probe_rows(rs: list[CaseResult]) -> list[list[str]]:
@@ -58,17 +58,16 @@ def probe_rows(rs: list[CaseResult]) -> list[list[str]]:
     rows = []
     for r in rs:
         s = search(r) or {}
-        bound = format_time(_num(s.get("target_latency_s")))
         for i, p in enumerate(s.get("probes") or [], 1):
             rows.append(_case_cells(r) + [str(i), format_rate(_num(p.get("target_qps"))), probe_verdict(p),
                                           format_rate(_num(p.get("completed_qps"))),
-                                          format_time(_num(p.get("latency_p99_s"))), bound,
-                                          format_time(_num(p.get("wall_s"))), rules_label(r)])
+                                          format_time(_num(p.get("latency_p99_s"))),
+                                          format_time(_num(p.get("wall_s")))])
     return rows
 
 
 def best_rows(rs: list[CaseResult]) -> list[list[str]]:
-    """Per searched case: the best valid offered rate (or that none was valid), the probes, why it stopped."""
+    """Per searched case: its latency bound, the best valid offered rate (or that none was valid), the probes."""
     rows = []
     for r in rs:
         s = search(r) or {}
@@ -77,20 +76,29 @@ def best_rows(rs: list[CaseResult]) -> list[list[str]]:
         best = _num(s.get("best_qps"))
         pct = _num(s.get("percentile"))
         bound = format_time(_num(s.get("target_latency_s")))
-        rows.append(_case_cells(r) + [f"{bound}" + (f" at p{pct * 100:g}" if pct else ""),
+        rows.append(_case_cells(r) + [bound + (f" at p{pct * 100:g}" if pct and pct != 0.99 else ""),
                                       ("none VALID" if best is None else format_rate(best)
-                                       + ("" if s.get("confirmed", True) else " (not confirmed)")),
-                                      f"{valid} / {len(probes)}", str(s.get("stopped") or MISSING), rules_label(r)])
+                                       + ("" if s.get("confirmed", True) else " unconfirmed")),
+                                      f"{valid} / {len(probes)}", rules_short(r)])
     return rows
 
 
+def stopped_notes(rs: list[CaseResult]) -> list[Section]:
+    """Under the best-rate table: why each search stopped (a sentence each, too long for a cell)."""
+    return [Note(f"search stopped: {r.framework} {r.device} {model_label(r.params)} max_batch "
+                 f"{r.params.get('max_batch', MISSING)}: {(search(r) or {}).get('stopped') or MISSING}") for r in rs]
+
+
 def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
-    """Per served model: the latency bounds and, per framework/device/max_batch, its probes
-    [(offered samples/s, p99 s, VALID?)]; probes without both figures are counted, not drawn."""
-    panels: dict[str, dict[str, Any]] = defaultdict(lambda: {"bounds": set(), "lines": defaultdict(list), "undrawn": 0})
+    """Per served model: the latency bounds, whether any of its searches was shortened below MLPerf's rules and, per
+    framework/device/max_batch, its probes [(offered samples/s, p99 s, VALID?)]; probes without both figures are
+    counted, not drawn."""
+    panels: dict[str, dict[str, Any]] = defaultdict(lambda: {"bounds": set(), "lines": defaultdict(list), "undrawn": 0,
+                                                             "shortened": False})
     for r in rs:
         s = search(r) or {}
         panel = panels[model_label(r.params)]
+        panel["shortened"] = panel["shortened"] or bool(shortened(r))
         if (b := _num(s.get("target_latency_s"))) is not None:
             panel["bounds"].add(b)
         label = f"{r.framework} {r.device} max_batch {r.params.get('max_batch', MISSING)}"
@@ -100,8 +108,8 @@ def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
                 panel["undrawn"] += 1
                 continue
             panel["lines"][label].append((qps, p99, p.get("validity") == "VALID"))
-    return {k: {"bounds": sorted(v["bounds"]), "lines": dict(sorted(v["lines"].items())), "undrawn": v["undrawn"]}
-            for k, v in sorted(panels.items())}
+    return {k: {"bounds": sorted(v["bounds"]), "lines": dict(sorted(v["lines"].items())), "undrawn": v["undrawn"],
+                "shortened": v["shortened"]} for k, v in sorted(panels.items())}
 
 
 def sections(data: ReportData) -> list[Section]:
@@ -109,23 +117,31 @@ def sections(data: ReportData) -> list[Section]:
     if not rs:
         return []
     out: list[Section] = [
-        Table("serving Server: the rate search, every probe (in the order run)", PROBE_HEADER, probe_rows(rs),
+        Table("serving Server: the rate search, every probe in the order run (#: the probe; offered and completed: "
+              "samples/s; p99: its latency; wall: the probe's wall time)", PROBE_HEADER, probe_rows(rs),
               heading="## Serving: the Server rate search",
               intro="Without a target rate, a Server case runs LoadGen at several offered rates to find the highest "
                     "one whose 99th percentile latency meets the bound; each probe is LoadGen's own run and verdict.",
-              text_cols=(2, 7, -1)),
-        Table("serving Server: best valid rate per framework/runtime (highest offered rate LoadGen judged VALID)",
-              BEST_HEADER, best_rows(rs), text_cols=(2, 8, -1)),
+              text_cols=(2, 6)),
+        Table("serving Server: best valid rate per framework/runtime (the highest offered samples/s LoadGen judged "
+              "VALID)", BEST_HEADER, best_rows(rs), text_cols=(2,)),
+        *stopped_notes(rs),
     ]
+    short = [r for r in rs if shortened(r)]
+    if short:
+        why = "; ".join(dict.fromkeys(x for r in short for x in shortened(r)))
+        out.append(Note(f"{SHORTENED} ({why}): the searches of {len(short)} of {len(rs)} Server case(s)",
+                        markdown=f"**{SHORTENED}** ({why}): the searches of {len(short)} of {len(rs)} Server "
+                                 "case(s)."))
+    else:
+        out.append(Note(RULES_LEGEND))
     panels = plot_panels(rs)
     undrawn = sum(p["undrawn"] for p in panels.values())
     if undrawn:
         out.append(Note(f"{undrawn} probe(s) stored no offered rate or no p99 latency: not drawn in the plot"))
     paths = search_plot(panels, data.plot_dir)
-    if paths:
-        notes = [f"{SHORTENED}: the probes of {sum(1 for r in rs if shortened(r))} of {len(rs)} searched case(s)"] \
-            if any(shortened(r) for r in rs) else []
+    if paths:  # a panel of shortened searches says so in its title; the note above the plot says why
         out.append(Figure(paths, "Server p99 latency against offered load per framework/runtime, the latency bound "
                                  "dashed, VALID probes as dots, INVALID probes as crosses",
-                          heading="## Server latency against offered load", notes=notes, markdown_notes=notes))
+                          heading="## Server latency against offered load"))
     return out

@@ -71,7 +71,9 @@ def validity_cell(m: Metrics) -> str:
     """dlperf's validity (the machine's trust), and for a served case LoadGen's verdict on the run beside it."""
     verdict = loadgen_verdict(m)
     own = m.validity or "unknown"
-    return own if verdict is None else f"{own}, LoadGen {verdict}"
+    lg = m.get("loadgen")
+    short = ", shortened" if isinstance(lg, dict) and lg.get("shortened") else ""
+    return own if verdict is None else f"{own}, LoadGen {verdict}{short}"
 
 
 def n_cell(m: Metrics) -> str:
@@ -132,6 +134,12 @@ def validity_line(results: list[CaseResult]) -> str:
     if verdicts:
         line += ("; served cases, LoadGen's verdict on the run: " + ", ".join(f"{n} {k}" for k, n in verdicts.items())
                  + " (an INVALID run has no samples/s)")
+    short = sum(1 for r in results if r.ok and isinstance(lg := r.m.get("loadgen"), dict) and lg.get("shortened"))
+    if short:
+        from dlperf.report.serving_cells import SHORTENED
+
+        line += (f"; {short} served case(s) {SHORTENED} (shortened in the validity column: LoadGen judged them "
+                 "against shorter durations or fewer queries than MLPerf's, so they are not MLPerf results)")
     return line
 
 

@@ -16,6 +16,15 @@ CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "ma
 
 #: Trust columns: validity, its reason, the process's CPU per wall second, others' cores while it ran.
 VALIDITY_COLUMNS = ("validity", "validity_reason", "cpu_util")
+#: LoadGen's columns, in an export with served cases (`metrics["loadgen"]`): its verdict, the scenario's MLPerf
+#: metric (name, value, unit) and whether the run was shortened below MLPerf's rules ("no": MLPerf's own).
+LOADGEN_COLUMNS = ("loadgen_validity", "loadgen_metric_name", "loadgen_metric", "loadgen_metric_unit", "shortened")
+#: The label of a run shortened below MLPerf's rules (the serving report's words; the store never imports it).
+SHORTENED = "shortened: below MLPerf's rules"
+#: The columns every row has; a case parameter of the same name is written as `param.<name>` (a served case's
+#: `workload` parameter, the workload it serves, beside its own workload `serve`).
+FIXED = ("run_id", "case_key", "repetition", "workload", "framework", "device", "status", "reason", *CSV_METRICS,
+         *VALIDITY_COLUMNS, "env_id", *LOADGEN_COLUMNS)
 
 
 def to_json(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
@@ -31,14 +40,33 @@ def to_csv(results: list[CaseResult]) -> str:
         for k in r.params:
             if k not in param_keys:
                 param_keys.append(k)
+    served = any(r.workload == "serve" for r in results)
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["run_id", "case_key", "repetition", "workload", "framework", "device", *param_keys,
-                     "status", "reason", *CSV_METRICS, *VALIDITY_COLUMNS, "env_id"])
+    writer.writerow(["run_id", "case_key", "repetition", "workload", "framework", "device",
+                     *(f"param.{k}" if k in FIXED else k for k in param_keys),
+                     "status", "reason", *CSV_METRICS, *VALIDITY_COLUMNS, "env_id",
+                     *(LOADGEN_COLUMNS if served else ())])
     for r in results:
         m = r.m
         writer.writerow([r.run_id, r.case_key, r.repetition, r.workload, r.framework, r.device,
                          *(r.params.get(k, "") for k in param_keys), r.status, r.reason or "",
                          *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS),
-                         *("" if m.get(c) is None else m.get(c) for c in VALIDITY_COLUMNS), r.env_id])
+                         *("" if m.get(c) is None else m.get(c) for c in VALIDITY_COLUMNS), r.env_id,
+                         *(loadgen_cells(m.get("loadgen")) if served else ())])
     return buf.getvalue()
+
+
+def loadgen_cells(lg: Any) -> list[Any]:
+    """The LOADGEN_COLUMNS of one row ("" where the case stored no LoadGen result)."""
+    if not isinstance(lg, dict):
+        return [""] * len(LOADGEN_COLUMNS)
+    metric = lg.get("metric") if isinstance(lg.get("metric"), dict) else {}
+    value = metric.get("value")
+    if "shortened" not in lg:
+        short = ""
+    else:
+        why = [str(x) for x in lg.get("shortened") or []]
+        short = f"{SHORTENED} ({'; '.join(why)})" if why else "no"
+    return [lg.get("validity") or "", metric.get("name") or "", "" if value is None else value,
+            metric.get("unit") or "", short]
