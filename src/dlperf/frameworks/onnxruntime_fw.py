@@ -10,48 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.frameworks.base import Framework, UnsupportedError, no_sync
+from dlperf.frameworks.base import UnsupportedError
+from dlperf.frameworks.runtime_base import InferenceRuntime
 
 CPU_PROVIDER = "CPUExecutionProvider"
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
 
-class OnnxruntimeFramework(Framework):
+class OnnxruntimeFramework(InferenceRuntime):
     name = "onnxruntime"
     family = "onnxruntime"
     module = "onnxruntime"
     distributions = ("onnxruntime", "onnxruntime-gpu")
     extra = "runtimes"
 
-    def __init__(self) -> None:
-        self._threads: int | None = None
-        self._seed: int | None = None
-
     def devices(self) -> list[str]:
         ort = self.import_module()
         return ["cpu"] + (["cuda:0"] if CUDA_PROVIDER in ort.get_available_providers() else [])
-
-    def sync(self, device: str) -> None:
-        return None  # InferenceSession.run returns when its outputs are on the host
-
-    def sync_fn(self, device: str):  # type: ignore[override]
-        return no_sync
-
-    def seed(self, n: int) -> None:
-        import numpy as np
-
-        np.random.seed(n)  # inputs are drawn with NumPy; ONNX Runtime's inference has no randomness of its own
-        self._seed = n  # and the builders export the torch weights this seed gives
-
-    def seed_value(self) -> int | None:
-        """The seed `seed(n)` was last given (None: never): the weights a builder exports."""
-        return self._seed
-
-    def set_threads(self, n: int) -> None:
-        self._threads = n
-
-    def threads(self) -> int | None:
-        return self._threads
 
     def providers(self, device: str) -> list[str]:
         """The execution providers a session on `device` is opened with (CUDA first, then CPU for what it lacks)."""

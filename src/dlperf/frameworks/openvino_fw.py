@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.frameworks.base import Framework, UnsupportedError, no_sync
+from dlperf.frameworks.base import UnsupportedError
+from dlperf.frameworks.runtime_base import InferenceRuntime
 
 #: dlperf device -> OpenVINO device name.
 DEVICES = {"cpu": "CPU"}
@@ -35,7 +36,7 @@ NCS2_NOTE = ("Intel's Neural Compute Stick 2 (OpenVINO's MYRIAD plugin) is not s
              "the plugin was removed after the 2022.3 LTS releases")
 
 
-class OpenvinoFramework(Framework):
+class OpenvinoFramework(InferenceRuntime):
     name = "openvino"
     family = "openvino"
     module = "openvino"
@@ -43,8 +44,7 @@ class OpenvinoFramework(Framework):
     extra = "runtimes"
 
     def __init__(self) -> None:
-        self._threads: int | None = None
-        self._seed: int | None = None
+        super().__init__()
         self._core: Any = None
 
     def core(self) -> Any:
@@ -61,28 +61,6 @@ class OpenvinoFramework(Framework):
         if device.lower() in ("myriad", "ncs2"):
             raise UnsupportedError(NCS2_NOTE)
         return super().check_device(device)
-
-    def sync(self, device: str) -> None:
-        return None  # a compiled model's synchronous call returns when its outputs are on the host
-
-    def sync_fn(self, device: str):  # type: ignore[override]
-        return no_sync
-
-    def seed(self, n: int) -> None:
-        import numpy as np
-
-        np.random.seed(n)  # inputs are drawn with NumPy; OpenVINO's inference has no randomness of its own
-        self._seed = n
-
-    def seed_value(self) -> int | None:
-        """The seed `seed(n)` was last given (None: never): the weights a builder exports."""
-        return self._seed
-
-    def set_threads(self, n: int) -> None:
-        self._threads = n
-
-    def threads(self) -> int | None:
-        return self._threads
 
     def compile_config(self, precision: str = "fp32") -> dict[str, Any]:
         """The properties every compiled model gets: precision stated, threads, one stream, the latency hint."""

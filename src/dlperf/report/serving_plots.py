@@ -21,17 +21,23 @@ def _grid(n: int) -> tuple[int, int]:
     return (n + cols - 1) // cols, cols
 
 
+def _figure(n: int) -> tuple[Any, Any]:
+    """A figure with one panel per model in a grid of at most two columns (the spare panels hidden)."""
+    plt = _pyplot()
+    rows, cols = _grid(n)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "serving-server-search") -> list[Path]:
     """`panels`: model -> {"bounds": [seconds], "lines": {label: [(offered samples/s, p99 s, valid)]}, "shortened":
     bool}; a panel whose runs were shortened below MLPerf's rules says so in its title."""
     panels = {k: v for k, v in panels.items() if v["lines"]}
     if not panels:
         return []
-    plt = _pyplot()
-    rows, cols = _grid(len(panels))
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
+    fig, axes = _figure(len(panels))
     for ax, (model, panel) in zip(axes.flat, panels.items(), strict=False):
         for label, probes in panel["lines"].items():
             pts = sorted(probes)
@@ -64,11 +70,7 @@ def latency_batch_plot(panels: dict[str, list[tuple[str, list[tuple[int, float, 
     panels = {k: v for k, v in panels.items() if any(pts for _, pts in v)}
     if not panels:
         return []
-    plt = _pyplot()
-    rows, cols = _grid(len(panels))
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
+    fig, axes = _figure(len(panels))
     labels = sorted({label for series in panels.values() for label, _ in series})
     style = {label: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, label in enumerate(labels)}  # one per series
     for ax, (model, series) in zip(axes.flat, panels.items(), strict=False):

@@ -1,0 +1,41 @@
+"""What the inference runtimes' adapters share: settings that belong to a session, not to the process.
+
+ONNX Runtime and OpenVINO take their thread count when a session (a compiled model) is opened, not from a
+process-wide setting: the adapter records the count (and the seed, whose torch weights a builder exports) and
+applies it to every session it opens, so what a case stores is what its session ran with. Their synchronous
+calls return when the outputs are ready, so there is nothing to sync on the host.
+"""
+
+from __future__ import annotations
+
+from dlperf.frameworks.base import Framework, no_sync
+
+
+class InferenceRuntime(Framework):
+    """Base of the runtime adapters: threads and seed recorded for the sessions they open; no sync."""
+
+    def __init__(self) -> None:
+        self._threads: int | None = None
+        self._seed: int | None = None
+
+    def sync(self, device: str) -> None:
+        return None  # a session's synchronous call returns when its outputs are ready
+
+    def sync_fn(self, device: str):  # type: ignore[override]
+        return no_sync
+
+    def seed(self, n: int) -> None:
+        import numpy as np
+
+        np.random.seed(n)  # inputs are drawn with NumPy; the runtimes' inference has no randomness of its own
+        self._seed = n
+
+    def seed_value(self) -> int | None:
+        """The seed `seed(n)` was last given (None: never): the weights a builder exports."""
+        return self._seed
+
+    def set_threads(self, n: int) -> None:
+        self._threads = n  # applied by each session the adapter opens
+
+    def threads(self) -> int | None:
+        return self._threads
