@@ -11,7 +11,6 @@ from dlperf.frameworks import UnsupportedError, get_framework
 from dlperf.workloads import get_workload
 from dlperf.workloads import runtime_steps as rs
 from dlperf.workloads.cnn import onnxruntime_cnn, openvino_cnn
-from dlperf.workloads.runtime_steps import ov_precision
 from dlperf.workloads.transformer import onnxruntime_transformer, openvino_transformer
 
 RUNTIMES = ("onnxruntime", "openvino")
@@ -20,6 +19,11 @@ CASES = {
     "gpt2-tiny": ("transformer", {"model": "gpt2-tiny", "task": "infer", "batch": 4, "seq_len": 12}),
     "bert-tiny": ("transformer", {"model": "bert-tiny", "task": "infer", "batch": 4, "seq_len": 12}),
 }
+
+
+def ov_precision(compiled) -> str:
+    """The compiled model's INFERENCE_PRECISION_HINT in OpenVINO's short spelling (f32, bf16, f16)."""
+    return str(compiled.get_property("INFERENCE_PRECISION_HINT").to_string())
 
 
 @pytest.fixture(autouse=True)

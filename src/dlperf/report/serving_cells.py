@@ -10,11 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.serving.settings import SCENARIOS
 from dlperf.units import MISSING, format_rate, format_time
 
-#: LoadGen's spelling of each scenario, from ServeParams.scenario's.
-LOADGEN_NAMES = {"single-stream": "SingleStream", "multi-stream": "MultiStream", "server": "Server",
-                 "offline": "Offline"}
 #: (column, the percentile as LoadGen spells it in its MLLOG keys: result_<p>_percentile_latency_ns).
 PERCENTILES = (("p50", "50.00"), ("p90", "90.00"), ("p99", "99.00"), ("p99.9", "99.90"))
 SHORTENED = "shortened: below MLPerf's rules"
@@ -34,7 +32,7 @@ def scenario(r: CaseResult) -> str:
     """LoadGen's name of the case's scenario (its stored one, else the case's parameter)."""
     stored = loadgen(r).get("scenario")
     asked = str(r.params.get("scenario", ""))
-    return str(stored or LOADGEN_NAMES.get(asked, asked or "unknown scenario"))
+    return str(stored or SCENARIOS.get(asked, asked or "unknown scenario"))
 
 
 def model_label(p: dict[str, Any]) -> str:
@@ -85,25 +83,6 @@ def verdict(r: CaseResult) -> str:
         reasons = [str(x) for x in lg.get("invalid_reasons") or []]
         return f"INVALID ({'; '.join(reasons) or 'no reason stored'})"
     return str(validity)
-
-
-def format_value(value: Any, unit: Any) -> str:
-    """A LoadGen figure in its unit: seconds as a readable time, rates with their unit."""
-    if not isinstance(value, (int, float)):
-        return MISSING
-    if unit == "s":
-        return format_time(float(value))
-    return f"{format_rate(float(value))} {unit}" if unit else format_rate(float(value))
-
-
-def metric_text(r: CaseResult) -> str:
-    """The scenario's MLPerf metric as 'name: value unit' ("-" where it is not stored)."""
-    m = loadgen(r).get("metric")
-    if not isinstance(m, dict) or not m.get("name"):
-        return MISSING
-    if m.get("value") is None:
-        return f"{m['name']}: {MISSING} (LoadGen reported none)"
-    return f"{m['name']}: {format_value(m['value'], m.get('unit'))}"
 
 
 def metric_value(r: CaseResult) -> str:

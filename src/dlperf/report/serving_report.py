@@ -16,6 +16,7 @@ comes from the stored dict (`metrics["loadgen"]`, written by `dlperf.serving`); 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from dlperf.core.result import CaseResult
 from dlperf.report import serving_search
@@ -208,25 +209,29 @@ def comparison_notes(data: ReportData) -> list[Section]:
         parts = []
         server = [r for r in rs if scenario(r) == "Server"]
         if server:
-            rated = sorted(((v, r) for r in server if (v := _valid_rate(r)) is not None), key=lambda x: -x[0])
-            if rated:
-                others = ", ".join(f"{_who(r)} {format_rate(v)}" for v, r in rated[1:])
-                parts.append(f"highest valid Server rate: {_who(rated[0][1])} ({format_rate(rated[0][0])} samples/s "
-                             f"offered{'; ' + others if others else ''})" + _short_tag([r for _, r in rated]))
-            else:
-                parts.append(f"no valid Server rate ({len(server)} Server case(s), none VALID)")
+            parts.append(_ranking("highest valid Server rate", server, _valid_rate, format_rate, highest=True,
+                                  unit=" samples/s offered",
+                                  none=f"no valid Server rate ({len(server)} Server case(s), none VALID)"))
         single = [r for r in rs if scenario(r) == "SingleStream"]
         if single:
-            timed = sorted(((v, r) for r in single if (v := _p90(r)) is not None), key=lambda x: x[0])
-            if timed:
-                others = ", ".join(f"{_who(r)} {format_time(v)}" for v, r in timed[1:])
-                parts.append(f"lowest SingleStream p90: {_who(timed[0][1])} ({format_time(timed[0][0])}"
-                             f"{'; ' + others if others else ''})" + _short_tag([r for _, r in timed]))
-            else:
-                parts.append(f"no SingleStream case LoadGen judged VALID ({len(single)} case(s))")
+            parts.append(_ranking("lowest SingleStream p90", single, _p90, format_time, highest=False, unit="",
+                                  none=f"no SingleStream case LoadGen judged VALID ({len(single)} case(s))"))
         if parts:
             out.append(Note(f"{model}: " + "; ".join(parts)))
     return out
+
+
+def _ranking(what: str, rs: list[CaseResult], value: Callable[[CaseResult], float | None],
+             fmt: Callable[[float], str], *, highest: bool, unit: str, none: str) -> str:
+    """"what: the best case (its value and unit; the others beside it)", best first, or `none` where no case has
+    a value; shortened runs tagged."""
+    ranked = sorted(((v, r) for r in rs if (v := value(r)) is not None), key=lambda x: -x[0] if highest else x[0])
+    if not ranked:
+        return none
+    (best, top), rest = ranked[0], ranked[1:]
+    others = ", ".join(f"{_who(r)} {fmt(v)}" for v, r in rest)
+    return (f"{what}: {_who(top)} ({fmt(best)}{unit}{'; ' + others if others else ''})"
+            + _short_tag([r for _, r in ranked]))
 
 
 def _short_tag(rs: list[CaseResult]) -> str:

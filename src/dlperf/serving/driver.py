@@ -16,6 +16,7 @@ Each run's own activity window (others' cores, its own, steal) is stored with it
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +41,7 @@ def _median_s(predict: Callable[[int], object], n: int, calls: int = SPEED_CALLS
         t0 = time.perf_counter()
         predict(n)
         times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2]
+    return statistics.median(times)
 
 
 def batch_sizes(params: Any, offline_samples: int | None = None) -> list[int]:

@@ -100,6 +100,7 @@ def loadgen_dict(detail_text: str, summary_text: str) -> dict[str, Any]:
     scenario = v.get("effective_scenario") or v.get("requested_scenario")
     if scenario is None or "result_validity" not in v:
         raise RuntimeError("LoadGen's detail log has no result (the run did not finish)")
+    effective = {k: x for k, x in v.items() if k.startswith("effective_")}
     reasons = [why for flag, why in MET_FLAGS.items() if v.get(flag) is False]
     if any(TOO_MANY_OUTSTANDING in e for e in errors):
         reasons.append("too many outstanding queries (LoadGen ended the run early)")
@@ -109,11 +110,11 @@ def loadgen_dict(detail_text: str, summary_text: str) -> dict[str, Any]:
         "invalid_reasons": reasons,
         "metric": _metric(scenario, v),
         "results": {k: x for k, x in v.items() if k.startswith(("result_", "early_stopping_"))},
-        "effective": {k: x for k, x in v.items() if k.startswith("effective_")},
+        "effective": effective,
         "loadgen_version": str(v.get("loadgen_version", "")),
         "errors": errors,
         "summary_text": summary_text,
-        "shortened": shortened_effective(scenario, {k: x for k, x in v.items() if k.startswith("effective_")}),
+        "shortened": shortened_effective(scenario, effective),
     }
 
 

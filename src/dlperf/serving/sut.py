@@ -17,6 +17,7 @@ SingleStream, MultiStream: quickly; Server issues on its schedule, so after its 
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 from collections import Counter, deque
@@ -70,11 +71,7 @@ class ServingSUT:
 
     def stats(self) -> dict[str, Any]:
         """metrics["sut"]: batches, how many of each size, the median predict time (s) of a batch."""
-        times = sorted(self.predict_s)
-        median = None
-        if times:
-            mid = len(times) // 2
-            median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+        median = statistics.median(self.predict_s) if self.predict_s else None
         return {"max_batch": self.max_batch, "batches": sum(self.batch_sizes.values()),
                 "batch_size_counts": {str(k): v for k, v in sorted(self.batch_sizes.items())},
                 "predict_s_median": median}

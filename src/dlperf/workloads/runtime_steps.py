@@ -138,11 +138,6 @@ def ov_compiled(fw: Framework, device: str, path: Path, precision: str, shape: l
     return compiled
 
 
-def ov_precision(compiled: Any) -> str:
-    """The compiled model's INFERENCE_PRECISION_HINT in OpenVINO's short spelling (f32, bf16, f16)."""
-    return str(compiled.get_property("INFERENCE_PRECISION_HINT").to_string())
-
-
 def ov_step(fw: Framework, device: str, path: Path, precision: str, x: np.ndarray) -> Step:
     """A Step running the model at `path` on the built batch `x` by OpenVINO: `fn` on a model compiled at x's
     static shape; `predict(n)` on it for n = batch, else on a model with the batch axis dynamic."""
