@@ -17,6 +17,7 @@ from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.models import tensorflow_models
 from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.cnn import CnnParams
+from dlperf.workloads.keras_steps import train_step
 
 
 def build(fw: Framework, device: str, p: CnnParams) -> Step:
@@ -46,17 +47,7 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
         if p.precision == "amp" and on_gpu:
             opt = keras.mixed_precision.LossScaleOptimizer(opt)
         opt.build(model.trainable_variables)
-    scaled = isinstance(opt, keras.mixed_precision.LossScaleOptimizer)
-
-    def train() -> Any:
-        with tf.GradientTape() as tape:
-            logits = tf.cast(model(x, training=True), tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-            scaled_loss = opt.scale_loss(loss) if scaled else loss
-        grads = tape.gradient(scaled_loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
+    train = train_step(tf, model, opt, x, y, scaled=isinstance(opt, keras.mixed_precision.LossScaleOptimizer))
     compiled = tf.function(train) if graph else train
     last: list[Any] = [None]
 

@@ -22,6 +22,7 @@ from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.frameworks.tensorflow_fw import tf_device
 from dlperf.models.transformer import init_weights, make_labels, make_tokens
 from dlperf.workloads.base import Step, check_predict_n
+from dlperf.workloads.keras_steps import train_step
 from dlperf.workloads.transformer import TransformerParams
 
 POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -119,18 +120,7 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
             if p.precision == "fp16":
                 opt = keras.optimizers.LossScaleOptimizer(opt)
             opt.build(model.trainable_variables)
-        scaled = p.precision == "fp16"
-
-        def train() -> Any:
-            with tf.GradientTape() as tape:
-                out = tf.cast(model(x, training=True), tf.float32)
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=out))
-                target = opt.scale_loss(loss) if scaled else loss
-            grads = tape.gradient(target, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
-        run = train
+        run = train_step(tf, model, opt, x, y, scaled=p.precision == "fp16")
     compiled = run if p.task == "infer" or not graph else tf.function(run)  # infer: `applied` is the tf.function
     last: list[Any] = [None]
 
