@@ -78,8 +78,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--energy-estimate tdp needs --tdp-w WATTS (the CPU's thermal design power)")
     if tdp_w is not None and energy_estimate is None:
         raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
-    if resume and new:
-        raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+    check_resume_or_new(resume, new)
     if retry_failed and new:
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
@@ -99,6 +98,12 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html | "
                   f"dlperf verdicts {summary.run_id} | dlperf export {summary.run_id} --format csv", highlight=False)
+
+
+def check_resume_or_new(resume: str | None, new: bool) -> None:
+    """--resume and --new together is a usage error (one continues a run, the other starts one)."""
+    if resume and new:
+        raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
 
 
 def check_threads(threads: int | None) -> None:

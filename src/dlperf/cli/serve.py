@@ -16,7 +16,6 @@ from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.cli.serve_select import SCENARIOS, ScenarioType
 
 STUDY = "serving"
-SHORTENED = "(shortened: below MLPerf's rules)"
 #: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
 #: fail only inside a worker): LoadGen takes latencies in whole nanoseconds and query counts as uint64 (signed
 #: here, as its Python binding's), and no system serves ten million samples/s or builds batches past 4096.
@@ -67,14 +66,13 @@ def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple
     --min-query-count) makes another run, never merged with runs made without it."""
     from rich.markup import escape
 
-    from dlperf.cli.run import ResumeMismatch, check_threads, execute_study
+    from dlperf.cli.run import ResumeMismatch, check_resume_or_new, check_threads, execute_study
     from dlperf.cli.serve_select import check_frameworks, select
     from dlperf.errors import StudyError
     from dlperf.runner.cases import check_devices
     from dlperf.studies import load_study
 
-    if resume and new:
-        raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+    check_resume_or_new(resume, new)
     check_threads(threads)
     check_frameworks(list(frameworks))
     check_devices(list(devices))
@@ -154,7 +152,9 @@ def verdict_text(m: Any) -> str:
                  if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
                                       f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
     if lg.get("shortened"):
-        text += f" {SHORTENED}"
+        from dlperf.report.serving_cells import SHORTENED
+
+        text += f" ({SHORTENED})"
     return text
 
 
