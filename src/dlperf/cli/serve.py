@@ -14,6 +14,7 @@ import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.cli.serve_select import SCENARIOS, ScenarioType
+from dlperf.core.status import SHORTENED
 
 STUDY = "serving"
 #: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
@@ -152,8 +153,6 @@ def verdict_text(m: Any) -> str:
                  if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
                                       f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
     if lg.get("shortened"):
-        from dlperf.report.serving_cells import SHORTENED
-
         text += f" ({SHORTENED})"
     return text
 

@@ -30,3 +30,7 @@ def check_run_status(status: str) -> RunStatus:
 #: `invalid`: the measurement itself is broken (too few samples, timer overhead too large, impossible figures).
 Validity = Literal["valid", "noisy", "contended", "invalid"]
 VALIDITIES: tuple[Validity, ...] = get_args(Validity)
+
+#: The label of a served case whose LoadGen run was shorter than MLPerf's rules (`metrics["loadgen"]["shortened"]`
+#: non-empty), in every output that shows one: its verdict is LoadGen's under those settings, not an MLPerf result.
+SHORTENED = "shortened: below MLPerf's rules"

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.core.status import SHORTENED
 from dlperf.serving.settings import SCENARIOS
 from dlperf.units import MISSING, format_rate, format_time
 
 #: (column, the percentile as LoadGen spells it in its MLLOG keys: result_<p>_percentile_latency_ns).
 PERCENTILES = (("p50", "50.00"), ("p90", "90.00"), ("p99", "99.00"), ("p99.9", "99.90"))
-SHORTENED = "shortened: below MLPerf's rules"
 FULL_RULES = "MLPerf's durations and counts"
 #: The short "MLPerf rules" cell (the note under each table gives the reasons and the full label).
 RULES_YES, RULES_SHORT = "yes", "shortened"

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.status import SHORTENED
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
 #: The note column is never narrower than this; a note longer than NOTE_CELL_CHARS is cut in the table, with
@@ -136,8 +137,6 @@ def validity_line(results: list[CaseResult]) -> str:
                  + " (an INVALID run has no samples/s)")
     short = sum(1 for r in results if r.ok and isinstance(lg := r.m.get("loadgen"), dict) and lg.get("shortened"))
     if short:
-        from dlperf.report.serving_cells import SHORTENED
-
         line += (f"; {short} served case(s) {SHORTENED} (shortened in the validity column: LoadGen judged them "
                  "against shorter durations or fewer queries than MLPerf's, so they are not MLPerf results)")
     return line

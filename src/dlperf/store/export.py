@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.core.status import SHORTENED
 
 #: Metric columns of the CSV, in order (all per call; rates from the median).
 CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "max_s", "ci95_low_s", "ci95_high_s",
@@ -19,8 +20,6 @@ VALIDITY_COLUMNS = ("validity", "validity_reason", "cpu_util")
 #: LoadGen's columns, in an export with served cases (`metrics["loadgen"]`): its verdict, the scenario's MLPerf
 #: metric (name, value, unit) and whether the run was shortened below MLPerf's rules ("no": MLPerf's own).
 LOADGEN_COLUMNS = ("loadgen_validity", "loadgen_metric_name", "loadgen_metric", "loadgen_metric_unit", "shortened")
-#: The label of a run shortened below MLPerf's rules (the serving report's words; the store never imports it).
-SHORTENED = "shortened: below MLPerf's rules"
 #: The columns every row has; a case parameter of the same name is written as `param.<name>` (a served case's
 #: `workload` parameter, the workload it serves, beside its own workload `serve`).
 FIXED = ("run_id", "case_key", "repetition", "workload", "framework", "device", "status", "reason", *CSV_METRICS,
