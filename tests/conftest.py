@@ -30,6 +30,19 @@ class FakeClock:
         self.now += dt
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_export_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Every test, and every dlperf process a test starts, exports ONNX models into the suite's own cache, never
+    into the user's `~/.cache/dlperf` (tests that check the cache set their own per test)."""
+    before = os.environ.get("DLPERF_CACHE_DIR")
+    os.environ["DLPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("dlperf-cache"))
+    yield
+    if before is None:
+        os.environ.pop("DLPERF_CACHE_DIR", None)
+    else:
+        os.environ["DLPERF_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()
