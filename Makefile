@@ -24,13 +24,13 @@ $(VENV)/.default-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,dev]"
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev]"
 	touch $@
 
 # The GPU extras (NVML, CuPy, NVTX) on top of everything; GPU_EXTRA_PKGS adds more, e.g. "jax[cuda12]".
 GPU_EXTRA_PKGS ?=
 $(VENV)/.gpu-installed: pyproject.toml $(VENV)/.all-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,dev,gpu]" $(GPU_EXTRA_PKGS)
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev,gpu]" $(GPU_EXTRA_PKGS)
 	touch $@
 
 install-default: $(VENV)/.default-installed

@@ -26,6 +26,8 @@ from dlperf.workloads import get_workload
 MATRIX: dict[str, list[str]] = {
     "backends": ["nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "torch"],
     "cnn": ["caffe", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "torch"],
+    "collectives": ["torch"],
+    "ddp": ["torch"],
     "faults": ["numpy"],
     "mlp": ["jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor", "tensorflow",
             "tensorflow-eager", "theano", "torch"],
@@ -114,7 +116,7 @@ def test_a_framework_outside_the_matrix_is_unsupported():
 def test_optional_hooks_have_defaults():
     assert {name: cls.memory_axis for name, cls in WORKLOADS.items()} == {
         "backends": None, "cnn": "batch", "faults": None, "mlp": None, "ops": None, "peaks": None,
-        "transformer": "batch", "serve": None}
+        "transformer": "batch", "serve": None, "ddp": None, "collectives": None}
     ops = get_workload("ops")
     assert ops.steps_per_epoch(ops.parse({"op": "add", "size_mb": 1})) is None
     assert ops.per_call_timing(ops.parse({"op": "add", "size_mb": 1})) is False

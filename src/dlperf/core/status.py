@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 #: How a case ended (results.status). README's "What a case can end as" says what each means.
 CaseStatus = Literal["ok", "error", "timeout", "oom", "crashed", "unsupported"]
@@ -34,3 +34,17 @@ VALIDITIES: tuple[Validity, ...] = get_args(Validity)
 #: The label of a served case whose LoadGen run was shorter than MLPerf's rules (`metrics["loadgen"]["shortened"]`
 #: non-empty), in every output that shows one: its verdict is LoadGen's under those settings, not an MLPerf result.
 SHORTENED = "shortened: below MLPerf's rules"
+
+
+class CaseEnded(Exception):
+    """Raised by a workload that runs its case in processes of its own (a `torchrun` job: `dlperf.distributed`)
+    to end the case with the status those processes ended with, which the worker cannot see from its own
+    exception: `timeout`, `oom`, `crashed` or `error` of a child, with the reason and what was measured before."""
+
+    def __init__(self, status: CaseStatus, reason: str, metrics: dict[str, Any] | None = None) -> None:
+        if status not in CASE_STATUSES or status == "ok":
+            raise ValueError(f"a case ends with a failure status, not {status!r}")
+        super().__init__(reason)
+        self.status: CaseStatus = status
+        self.reason = reason
+        self.metrics = metrics

@@ -38,20 +38,25 @@ class Snapshot:
     load1: float | None
 
 
-def _own_ticks(pids: tuple[int, ...]) -> int:
-    """utime + stime of these processes (all their threads), in ticks; 0 for one that is gone."""
+def _own_ticks(pids: tuple[int, ...], with_children: bool = False) -> int:
+    """utime + stime of these processes (all their threads), in ticks; 0 for one that is gone. With
+    `with_children`, also the CPU of their children that have ended and been waited for (cutime + cstime: a
+    launcher's job, e.g. torchrun's ranks, once the launcher is reaped)."""
     total = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+            if with_children:
+                total += int(fields[13]) + int(fields[14])  # cutime, cstime (fields 16, 17)
         except (OSError, ValueError, IndexError):
             continue
     return total
 
 
-def snapshot(own_pids: tuple[int, ...] | None = None) -> Snapshot | None:
-    """The counters now, or None where /proc/stat cannot be read (not Linux)."""
+def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = False) -> Snapshot | None:
+    """The counters now, or None where /proc/stat cannot be read (not Linux). `with_children`: the own
+    processes' waited-for children count as their own (`_own_ticks`)."""
     pids = own_pids if own_pids is not None else (os.getpid(),)
     try:
         lines = Path("/proc/stat").read_text().splitlines()
@@ -69,7 +74,7 @@ def snapshot(own_pids: tuple[int, ...] | None = None) -> Snapshot | None:
         busy_ticks=user + nice + system + irq + softirq,
         steal_ticks=steal,
         total_ticks=user + nice + system + idle + iowait + irq + softirq + steal,
-        own_ticks=_own_ticks(pids),
+        own_ticks=_own_ticks(pids, with_children),
         procs_running=running,
         load1=load1,
     )
@@ -112,21 +117,24 @@ class Monitor:
     """Records activity over named windows (e.g. before, during, after a case) and the top other processes.
 
     `own_pids` are the processes whose CPU is the case's own (the worker; the sweep's parent when it
-    waits); everything else is "others".
+    waits); everything else is "others". `with_children`: the CPU of their children counts as their own once
+    they have ended and been waited for (a case that runs its work in child processes, e.g. a torchrun job,
+    measured over a window in which those children start and end).
     """
 
-    def __init__(self, own_pids: tuple[int, ...] | None = None) -> None:
+    def __init__(self, own_pids: tuple[int, ...] | None = None, *, with_children: bool = False) -> None:
         self.own_pids = own_pids if own_pids is not None else (os.getpid(),)
+        self.with_children = with_children
         self.windows: dict[str, dict[str, Any]] = {}
         self._open: dict[str, tuple[Snapshot | None, dict[int, tuple[str, float]] | None]] = {}
 
     def start(self, name: str, *, top: bool = False) -> None:
         procs = _safe_cpu_times(set(self.own_pids)) if top else None
-        self._open[name] = (snapshot(self.own_pids), procs)
+        self._open[name] = (snapshot(self.own_pids, self.with_children), procs)
 
     def stop(self, name: str) -> dict[str, Any]:
         first, procs = self._open.pop(name)
-        last = snapshot(self.own_pids)
+        last = snapshot(self.own_pids, self.with_children)
         rec = window(first, last)
         if procs is not None and "error" not in rec:
             rec["top_others"] = _top(procs, _safe_cpu_times(set(self.own_pids)), rec["wall_s"])

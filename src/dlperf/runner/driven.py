@@ -1,9 +1,12 @@
-"""A case whose workload measures itself (`Workload.drive`: serving under LoadGen), as the worker runs it.
+"""A case whose workload measures itself (`Workload.drive`), as the worker runs it.
 
-No timer samples: the workload's own metrics, the machine's activity before, during and after it, and dlperf's
-validity from that activity alone (`core.validity.assess_activity`, with the threads the case kept busy). The
-worker's energy and profile settings have no per-call timing to work on here: the case says so instead of
-dropping them silently.
+Two kinds: serving under LoadGen returns only its own metrics (no timer samples), and dlperf's validity then
+comes from the machine's activity alone (`core.validity.assess_activity`, with the threads the case kept busy);
+a torchrun job (`dlperf.distributed`: data-parallel training, collectives) returns its timed samples too, under
+the key `measurement` (a `timing.Measurement`), which are stored as the case's measurement, derived like any
+timed case's (`runner.derive`) and judged by `core.validity.assess`. The machine's activity counts the CPU of
+the case's child processes (the job's ranks) as the case's own. The worker's energy and profile settings have
+no per-call timing of the worker's own to work on: the case says so instead of dropping them silently.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from typing import Any
 #: Seconds of machine activity recorded just before and just after the case (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
 #: Why a driven case has no energy reading.
-NO_ENERGY = ("not measured for a case driven by its workload (LoadGen): energy is metered over the timer's "
-             "per-call runs, which a driven case has none of")
-NO_PROFILE = "no profile for a case driven by its workload (LoadGen): the profiler runs the timer's step alone"
+NO_ENERGY = ("not measured for a case driven by its workload (LoadGen, a torchrun job): energy is metered over "
+             "the worker's own timed calls, which a driven case has none of")
+NO_PROFILE = ("no profile for a case driven by its workload (LoadGen, a torchrun job): the profiler runs the "
+              "timer's step alone")
 
 
 def is_driven(workload: Any) -> bool:
@@ -25,13 +29,18 @@ def is_driven(workload: Any) -> bool:
     return type(workload).drive is not Workload.drive
 
 
-def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any, settings: Any) -> dict[str, Any]:
-    """The case's metrics from `workload.drive`, called once, with the machine's activity around it."""
-    from dlperf.core.validity import assess_activity
+def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
+               settings: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(metrics, measurement as stored or None) from `workload.drive`, called once, with the machine's activity
+    around it. A drive that returns `metrics["measurement"]` (a `timing.Measurement`) is a timed case: its
+    statistics and rates are derived from those samples with the workload's cost, and its validity judged on
+    them; `metrics["busy_threads"]` (optional) is how many threads it kept busy across its processes."""
+    from dlperf.core.validity import assess, assess_activity
     from dlperf.meters.activity import Monitor
+    from dlperf.runner.derive import derive_metrics
 
     fw.reset_peak_memory(device)
-    monitor = Monitor()
+    monitor = Monitor(with_children=True)
     monitor.idle_window("before", ACTIVITY_WINDOW_S)
     monitor.start("during", top=True)
     try:
@@ -41,9 +50,17 @@ def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any, set
     if metrics is None:
         raise RuntimeError(f"workload {workload.name!r} overrides drive but returned no metrics")
     monitor.idle_window("after", ACTIVITY_WINDOW_S)
+    m = metrics.pop("measurement", None)
+    busy = metrics.get("busy_threads") or fw.threads()
+    if m is not None:
+        metrics = derive_metrics(m, workload.built_cost(params, built)) | metrics  # the drive's own figures win
     metrics["activity"] = monitor.record()
-    metrics["validity"], metrics["validity_reason"] = assess_activity(metrics["activity"], threads=fw.threads(),
-                                                                      device=device)
+    if m is not None:
+        metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=busy,
+                                                                 device=device)
+    else:
+        metrics["validity"], metrics["validity_reason"] = assess_activity(metrics["activity"], threads=busy,
+                                                                          device=device)
     if settings.energy:
         metrics["energy"] = {"measured": False, "reason": NO_ENERGY}
     else:
@@ -51,4 +68,4 @@ def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any, set
                              "reason": "energy measurement switched off for this study (energy: false)"}
     if settings.profile:
         metrics["profile_note"] = NO_PROFILE
-    return metrics
+    return metrics, None if m is None else m.to_dict()

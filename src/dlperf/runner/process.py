@@ -16,8 +16,9 @@ from typing import Any
 
 from dlperf.core.jobs import Job, as_job
 from dlperf.hardware.probe import env_threads_vars
+from dlperf.meters.oom import oom_kill_count
 
-CGROUP_MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
+__all__ = ["WorkerOutcome", "classify_exit", "oom_kill_count", "run_worker"]
 
 
 @dataclass
@@ -26,18 +27,6 @@ class WorkerOutcome:
 
     result: dict[str, Any]
     wall_s: float
-
-
-def oom_kill_count(events: Path = CGROUP_MEMORY_EVENTS) -> int | None:
-    """The cgroup's `oom_kill` counter, or None where cgroup v2 memory events are not readable."""
-    try:
-        for line in events.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def _stderr_tail(path: Path, lines: int = 3) -> str:

@@ -87,6 +87,7 @@ def oom_reason(exc: BaseException, case_dtype: Any) -> str:
 
 def run_case(job: CaseJob) -> dict[str, Any]:
     """Build the workload on the framework and device, measure it, derive metrics."""
+    from dlperf.core.status import CaseEnded
     from dlperf.core.validity import assess
     from dlperf.frameworks import UnsupportedError, get_framework
     from dlperf.meters.activity import Monitor
@@ -109,9 +110,9 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         workload = get_workload(case.workload)
         params = workload.parse(case.params)
         built = workload.build(fw, device, params)
-        if is_driven(workload):  # it measures itself (serving under LoadGen): drive is called once, never timed
-            driven = run_driven(fw, device, workload, params, built, settings)
-            return {"status": "ok", "reason": None, "measurement": None,
+        if is_driven(workload):  # it measures itself (LoadGen, a torchrun job): drive is called once
+            driven, measured = run_driven(fw, device, workload, params, built, settings)
+            return {"status": "ok", "reason": None, "measurement": measured,
                     "metrics": driven | _footprint(fw, device, baseline_rss)}
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
@@ -157,6 +158,8 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         return {"status": "ok", "reason": None, "measurement": m.to_dict(), "metrics": metrics}
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
+    except CaseEnded as exc:  # the case's own processes (a torchrun job) ended it: their status, not an error
+        return {"status": exc.status, "reason": exc.reason, "metrics": exc.metrics}
     except BaseException as exc:
         oom = _is_oom(fw, exc)
         result = {

@@ -131,6 +131,16 @@ class Workload(Generic[P]):
         return cast(Step, builder.build(fw, device, params))
 
 
+def driven_step(why: str) -> Step:
+    """The built step of a workload whose `drive` runs the case in processes of its own (a torchrun job): its
+    builder checks what this machine can run and returns this, which the timer never calls (`why` says so)."""
+
+    def not_timed() -> None:
+        raise RuntimeError(why)
+
+    return Step(fn=not_timed)
+
+
 def check_predict_n(n: int, batch: int) -> int:
     """`n` for `Step.predict`, or ValueError: a served batch takes 1 to the built `batch` samples."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= batch:

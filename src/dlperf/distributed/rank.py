@@ -1,0 +1,127 @@
+"""What every rank of a dlperf torchrun job runs: `python -m dlperf.distributed.rank SPEC` (torchrun starts it).
+
+It dies with torchrun (`PR_SET_PDEATHSIG`), writes its pid (so the launcher can stop it), sets its thread count,
+joins the process group (gloo on CPUs; NCCL on GPUs, rank r on `cuda:LOCAL_RANK`) with the job's time-out, calls
+the rank function of the job's kind (`launch.RANK_KINDS`: `run(spec, rank=, world_size=, device=) -> dict`)
+and writes `rank<R>.json` atomically: `{"status": "ok", ...what run returned}` or, on any exception, `oom`
+(MemoryError, torch's out-of-memory errors), `unsupported` (UnsupportedError) or `error`, with a one-line
+reason and the traceback; `stopped` where SIGTERM (torchrun stopping the job) ended it. Every result also
+carries rank, pid, host, peak RSS and when it finished.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from dlperf.distributed.launch import RANK_KINDS, STOPPED, RankSpec
+
+PR_SET_PDEATHSIG = 1
+
+
+class Stopped(BaseException):
+    """SIGTERM: torchrun (or the launcher) stops this rank, after another rank failed or at the time-out."""
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise Stopped("stopped by SIGTERM (torchrun stops the other ranks when one fails)")
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent (torchrun) ends, so no rank outlives its job."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the launcher still kills the ranks' process groups
+
+
+def peak_rss_bytes() -> int | None:
+    """This rank's peak resident set (VmHWM), None where /proc is absent."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def failure_status(exc: BaseException) -> str:
+    """oom, unsupported or error, for an exception a rank ended with."""
+    from dlperf.frameworks import UnsupportedError
+
+    if isinstance(exc, UnsupportedError):
+        return "unsupported"
+    if isinstance(exc, MemoryError):
+        return "oom"
+    text = str(exc).lower()
+    if type(exc).__name__ == "OutOfMemoryError" or (isinstance(exc, RuntimeError) and "out of memory" in text):
+        return "oom"
+    return "error"
+
+
+def join(spec: RankSpec, local_rank: int) -> str:
+    """Set threads and device, join the process group; the device this rank computes on."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(spec.threads_per_rank)
+    device = "cpu"
+    kwargs: dict[str, Any] = {"timeout": timedelta(seconds=spec.timeout_s)}
+    if spec.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+        kwargs["device_id"] = torch.device(device)
+    dist.init_process_group(spec.backend, **kwargs)
+    return device
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    spec = RankSpec.model_validate_json(Path(argv[1]).read_text())
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    base = Path(spec.result_dir)
+    (base / f"rank{rank}.pid").write_text(str(os.getpid()))
+    out: dict[str, Any]
+    try:
+        device = join(spec, local_rank)
+        module = importlib.import_module(RANK_KINDS[spec.kind])
+        out = {"status": "ok", "reason": None} | module.run(spec, rank=rank, world_size=world, device=device)
+    except Stopped as exc:
+        out = {"status": STOPPED, "reason": str(exc)}
+    except BaseException as exc:
+        out = {"status": failure_status(exc), "reason": one_line(exc), "traceback": traceback.format_exc(limit=8)}
+    out |= {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "peak_rss_bytes": peak_rss_bytes(),
+            "finished_at": time.time()}
+    tmp = base / f".rank{rank}.json.tmp"
+    tmp.write_text(json.dumps(out, default=str))
+    tmp.replace(base / f"rank{rank}.json")
+    if out["status"] == "ok":
+        try:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        except Exception:
+            pass
+    return 0 if out["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
