@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import socket
 from typing import Any
@@ -28,7 +29,11 @@ from dlperf.hardware import clock_probe, peaks, probe
 
 #: Top-level fingerprint fields that identify an environment (everything else is derived).
 IDENTITY_KEYS = ("cpu_model", "cpu_flags", "cpu_physical_cores", "cpu_logical_cores", "threads", "ram_bytes", "os",
-                 "kernel", "machine", "python", "hostname_sha256", "gpus", "frameworks")
+                 "kernel", "machine", "python", "hostname_sha256", "gpus", "frameworks", "machine_label")
+#: The environment variable that names a machine (`dlperf fleet worker --label`): part of its identity where set,
+#: so two machines a fingerprint cannot tell apart (identical cloud instances, two fleet workers on one host) are
+#: kept apart; absent where unset, so the environments of unlabelled machines are as they always were.
+MACHINE_LABEL_ENV = "DLPERF_MACHINE_LABEL"
 #: Fields of each GPU record that identify it (its peaks are derived).
 GPU_IDENTITY_KEYS = ("index", "name", "memory_bytes", "driver", "cuda_driver")
 
@@ -37,7 +42,8 @@ def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
     """Everything about the host that does not need a framework import: identity and derived fields."""
     gpus, gpu_source = probe.nvidia_gpus()
     uname = platform.uname()
-    return {
+    label = os.environ.get(MACHINE_LABEL_ENV, "").strip()
+    return ({"machine_label": label} if label else {}) | {
         "cpu_model": probe.cpu_model(),
         "cpu_flags": probe.cpu_flags(),
         "cpu_physical_cores": probe.physical_cores(),
