@@ -109,14 +109,24 @@ def test_identity_hash_changes_with_the_machine_and_software():
         {"ram_bytes": fp["ram_bytes"] + 2**30},
         {"gpus": [{**gpu, "driver": "555.1"}]},
         {"gpus": []},
+        {"machine_label": "bench-1"},
     ):
         assert identity_hash({**fp, **changed}) != base, changed
+
+
+def test_a_machine_label_is_identity_only_where_set(monkeypatch):
+    monkeypatch.delenv("DLPERF_MACHINE_LABEL", raising=False)
+    assert "machine_label" not in host_fingerprint(1)  # unlabelled machines keep the environments they had
+    monkeypatch.setenv("DLPERF_MACHINE_LABEL", " bench-1 ")
+    fp = host_fingerprint(1)
+    assert fp["machine_label"] == "bench-1" and identity(fp)["machine_label"] == "bench-1"
 
 
 def test_identity_and_derived_split_a_fingerprint():
     fp = _with_a_gpu(fingerprint(["numpy"], threads=1))
     ident, rest = identity(fp), derived(fp)
-    assert set(ident) == set(IDENTITY_KEYS) and set(ident["gpus"][0]) == set(GPU_IDENTITY_KEYS)
+    # every identity key but the machine label, which is there only where DLPERF_MACHINE_LABEL is set
+    assert set(ident) == set(IDENTITY_KEYS) - {"machine_label"} and set(ident["gpus"][0]) == set(GPU_IDENTITY_KEYS)
     assert {"cpu_peaks_theoretical", "peaks_overrides", "dlperf_version", "dlperf_git_commit"} <= set(rest)
     assert not set(rest) & (set(IDENTITY_KEYS) - {"gpus"})
     assert {**ident, **rest} == fp  # laid over the environment, a run's derived data gives its fingerprint back
