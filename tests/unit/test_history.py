@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.cli.readers import result_environments
 from dlperf.errors import DlperfError
 from dlperf.report.changepoints import detect
 from dlperf.report.history import StudyHistory, build_history
@@ -99,8 +100,9 @@ def test_two_machines_are_two_timelines_and_two_matrix_columns(store):
     assert [t.machine_id for t in read(store, machine=m2.machine_id[:6]).timelines] == [m2.machine_id]
 
     runs = store.runs_of_study(STUDY)
-    mat = build_matrix(STUDY, runs, {r["id"]: store.run_environment(r["id"]) for r in runs},
-                       {r["id"]: store.results(r["id"]) for r in runs})
+    results = {r["id"]: store.results(r["id"]) for r in runs}
+    mat = build_matrix(STUDY, runs, {r["id"]: store.run_environment(r["id"]) for r in runs}, results,
+                       result_environments(store, runs, (r for rs in results.values() for r in rs)))
     assert {c.machine_id for c in mat.columns} == ids
     assert mat.cells[(KEY.format(2), m1.machine_id)].status == "not run"
     (table,) = [s for s in matrix_sections(mat) if isinstance(s, Table)]

@@ -141,11 +141,15 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
 @db_option
 def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
     """STUDY across the machines of the store: the newest complete run on each machine, one column per machine
-    (never merged), a row per case (median time per step, validity; missing cases with their status)."""
+    (never merged), a row per case (median time per step, validity; missing cases with their status). A fleet
+    run counts for every machine its results came from; each of its columns holds that machine's cases."""
+    from dlperf.cli.readers import result_environments
     from dlperf.report.matrix import build_matrix, matrix_json, matrix_sections
 
-    runs, envs, results = study_runs(open_store(db, create=False), study)
-    mat = build_matrix(study, runs, envs, results)
+    store = open_store(db, create=False)
+    runs, envs, results = study_runs(store, study)
+    result_envs = result_environments(store, runs, (r for rs in results.values() for r in rs))
+    mat = build_matrix(study, runs, envs, results, result_envs)
     _emit(matrix_sections(mat), matrix_json(mat), fmt, output, f"dlperf matrix: study {study}",
           f"matrix-{study}.html")
 

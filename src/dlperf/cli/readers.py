@@ -1,6 +1,7 @@
 """The store reads behind the reports and the hardware analyses, which take data, never a store: a run's
-typed results, everything a study report needs (`ReportData`), the `peaks` runs of a host, the cnn
-results that `hw measured` and `recommend` calibrate on."""
+typed results, everything a study report needs (`ReportData`), every environment a run's results name (a
+fleet run's results come from several machines) and each machine's share of a run, the `peaks` runs of a
+host, the cnn results that `hw measured` and `recommend` calibrate on."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
+from dlperf.report.machines import MachineShare, split_by_machine
 from dlperf.report.study import ReportData
 from dlperf.store import Store
 
@@ -28,6 +30,34 @@ def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData
     if any(r.workload == "ops" for r in results) and not stored.get("devices"):
         peaks = measured_peaks(peaks_runs(store, [env], finished_before=run_row["started_at"]), env)
     return ReportData(run_row, env, results, plot_dir or Path("reports") / run_id, peaks)
+
+
+def result_environments(store: Store, runs: Iterable[dict[str, Any]], results: Iterable[CaseResult]
+                        ) -> dict[int, dict[str, Any]]:
+    """Every environment these results name, by env id: a run's own as `Store.run_environment` gives it (its
+    derived figures laid over), any other (the machine that ran a fleet case, fingerprinted there) as stored."""
+    out: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        out.setdefault(int(run["env_id"]), store.run_environment(run["id"]))
+    for r in results:
+        if r.env_id not in out:
+            out[r.env_id] = store.environment(r.env_id)
+    return out
+
+
+def run_shares(store: Store, run_ref: str) -> tuple[dict[str, Any], list[CaseResult], list[MachineShare]]:
+    """A run (row), its typed results in the store's order, and the same results by the machine that ran them
+    (`report.machines.split_by_machine`)."""
+    run_row = store.run(run_ref)
+    results = store.results(run_row["id"])
+    envs = result_environments(store, [run_row], results)
+    return run_row, results, split_by_machine(results, envs, int(run_row["env_id"]), envs[int(run_row["env_id"])])
+
+
+def run_machines(store: Store, data: ReportData) -> list[MachineShare]:
+    """A report's run's results by the machine that ran them (its table's machine column)."""
+    envs = result_environments(store, [data.run], data.results)
+    return split_by_machine(data.results, envs, int(data.run["env_id"]), data.env)
 
 
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]], finished_before: datetime | None = None) -> PeaksRuns:

@@ -46,18 +46,19 @@ def runs(limit: int, db: str | None) -> None:
                    "names it; repeatable)")
 @db_option
 def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> None:
-    """The results table of RUN (an id, a unique prefix, or `latest`); with --errors or --case, cases whole."""
+    """The results table of RUN (an id, a unique prefix, or `latest`); with --errors or --case, cases whole.
+    A run whose results came from several machines (a fleet run) has a `machine` column."""
+    from dlperf.cli.readers import run_shares
     from dlperf.report.tables import render_terminal
     from dlperf.runner.lifecycle import shown_status
 
     store = open_store(db, create=False)
-    run_row = store.run(run_ref)
-    results = store.results(run_row["id"])
+    run_row, results, shares = run_shares(store, run_ref)
     if errors or cases:
         _show_cases(run_row["id"], results, errors, cases)
         return
     run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]))
-    render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console())
+    render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console(), machines=shares)
 
 
 def _show_cases(run_id: str, results: list[Any], errors: bool, cases: tuple[str, ...]) -> None:
@@ -120,29 +121,34 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     log times with its distribution-free CI (Mann-Whitney); with >= 3 processes on both sides, the ratio
     of per-process medians with Welch's t. Contended or invalid cases are never called faster or slower.
     The last line is the geometric mean of B/A over the compared cases.
+
+    A run whose results came from several machines (a fleet run) is compared one machine's share at a time:
+    RUN@MACHINE (a machine id prefix or a machine label), e.g. `RUN@w1 RUN@w2` for two machines of one run.
     """
     from dlperf.hardware.identity import diff, identity
     from dlperf.report.compare import NOT_COMPARED, compare_runs, regressions, summarize
     from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db, create=False)
-    ra, rb = store.run(run_a), store.run(run_b)
-    env_a, env_b = store.run_environment(ra["id"]), store.run_environment(rb["id"])
+    (ra, share_a), (rb, share_b) = _run_share(store, run_a), _run_share(store, run_b)
+    env_a, env_b = share_a.env, share_b.env  # the chosen machines' environments
     diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
     derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}]
-    rows = compare_runs(store.results(ra["id"]), store.results(rb["id"]), min_effect / 100)
+    rows = compare_runs(share_a.results, share_b.results, min_effect / 100)
     summary = summarize(rows)
     failed = regressions(rows, fail_pct) if fail_pct is not None else []
     if fmt == "json":
         import json
 
-        doc = {"run_a": ra["id"], "run_b": rb["id"], "min_effect_pct": min_effect, "confidence": CONFIDENCE,
+        doc = {"run_a": ra["id"], "run_b": rb["id"], "machine_a": _machine_doc(share_a),
+               "machine_b": _machine_doc(share_b), "min_effect_pct": min_effect, "confidence": CONFIDENCE,
                "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs],
                "derived_diffs": derived, "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
-        _print_compare(ra["id"], rb["id"], diffs, derived, rows, summary, min_effect, fail_pct, failed)
+        _print_compare(_side_name(ra["id"], share_a, run_a), _side_name(rb["id"], share_b, run_b), diffs, derived,
+                       rows, summary, min_effect, fail_pct, failed)
     unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
@@ -153,6 +159,27 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
                    + ", ".join(c.case_key for c in unchecked), err=True)
     if failed or unchecked:
         raise click.exceptions.Exit(REGRESSION_EXIT)
+
+
+def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
+    """RUN or RUN@MACHINE: the run's row and the results of the machine named (a plain RUN: its only machine;
+    a run on several machines without @MACHINE, an unknown or ambiguous machine: DlperfError, one line)."""
+    from dlperf.cli.readers import run_shares
+    from dlperf.report.machines import pick_share
+
+    run_ref, at, machine = ref.rpartition("@") if "@" in ref else (ref, "", "")
+    run_row, _, shares = run_shares(store, run_ref)
+    return run_row, pick_share(shares, machine if at else None, run_row["id"])
+
+
+def _machine_doc(share: Any) -> dict[str, Any]:
+    return {"machine_id": share.machine_id, "label": share.label, "name": share.name,
+            "env_ids": list(share.env_ids)}
+
+
+def _side_name(run_id: str, share: Any, ref: str) -> str:
+    """A side as the table's title names it: the run, and the machine where one was picked with @."""
+    return f"{run_id}@{share.name}" if "@" in ref else run_id
 
 
 def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], rows: list[Any], summary: Any,
@@ -168,7 +195,8 @@ def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], r
         console.print(escape(f"same environment; derived figures differ ({', '.join(derived[:4])})"),
                       highlight=False)
     if diffs:
-        console.print(f"[bold yellow]the two runs come from different environments[/] ({len(diffs)} fields differ); "
+        sides = "the two machines' shares" if "@" in id_a + id_b else "the two runs"
+        console.print(f"[bold yellow]{sides} come from different environments[/] ({len(diffs)} fields differ); "
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
             console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
@@ -234,7 +262,7 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
     """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot;
     with --format html, one page for one or more RUNs (verdicts, tables, plots, samples, environment, raw data)."""
-    from dlperf.cli.readers import report_data
+    from dlperf.cli.readers import report_data, run_machines
     from dlperf.report.registry import study_sections
     from dlperf.report.sections import render_markdown as sections_markdown
     from dlperf.report.sections import render_terminal as sections_terminal
@@ -245,14 +273,17 @@ def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: P
         return
     if len(run_refs) > 1:
         raise click.UsageError(f"--format {fmt} reports one RUN; several RUNs make one page with --format html")
-    data = report_data(open_store(db, create=False), run_refs[0], plot_dir)
+    store = open_store(db, create=False)
+    data = report_data(store, run_refs[0], plot_dir)
+    machines = run_machines(store, data)
     sections = study_sections(data)
     if fmt == "markdown":
         md_dir = output.parent if output else Path.cwd()
-        write_output(render_markdown(data.run, data.env, data.results) + sections_markdown(sections, md_dir), output)
+        write_output(render_markdown(data.run, data.env, data.results, machines)
+                     + sections_markdown(sections, md_dir), output)
     else:
         console = new_console()
-        render_terminal(data.run, data.env, data.results, console)
+        render_terminal(data.run, data.env, data.results, console, machines)
         sections_terminal(sections, console)
 
 

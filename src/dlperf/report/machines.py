@@ -8,7 +8,14 @@ change a CI wants to see on one timeline, not the start of a new one. So a machi
 - CPU model, physical and logical cores, RAM rounded to whole GiB (the kernel's MemTotal moves by a few
   MiB between kernel versions, which must not split a machine), the architecture, the host name's hash
   (two identical cloud machines are still two machines; a CI that runs in containers should give the
-  container a stable host name) and the GPUs by index, name and memory.
+  container a stable host name) and the GPUs by index, name and memory;
+- the machine's label (`machine_label`, `DLPERF_MACHINE_LABEL`: a fleet worker's name), only where the
+  environment has one: two machines a fingerprint cannot tell apart are kept apart by it, and the ids of
+  unlabelled machines are what they always were.
+
+A run's results may come from several machines (a fleet run: each result row's `env_id` is the machine
+that ran it): `split_by_machine` gives each machine's share of a run, `pick_share` one share by a machine
+id prefix or label (`RUN@MACHINE`).
 
 Everything else an environment holds is *software* (`software`): framework versions and their libraries,
 dlperf's version and git commit, OS, kernel, Python, the thread count, the CPU flags the kernel exposes,
@@ -20,7 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.errors import DlperfError
 
 #: Fingerprint fields that make a machine (besides `ram_bytes`, compared in whole GiB).
 MACHINE_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "machine", "hostname_sha256")
@@ -30,11 +43,15 @@ GPU_MACHINE_KEYS = ("index", "name", "memory_bytes")
 SOFTWARE_KEYS = ("dlperf_version", "dlperf_git_commit", "os", "kernel", "python", "threads")
 
 GIB = 2**30
+#: The fingerprint field that names a machine (hardware.identity.MACHINE_LABEL_ENV), part of it where set.
+LABEL_KEY = "machine_label"
 
 
 def machine_identity(env: dict[str, Any]) -> dict[str, Any]:
     """The hardware part of an environment (module doc): what a machine is for history and the matrix."""
     out: dict[str, Any] = {k: env.get(k) for k in MACHINE_KEYS}
+    if env.get(LABEL_KEY):  # only where set: an unlabelled machine's id does not change
+        out[LABEL_KEY] = str(env[LABEL_KEY])
     ram = env.get("ram_bytes")
     out["ram_gib"] = round(ram / GIB) if isinstance(ram, int | float) else None
     gpus = env.get("gpus") if isinstance(env.get("gpus"), list) else []
@@ -49,23 +66,99 @@ def machine_id(env: dict[str, Any]) -> str:
 
 
 def machine_label(env: dict[str, Any]) -> str:
-    """A name a person recognises: CPU model and cores / GPUs / host hash."""
+    """A name a person recognises: its label where it has one, then CPU model and cores / GPUs / host hash."""
     ident = machine_identity(env)
     cpu = f"{ident['cpu_model'] or 'unknown CPU'}"
     if ident["cpu_physical_cores"]:
         cpu += f" ({ident['cpu_physical_cores']} cores)"
     gpus = ", ".join(str(g.get("name") or "GPU") for g in ident["gpus"]) or "no GPU"
     host = ident["hostname_sha256"]
-    return f"{cpu} / {gpus} / host {str(host)[:6] if host else 'unknown'}"
+    text = f"{cpu} / {gpus} / host {str(host)[:6] if host else 'unknown'}"
+    return f"{ident[LABEL_KEY]}: {text}" if ident.get(LABEL_KEY) else text
+
+
+def short_name(env: dict[str, Any]) -> str:
+    """The shortest name that tells a machine apart in a column: its label, else the first 8 of its id."""
+    label = machine_identity(env).get(LABEL_KEY)
+    return str(label) if label else machine_id(env)[:8]
 
 
 def describe_machine(env: dict[str, Any]) -> str:
     """Every field of the machine's identity on one line, for the notes that keep two machines apart."""
     ident = machine_identity(env)
     gpus = "; ".join(f"#{g['index']} {g['name']} {_gib(g['memory_bytes'])}" for g in ident["gpus"]) or "none"
-    return (f"CPU {ident['cpu_model']}, {ident['cpu_physical_cores']} physical / {ident['cpu_logical_cores']} "
+    label = f"label {ident[LABEL_KEY]}, " if ident.get(LABEL_KEY) else ""
+    return (f"{label}CPU {ident['cpu_model']}, {ident['cpu_physical_cores']} physical / {ident['cpu_logical_cores']} "
             f"logical cores, {ident['ram_gib']} GiB RAM, {ident['machine']}, host sha256 {ident['hostname_sha256']}"
             f", GPUs: {gpus}")
+
+
+@dataclass(frozen=True)
+class MachineShare:
+    """One machine's part of a run: the results it ran, the environment they name (the run's own where that is
+    among them, else the one most of them name) and every environment id they name."""
+
+    machine_id: str
+    label: str  # machine_label(env)
+    name: str  # short_name(env): what a column or a RUN@MACHINE shows
+    env: dict[str, Any]
+    env_ids: tuple[int, ...]
+    results: list[CaseResult]
+
+    def describe(self) -> str:
+        """'4f2a9c01d3e5 (w1: CPU ... / no GPU / host 1a2b3c), 12 results', for one-line errors and notes."""
+        return f"{self.machine_id} ({self.label}), {len(self.results)} result{'s' * (len(self.results) != 1)}"
+
+
+def split_by_machine(results: Sequence[CaseResult], envs: Mapping[int, Mapping[str, Any]], run_env_id: int,
+                     run_env: Mapping[str, Any]) -> list[MachineShare]:
+    """A run's results by the machine that ran them (each row's `env_id`; `envs`: every environment they name,
+    by id), ordered by short name; a run with no results is one share: its own machine's. An env id missing
+    from `envs` is a KeyError: results are never put on a machine they did not run on."""
+    all_envs = {**{k: dict(v) for k, v in envs.items()}, run_env_id: dict(run_env)}
+    groups: dict[str, list[CaseResult]] = {}
+    for r in results:
+        groups.setdefault(machine_id(all_envs[r.env_id]), []).append(r)
+    if not groups:
+        groups[machine_id(all_envs[run_env_id])] = []
+    shares = []
+    for mid, rows in groups.items():
+        counts = Counter(r.env_id for r in rows)
+        env_id = run_env_id if run_env_id in counts or not counts else counts.most_common(1)[0][0]
+        env = all_envs[env_id]
+        shares.append(MachineShare(mid, machine_label(env), short_name(env), env,
+                                   tuple(sorted(counts)) or (run_env_id,), rows))
+    return sorted(shares, key=lambda s: (s.name, s.machine_id))
+
+
+def share_names(shares: Sequence[MachineShare]) -> dict[int, str]:
+    """The machine column of a run's table, by env id: each share's short name (with its id's first 8 where two
+    shares have the same label); {} for a run on one machine (its table has no machine column)."""
+    if len(shares) < 2:
+        return {}
+    names = Counter(s.name for s in shares)
+    return {env_id: s.name if names[s.name] == 1 else f"{s.name} {s.machine_id[:8]}"
+            for s in shares for env_id in s.env_ids}
+
+
+def pick_share(shares: Sequence[MachineShare], selector: str | None, run_id: str) -> MachineShare:
+    """The share RUN@SELECTOR names: the machine whose label is SELECTOR, else whose id starts with it; a plain
+    RUN (None) only where the run ran on one machine. No, or more than one, match: DlperfError (one line)."""
+    known = "; ".join(s.describe() for s in shares)
+    if selector is None:
+        if len(shares) == 1:
+            return shares[0]
+        raise DlperfError(f"run {run_id} ran on {len(shares)} machines ({known}): name one machine's share as "
+                          f"{run_id}@MACHINE (a machine id prefix or a machine label)")
+    if not selector.strip():
+        raise DlperfError(f"{run_id}@: no machine after '@' (a machine id prefix or a machine label; its "
+                          f"machines: {known})")
+    found = [s for s in shares if s.env.get(LABEL_KEY) == selector] or [
+        s for s in shares if s.machine_id.startswith(selector)]
+    if len(found) == 1:
+        return found[0]
+    what = "matches no machine" if not found else "is ambiguous: it matches several machines"
+    raise DlperfError(f"{run_id}@{selector}: {selector!r} {what} of run {run_id} (its machines: {known})")
 
 
 def _gib(nbytes: Any) -> str:
@@ -115,5 +208,6 @@ def format_change(key: str, old: str | None, new: str | None) -> str:
     return f"{name} {short(old)} -> {short(new)}"
 
 
-__all__ = ["GPU_MACHINE_KEYS", "MACHINE_KEYS", "SOFTWARE_KEYS", "describe_machine", "format_change",
-           "machine_id", "machine_identity", "machine_label", "software", "software_changes"]
+__all__ = ["GPU_MACHINE_KEYS", "LABEL_KEY", "MACHINE_KEYS", "SOFTWARE_KEYS", "MachineShare", "describe_machine",
+           "format_change", "machine_id", "machine_identity", "machine_label", "pick_share", "share_names",
+           "short_name", "software", "software_changes", "split_by_machine"]

@@ -1,12 +1,14 @@
 """The machine matrix: one study across the machines of one store (the fleet case).
 
 For each machine (`report.machines`: the hardware part of an environment) the newest *complete* run of
-the study is taken; rows are case keys, columns are machines (CPU model / GPUs / host hash, and the run
-id), a cell is the case's median time per step in that run (its repetitions pooled, contended or invalid
-processes left out, as in `report.history.pooled_point`) with its validity; a case a machine did not run,
-or that failed there, shows as missing with its status. A note lists every machine's identity in full, so
-two machines that look alike are never taken for one; machines with runs of the study but none complete
-are named with their newest run's status.
+the study is taken; a run counts for every machine its results came from (a fleet run: each result row's
+`env_id` is the machine that ran it), and a column holds only that machine's share of its run. Rows are
+case keys, columns are machines (label, CPU model / GPUs / host hash, and the run id), a cell is the
+case's median time per step in that run (its repetitions pooled, contended or invalid processes left out,
+as in `report.history.pooled_point`) with its validity; a case a machine did not run, or that failed
+there, shows as missing with its status. A note lists every machine's identity in full, so two machines
+that look alike are never taken for one; machines with runs of the study but none complete are named with
+their newest run's status.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
 from dlperf.report.history import Point, pooled_point
-from dlperf.report.machines import describe_machine, machine_id, machine_label, software
+from dlperf.report.machines import MachineShare, describe_machine, software, split_by_machine
 from dlperf.report.sections import Heading, Note, Section, Table
 
 
@@ -33,6 +35,8 @@ class MachineColumn:
     run_id: str
     started_at: datetime
     software: dict[str, str]
+    #: How many machines the run's results came from (> 1: a fleet run; the column is this machine's share).
+    run_machines: int = 1
 
 
 @dataclass(frozen=True)
@@ -47,35 +51,35 @@ class StudyMatrix:
 
 
 def build_matrix(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
-                 results: Mapping[str, Sequence[CaseResult]]) -> StudyMatrix:
-    """The matrix of `study` from its runs (store rows), their environments and typed results (by run id).
-    No run of the study, or no complete one on any machine: DlperfError (one line)."""
+                 results: Mapping[str, Sequence[CaseResult]], result_envs: Mapping[int, Mapping[str, Any]]
+                 ) -> StudyMatrix:
+    """The matrix of `study` from its runs (store rows), their environments (by run id), typed results (by run
+    id) and every environment the results name (by env id: the machine that ran each). No run of the study, or
+    no complete one on any machine: DlperfError (one line)."""
     if not runs:
         raise DlperfError(f"no runs of study {study!r} in this store (see 'dlperf runs')")
     newest_first = sorted(runs, key=lambda r: (r["started_at"], r["id"]), reverse=True)
-    chosen: dict[str, Mapping[str, Any]] = {}
-    newest_any: dict[str, Mapping[str, Any]] = {}
+    chosen: dict[str, tuple[Mapping[str, Any], MachineShare, int]] = {}
+    newest_any: dict[str, tuple[Mapping[str, Any], MachineShare]] = {}
     for run in newest_first:
-        mid = machine_id(dict(envs[run["id"]]))
-        newest_any.setdefault(mid, run)
-        if run["status"] == "complete":
-            chosen.setdefault(mid, run)
-    incomplete = [(mid, machine_label(dict(envs[r["id"]])), r["id"], str(r["status"]))
-                  for mid, r in newest_any.items() if mid not in chosen]
+        shares = split_by_machine(results.get(run["id"], []), result_envs, int(run["env_id"]), envs[run["id"]])
+        for share in shares:
+            newest_any.setdefault(share.machine_id, (run, share))
+            if run["status"] == "complete":
+                chosen.setdefault(share.machine_id, (run, share, len(shares)))
+    incomplete = [(mid, share.label, r["id"], str(r["status"]))
+                  for mid, (r, share) in newest_any.items() if mid not in chosen]
     if not chosen:
         raise DlperfError(f"no complete run of study {study!r} on any machine in this store (newest: "
                           f"{newest_first[0]['id']}, {newest_first[0]['status']}); finish one with "
                           f"'dlperf run {study} --resume'")
-    columns = []
-    for mid, run in chosen.items():
-        env = dict(envs[run["id"]])
-        columns.append(MachineColumn(mid, machine_label(env), describe_machine(env), run["id"], run["started_at"],
-                                     software(env)))
+    columns = [MachineColumn(mid, share.label, describe_machine(share.env), run["id"], run["started_at"],
+                             software(share.env), n) for mid, (run, share, n) in chosen.items()]
     columns.sort(key=lambda c: (c.label, c.machine_id))
     grouped: dict[tuple[str, str], list[CaseResult]] = {}
-    for col in columns:
-        for r in results.get(col.run_id, []):
-            grouped.setdefault((r.case_key, col.machine_id), []).append(r)
+    for mid, (_, share, _) in chosen.items():
+        for r in share.results:
+            grouped.setdefault((r.case_key, mid), []).append(r)
     keys = sorted({key for key, _ in grouped})
     cells = {(key, col.machine_id): pooled_point(0, grouped.get((key, col.machine_id), []))
              for key in keys for col in columns}
@@ -112,7 +116,9 @@ def matrix_sections(matrix: StudyMatrix) -> list[Section]:
     ]
     for c in matrix.columns:
         soft = ", ".join(f"{k} {v}" for k, v in c.software.items() if k not in ("cpu_flags",) and "." not in k)
-        line = (f"machine {c.machine_id} ({c.label}): {c.identity}; run {c.run_id} started "
+        share = (f" (a fleet run on {c.run_machines} machines: this column holds the cases this machine ran)"
+                 if c.run_machines > 1 else "")
+        line = (f"machine {c.machine_id} ({c.label}): {c.identity}; run {c.run_id}{share} started "
                 f"{c.started_at:%Y-%m-%d %H:%M} UTC; software: {soft}")
         out.append(Note(line, markdown=f"- {line}"))
     for mid, label, run_id, status in matrix.incomplete:

@@ -1,12 +1,15 @@
 """The run table: one row per case of a run, for the terminal (rich) or as Markdown, with the environment.
 
-Study reports add their own sections after it (`report.registry`); this table is what `show` prints.
+Study reports add their own sections after it (`report.registry`); this table is what `show` prints. Where
+a run's results came from more than one machine (a fleet run), a `machine` column names the machine of each
+row and the machines are listed under the environment; a run on one machine has neither.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -15,6 +18,7 @@ from rich.table import Table
 
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
+from dlperf.report.machines import MachineShare, share_names
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
 #: The note column is never narrower than this; a note longer than NOTE_CELL_CHARS is cut in the table, with
@@ -27,6 +31,16 @@ ERRORS_HINT = "dlperf show {run} --errors"
 
 COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
+#: The column a run on several machines has, after `device`.
+MACHINE_COLUMN = "machine"
+
+
+def columns(names: dict[int, str]) -> tuple[str, ...]:
+    """The table's columns: `COLUMNS`, with the machine column where the run spans machines (`names` not empty)."""
+    if not names:
+        return COLUMNS
+    i = COLUMNS.index("device") + 1
+    return (*COLUMNS[:i], MACHINE_COLUMN, *COLUMNS[i:])
 
 
 def energy_text(m: Metrics) -> str:
@@ -86,8 +100,9 @@ def n_cell(m: Metrics) -> str:
     return f"{count} queries" if isinstance(count, int) else "-"
 
 
-def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
-    """Display strings for each result; every time shown carries its IQR and sample count."""
+def result_rows(results: list[CaseResult], names: dict[int, str] | None = None) -> list[dict[str, str]]:
+    """Display strings for each result; every time shown carries its IQR and sample count; with `names` (env
+    id -> machine, `report.machines.share_names`), the machine that ran it."""
     rows = []
     for r in results:
         m = r.m
@@ -101,6 +116,7 @@ def result_rows(results: list[CaseResult]) -> list[dict[str, str]]:
         rows.append({
             "framework": r.framework,
             "device": r.device,
+            MACHINE_COLUMN: (names or {}).get(r.env_id, "?"),
             "params": params_text(r.params) + rep,
             "status": r.status,
             "validity": validity_cell(m) if ok else "-",
@@ -203,32 +219,45 @@ def cut_notes(rows: list[dict[str, str]], limit: int = NOTE_CELL_CHARS) -> list[
     return whole
 
 
-def _note_width(rows: list[dict[str, str]], console_width: int) -> int:
+def machine_lines(shares: Sequence[MachineShare] | None) -> list[str]:
+    """For a run on several machines: each machine its results came from, in full; [] for one machine."""
+    names = share_names(shares or [])
+    if not shares or not names:
+        return []
+    return [f"machines: the results came from {len(shares)} (the environment above is the run's own)"] + [
+        f"machine {names[s.env_ids[0]]}: {s.describe()}" for s in shares]
+
+
+def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str, ...] = COLUMNS) -> int:
     """The note column's width: what the other columns leave of the console (their widest cell or header,
     plus 3 characters of border each), at least NOTE_MIN_WIDTH (the params column folds to make room), at
     most the longest note."""
     from rich.cells import cell_len
 
-    others = sum(max([cell_len(c), *(cell_len(r[c]) for r in rows)]) + 3 for c in COLUMNS if c != "note")
+    others = sum(max([cell_len(c), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
     longest = max([cell_len("note"), *(cell_len(r["note"]) for r in rows)])
     return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
 
 
 def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
-                    console: Console) -> None:
+                    console: Console, machines: Sequence[MachineShare] | None = None) -> None:
+    """The run table, its notes and the environment; `machines`: the run's shares by machine (a machine
+    column where there is more than one)."""
     table = Table(title=f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}",
                   title_justify="left")
-    rows = result_rows(results)
+    names = share_names(machines or [])
+    cols = columns(names)
+    rows = result_rows(results, names)
     whole_notes = cut_notes(rows)
-    note_width = _note_width(rows, console.width)
-    for col in COLUMNS:
+    note_width = _note_width(rows, console.width, cols)
+    for col in cols:
         table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
                                                           "first call", "energy/call") else "left",
                          overflow="fold", no_wrap=col not in ("params", "note"),
                          width=note_width if col == "note" else None)
     for row in rows:
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
-        table.add_row(*(escape(row[c]) for c in COLUMNS), style=style)
+        table.add_row(*(escape(row[c]) for c in cols), style=style)
     console.print(table)
     for i, note in enumerate(whole_notes, 1):
         console.print(escape(f"[{i}] {note}"), highlight=False, soft_wrap=True)
@@ -253,7 +282,7 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     if any(r.m.energy_estimate is not None for r in results):
         console.print("energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement",
                       highlight=False)
-    for line in environment_lines(env):
+    for line in environment_lines(env) + machine_lines(machines):
         console.print(escape(f"  {line}"), highlight=False)
 
 
@@ -281,20 +310,24 @@ def case_details(results: list[CaseResult]) -> list[str]:
     return lines
 
 
-def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
+def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
+                    machines: Sequence[MachineShare] | None = None) -> str:
+    """The run table as Markdown, the environment first (and the machines, for a run on several)."""
+    names = share_names(machines or [])
+    cols = columns(names)
     out = [f"# dlperf run `{run['id']}`", "",
            f"Study **{run['study']}** ({run['variant']}), status {run['status']}, "
            f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
            f"{len(results)} of {run['n_cases']} cases stored.", "", "## Environment", ""]
-    out += [f"- {line}" for line in environment_lines(env)]
+    out += [f"- {line}" for line in environment_lines(env) + machine_lines(machines)]
     out += [f"- energy: {reason}" for reason in energy_reasons(results)]
     out += ["", "## Results", "",
             "Times are per call: the median over samples, IQR as a fraction of the median, and "
             "samples x calls per sample. Rates are computed from the median.", "", validity_line(results), ""]
-    out.append("| " + " | ".join(COLUMNS) + " |")
-    out.append("|" + "|".join("---" for _ in COLUMNS) + "|")
-    for row in result_rows(results):
-        out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in COLUMNS) + " |")
+    out.append("| " + " | ".join(cols) + " |")
+    out.append("|" + "|".join("---" for _ in cols) + "|")
+    for row in result_rows(results, names):
+        out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in cols) + " |")
     across = across_processes(results)
     if across:
         out += ["", "### Repetitions in separate worker processes", "",
