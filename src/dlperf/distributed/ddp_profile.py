@@ -75,7 +75,9 @@ def profile_comm(torch: Any, timed_step: Callable[[], float], steps: int, backen
         comm = sum(events.values())
         one = ("world size 1: DDP still calls the backend's all-reduce, over one process (no peer, nothing is "
                "sent); this is that call's own cost. " if world_size == 1 else "")
-        out |= {"comm_s_per_step": comm, "comm_fraction": comm / step_s, "note": one + OVERLAP_NOTE}
+        wait = ("; a gloo op's time runs from its start to its end on gloo's thread, so it includes the wait for "
+                "the slowest peer to reach it" if backend == "gloo" and world_size > 1 else "")
+        out |= {"comm_s_per_step": comm, "comm_fraction": comm / step_s, "note": one + OVERLAP_NOTE + wait}
     elif world_size == 1:
         out["comm_s_per_step"] = 0.0
         out["comm_fraction"] = 0.0
