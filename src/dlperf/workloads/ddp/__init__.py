@@ -72,6 +72,20 @@ class DdpParams(WorkloadParams):
         get_workload(self.workload).parse(raw)  # ValueError naming the bad field
         return raw
 
+    def trained_params(self) -> dict[str, Any]:
+        """One rank's training step with every default resolved (learning rate, classes, precision...), as plain
+        values: what each rank of the job builds (`dlperf.distributed.ddp_rank` never imports the workloads)."""
+        from dlperf.workloads import get_workload
+
+        return get_workload(self.workload).parse(self.inner_params()).model_dump(mode="json")
+
+    @property
+    def sample_unit(self) -> str:
+        """What a sample is: the inner workload's unit (image for a cnn, token for the transformer)."""
+        from dlperf.workloads import get_workload
+
+        return get_workload(self.workload).sample_unit
+
 
 class Ddp(Workload[DdpParams]):
     name = "ddp"
