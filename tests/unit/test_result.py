@@ -44,3 +44,16 @@ def test_peak_memory_is_the_allocator_on_a_gpu_and_rss_on_a_cpu() -> None:
     assert CaseResult.from_row(_row(m, metrics)).peak_memory() == (100, "worker peak RSS")
     assert CaseResult.from_row(_row(m, metrics, device="cuda:0")).peak_memory() == (50, "device allocator peak")
     assert CaseResult.from_row(_row(m, {}, device="cpu")).peak_memory() == (None, "not measured")
+
+
+def test_a_torchrun_case_is_judged_again_with_the_threads_its_ranks_kept_busy() -> None:
+    """A ddp/collectives case stores `busy_threads` (ranks x threads each) beside the worker's own `threads`: the
+    re-judgement on load must use the ranks' count, as the worker did (runner/driven.py), not the worker's."""
+    from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES
+
+    m = Measurement(sample_times_s=tuple(1e-3 * (1 + i / 100) for i in range(20)), sample_iters=(1,) * 20)
+    others = OTHERS_OVERSUBSCRIBED_CORES + 0.05  # enough to oversubscribe 2 cores with 2 busy threads, not with 1
+    activity = {"cores": 2, "windows": {"during": {"others_cores": others, "wall_s": 1.0}}}
+    metrics = derive_rates(m.summary(), 1, None, None) | {"validity": "valid", "activity": activity, "threads": 1}
+    assert CaseResult.from_row(_row(m, metrics)).m.validity == "valid"
+    assert CaseResult.from_row(_row(m, metrics | {"busy_threads": 2})).m.validity == "contended"

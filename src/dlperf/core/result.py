@@ -214,7 +214,8 @@ class CaseResult(BaseModel):
 
                 metrics["validity"], metrics["validity_reason"] = assess(
                     Measurement.from_dict(data["measurement"]), metrics.get("activity"),
-                    threads=metrics.get("threads"), device=data["device"])
+                    # a torchrun case kept its ranks' threads busy, not the worker's (runner/driven.py)
+                    threads=metrics.get("busy_threads") or metrics.get("threads"), device=data["device"])
         if metrics.get("call_phases") is not None:  # generation's figures, from the raw phases
             from dlperf.core.phases import generation_metrics
 
