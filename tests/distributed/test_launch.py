@@ -1,0 +1,147 @@
+"""The torchrun launcher (`dlperf.distributed.launch`): how a job ends, seen through real 2-rank gloo jobs of the
+`faults` kind (ranks that misbehave on purpose; each job costs 3-5 s, so each is launched once per module), and
+`_classify` on made-up inputs (no job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dlperf.core.status import CaseEnded
+from dlperf.distributed import launch as launch_mod
+from dlperf.distributed.launch import STOPPED, JobOutcome, launch
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _job(payload: dict[str, str], timeout_s: float = 60.0) -> JobOutcome:
+    return launch("faults", payload, world_size=2, device="cpu", threads_per_rank=1, timeout_s=timeout_s)
+
+
+def _job_dir(outcome: JobOutcome) -> str:
+    """The job's temporary folder (the spec file's), which every process of the job has on its command line."""
+    return str(Path(outcome.command[-1]).parent)
+
+
+def _left_behind(outcome: JobOutcome) -> list[int]:
+    """Pids of processes still running whose command line names the job's folder."""
+    where = _job_dir(outcome)
+    out = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(where in a for a in proc.info["cmdline"] or ()):
+                out.append(proc.info["pid"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def ok() -> JobOutcome:
+    return _job({"all": "ok"})
+
+
+@pytest.fixture(scope="module")
+def raised() -> JobOutcome:
+    return _job({"rank_1": "raise"})
+
+
+def test_a_job_whose_ranks_all_return_is_ok(ok):
+    assert ok.status == "ok" and ok.reason is None
+    assert [r["rank"] for r in ok.ranks] == [0, 1]
+    assert all(r["status"] == "ok" and r["sum"] == 2.0 for r in ok.ranks)  # the all-reduce of ones on 2 ranks
+    assert ok.world_size == 2 and ok.wall_s > 0 and "--nproc-per-node=2" in ok.command
+    ok.raise_for_status()  # ok: nothing raised
+    assert not _left_behind(ok)
+
+
+def test_a_rank_that_raises_ends_the_job_error_with_its_own_reason(raised):
+    assert raised.status == "error"
+    assert raised.reason == "rank 1: RuntimeError: rank 1 failed on purpose"
+    failed = next(r for r in raised.ranks if r["rank"] == 1)
+    assert failed["status"] == "error" and "Traceback" in failed["traceback"]
+    assert not _left_behind(raised)
+
+
+def test_raise_for_status_ends_the_case_with_the_jobs_status_and_description(raised):
+    with pytest.raises(CaseEnded) as info:
+        raised.raise_for_status()
+    assert info.value.status == "error" and info.value.reason == raised.reason
+    described = info.value.metrics
+    assert described["launcher"]["command"] == raised.command and described["launcher"]["world_size"] == 2
+    assert {r["rank"] for r in described["ranks"]} >= {1}
+    assert next(r for r in described["ranks"] if r["rank"] == 1)["reason"].startswith("RuntimeError")
+
+
+def test_a_memory_error_is_oom():
+    outcome = _job({"rank_0": "oom"})
+    assert outcome.status == "oom"
+    assert outcome.reason == "rank 0: MemoryError: rank 0 ran out of memory on purpose"
+
+
+def test_a_killed_rank_is_the_crash_not_its_peers_connection_error():
+    outcome = _job({"rank_1": "kill"})
+    assert outcome.status == "crashed", outcome.reason
+    assert outcome.reason.startswith("rank 1 ended without a result"), outcome.reason
+    assert not any(r.get("rank") == 1 for r in outcome.ranks)  # it wrote nothing; rank 0 may have (its error)
+    assert not _left_behind(outcome)
+
+
+def test_a_hang_times_out_and_leaves_no_rank_behind():
+    outcome = _job({"rank_1": "sleep"}, timeout_s=8.0)  # rank 0 waits in the all-reduce for rank 1, which sleeps
+    assert outcome.status == "timeout", outcome.reason
+    assert "within 8 s" in outcome.reason and "stopped" in outcome.reason
+    assert outcome.wall_s < 8.0 + 2 * launch_mod.TERM_GRACE_S + 5
+    assert not _left_behind(outcome)
+    with pytest.raises(CaseEnded) as info:
+        outcome.raise_for_status()
+    assert info.value.status == "timeout"
+
+
+# -- _classify on made-up inputs -------------------------------------------------------------------------------
+
+def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail=""):
+    return launch_mod._classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail)
+
+
+def _rank(rank, status="ok", reason=None, at=100.0):
+    return {"rank": rank, "status": status, "reason": reason, "finished_at": at}
+
+
+def test_classify_all_ok():
+    assert _classify(ranks=[_rank(0), _rank(1)]) == ("ok", None)
+
+
+def test_classify_takes_the_earliest_failure_not_the_peer_that_failed_after_it():
+    ranks = [_rank(0, "error", "RuntimeError: Connection reset by peer", at=101.0),
+             _rank(1, "oom", "OutOfMemoryError: CUDA out of memory", at=100.0)]
+    assert _classify("failed", 1, ranks) == ("oom", "rank 1: OutOfMemoryError: CUDA out of memory")
+
+
+def test_classify_a_rank_gone_without_result_before_its_peers_error_is_a_crash():
+    ranks = [_rank(0, "error", "RuntimeError: Connection closed by peer", at=100.2)]
+    status, reason = _classify("failed", 1, ranks, vanished={1: 100.3}, tail="Signal 9")
+    assert status == "crashed"  # seen gone 0.1 s after rank 0's error: the poll's slack puts its death first
+    assert reason.startswith("rank 1 ended without a result") and "Signal 9" in reason
+
+
+def test_classify_a_stopped_rank_is_not_the_cause():
+    ranks = [_rank(0, STOPPED, "stopped by SIGTERM", at=99.0), _rank(1, "error", "ValueError: bad", at=100.0)]
+    assert _classify("failed", 1, ranks) == ("error", "rank 1: ValueError: bad")
+
+
+def test_classify_timeout_counts_the_ranks_done():
+    status, reason = _classify("timeout", None, [_rank(0)])
+    assert status == "timeout" and "within 30 s (1 of 2 ranks done)" in reason
+
+
+def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_count_rose(monkeypatch):
+    status, reason = _classify("exited", 1, [_rank(0)], tail="exitcode: -9")
+    assert status == "crashed" and "rank(s) [1]" in reason and "torchrun exited 1" in reason
+    monkeypatch.setattr(launch_mod, "_oom_kills", lambda: 5)
+    status, reason = _classify("exited", 1, [_rank(0)], oom_before=4)
+    assert status == "oom" and "rank(s) [1]" in reason and "OOM killer" in reason
+    status, reason = _classify("failed", 1, [], vanished={0: 100.0}, oom_before=4)
+    assert status == "oom" and reason.startswith("rank 0 was killed by the kernel OOM killer")
