@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from dlperf.core.result import CaseResult
@@ -263,10 +264,9 @@ def test_dlperf_report_draws_the_ddp_sections_in_markdown_and_html(tmp_path, mon
     monkeypatch.setenv("DLPERF_DB", str(tmp_path / "s.sqlite"))
     monkeypatch.setenv("COLUMNS", "120")
     for fmt, out in (("markdown", "r.md"), ("html", "r.html")):
-        try:
+        with pytest.raises(SystemExit) as exc:
             main(["report", run_id, "--format", fmt, "-o", str(tmp_path / out)])
-        except SystemExit as exc:
-            assert exc.code in (0, None)
+        assert exc.value.code in (0, None)
     md, page = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
     assert "## Strong scaling" in md and "| 2 | 8 | 4 | 62.5 ms |" in md and "80%" in md
     assert "ddp-scaling.png" in md and "| 4 | 8 | 2 | - [1] |" in md and "timeout" in md

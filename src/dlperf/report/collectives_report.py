@@ -136,7 +136,8 @@ def plot_panels(groups: dict[GroupKey, dict[str, dict[tuple[int, int], list[Case
                 lat = latency(rs)
                 bw = recomputed(op, size, n, lat["median_s"]) if lat and op in OPS else None
                 if bw is not None:
-                    title = f"{fw} {device} {back}, {n} ranks" + (f", {dtype}" if not several else "")
+                    title = f"{fw} {device} {back}, {n} rank{'s' if n != 1 else ''}"
+                    title += "" if several else f", {dtype}"
                     panels[title][op + (f" {dtype}" if several else "")].append((size, bw[1]))
     return {t: dict(lines) for t, lines in sorted(panels.items())}
 
