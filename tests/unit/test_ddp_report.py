@@ -196,16 +196,18 @@ def test_failed_cases_keep_their_row_with_their_status(tmp_path):
 
 
 def test_contended_figures_are_marked_and_the_registry_notes_them(tmp_path):
-    results = [ddp(1, 0.1), ddp(2, 0.0625)]
-    judged = results[1].m.model_copy(update={"validity": "contended", "validity_reason": "other work"})
-    results[1] = results[1].model_copy(update={"metrics": judged})
+    results = [ddp(1, 0.1), ddp(2, 0.0625), ddp(1, 0.05, scaling="weak", batch=4)]
+    for i in (1, 2):
+        judged = results[i].m.model_copy(update={"validity": "contended", "validity_reason": "other work"})
+        results[i] = results[i].model_copy(update={"metrics": judged})
     assert REPORTS["ddp"] is dr.sections
     sections = study_sections(data(results, tmp_path))
-    (table,) = throughput(sections)
-    assert rows(table)[1]["median step"] == "62.5 ms (c)"
+    strong, weak = throughput(sections)
+    assert rows(strong)[1]["median step"] == "62.5 ms (c)" and rows(strong)[0]["median step"] == "100 ms"
+    assert rows(weak)[0]["median step"] == "50 ms (c)"
     said = notes(sections)
-    assert any(n.startswith("(c) contended:") for n in said)
-    assert any(n.startswith("validity: 1 contended of the ddp figures above") for n in said)
+    assert sum(n.startswith("(c) contended:") for n in said) == 1  # the legend once, under the last table
+    assert any(n.startswith("validity: 2 contended of the ddp figures above") for n in said)
 
 
 def test_tokens_for_the_transformer_and_every_table_fits_120_columns(tmp_path):

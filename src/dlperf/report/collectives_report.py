@@ -91,7 +91,7 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
     statuses = not all(r.ok for r in every)
     header = (["size", "ranks", "median op", "95% interval", "ops", "algbw GB/s", "busbw GB/s", "bus factor",
                "checked"] + (["status"] if statuses else []))
-    rows, notes, marks = [], [], False
+    rows, notes = [], []
     for (size, n), rs in cases.items():
         lat, failed = latency(rs), [r for r in rs if not r.ok]
         mark = ""
@@ -107,7 +107,6 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
                          MISSING] + status)
             continue
         vmark = validity_mark(rs)
-        marks = marks or bool(vmark)
         bw = recomputed(op, size, n, lat["median_s"])
         algbw, busbw = (format_number(b, ".3g", scale=GB_BYTES) for b in bw) if bw else (MISSING, MISSING)
         rows.append([format_size(size), str(n), format_time(lat["median_s"]) + vmark + mark,
@@ -120,8 +119,6 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
     if any(row[8] == "NO" for row in rows):
         out.append(Note(f"checked NO: a rank's output of {op} differed from the expected values after the timing; "
                         "its time is of a wrong result"))
-    if marks:
-        out.append(Note(VALIDITY_MARKS_NOTE))
     return out
 
 
@@ -152,6 +149,8 @@ def sections(data: ReportData) -> list[Section]:
     for key, ops in groups.items():
         for op, cases in ops.items():
             out += op_table(key, op, cases)
+    if any(validity_mark([r]) for r in data.of(WORKLOAD)):
+        out.append(Note(VALIDITY_MARKS_NOTE))
     out.append(Note(f"definitions: {DEFINITIONS}", markdown=""))
     if any(key[2] == "gloo" for key in groups):
         out.append(Note(GLOO_NOTE, markdown=GLOO_NOTE[0].upper() + GLOO_NOTE[1:] + "."))

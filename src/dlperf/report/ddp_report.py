@@ -189,7 +189,7 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     header = (["ranks", "batch", "per rank", "median step", "95% interval", "steps", f"{unit}s/s",
                "efficiency", "speed-up"] + (["status"] if statuses else []))
     base, why = baseline(by_n)
-    rows, notes, marks = [], [], False
+    rows, notes = [], []
     for n, rs in by_n.items():
         glob, per = batches(rs[0].params)
         lat, failed = latency(rs), [r for r in rs if not r.ok]
@@ -205,7 +205,6 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
             rows.append(ident + [f"{MISSING}{mark}", MISSING, MISSING, MISSING, MISSING, MISSING] + status)
             continue
         vmark = validity_mark(rs)
-        marks = marks or bool(vmark)
         r_n = rate(rs)
         eff = efficiency(r_n, base, n)
         speed = f"{r_n / base:.2f}x" if r_n is not None and base else MISSING
@@ -219,8 +218,6 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     if why:
         out.append(Note(f"efficiency and speed-up: {MISSING}: {why}"))
     out += [Note(n) for n in notes]
-    if marks:
-        out.append(Note(VALIDITY_MARKS_NOTE))
     return out
 
 
@@ -258,16 +255,17 @@ def imbalance_cells(rs: list[CaseResult]) -> list[str]:
             format_pct(spread, "+.1f")]
 
 
-def comm_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[Section]:
-    """Communication and imbalance per world size that ran."""
+def comm_table(key: SeriesKey, by_n: dict[int, list[CaseResult]], notes: dict[str, set[int]]) -> list[Section]:
+    """Communication and imbalance per world size that ran; the stored comm notes go to `notes` (text -> the
+    world sizes it was stored for), drawn once under every table."""
     scaling, label, fw, device, back, _ = key
-    rows, notes = [], defaultdict(list)
+    rows = []
     for n, rs in by_n.items():
         if not any(r.ok for r in rs):
             continue
         comm, why = comm_cells(rs)
-        for text in dict.fromkeys(why):
-            notes[text].append(n)
+        for text in why:
+            notes.setdefault(text, set()).add(n)
         rows.append([str(n)] + comm + imbalance_cells(rs))
     if not rows:
         return []
@@ -277,7 +275,6 @@ def comm_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[Sectio
                                 intro="Communication per step (rank 0, torch's profiler) and its share of the "
                                       "profiled step; each rank's own median step time, the slowest against the "
                                       "fastest.")]
-    out += [Note(f"comm note (world size {', '.join(map(str, ns))}): {text}") for text, ns in notes.items()]
     return out
 
 
@@ -302,13 +299,18 @@ def sections(data: ReportData) -> list[Section]:
         return []
     out: list[Section] = [Heading("## Data-parallel training (ddp): throughput and scaling", INTRO)]
     shown: set[str] = set()
+    comm_notes: dict[str, set[int]] = {}
     for key, by_n in groups.items():
         if key[0] not in shown:
             shown.add(key[0])
             fixed = FIXED.get(key[0], key[0])
             out.append(Heading(f"## {key[0].capitalize()} scaling", f"{fixed[0].upper()}{fixed[1:]}."))
         out += throughput_table(key, by_n)
-        out += comm_table(key, by_n)
+        out += comm_table(key, by_n, comm_notes)
+    if any(validity_mark([r]) for r in data.of(WORKLOAD)):
+        out.append(Note(VALIDITY_MARKS_NOTE))
+    out += [Note(f"comm note (world size {', '.join(map(str, sorted(ns)))}): {text}")
+            for text, ns in comm_notes.items()]
     if any(isinstance(s, Table) and s.header[1] == "comm/step" for s in out):
         out.append(Note(COMM_NOTE, markdown=COMM_NOTE[0].upper() + COMM_NOTE[1:] + "."))
     paths = scaling_plot(plot_panels(groups), data.plot_dir, stem="ddp-scaling")
