@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf.core.result import CaseResult
+from dlperf.report import collectives_report, ddp_report
 from dlperf.report.tables import short_reason
 from dlperf.runner.events import RunEvents
 from dlperf.units import NOT_MEASURED, format_iqr, format_mib, format_time
@@ -33,6 +34,7 @@ class ConsoleEvents(RunEvents):
         self._progress: Any = None
         self._task: Any = None
         self._axis, self._sample = "batch", "image"  # a maxbatch search's, named when it opens
+        self._ddp_base: dict[tuple[str, ...], float] = {}  # world size 1 samples/s per ddp series, as they end
 
     def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
         if resumed:
@@ -72,13 +74,21 @@ class ConsoleEvents(RunEvents):
 
             # a case LoadGen drove (`dlperf serve`): its verdict (or why its search ran none), not a timer's
             detail = verdict_text(result.m)
+        elif status == "ok" and result.workload == "ddp":
+            # a torchrun job: its world size and global samples/s (efficiency once its world size 1 case ran)
+            key = ddp_report.series_key(result)
+            if ddp_report.world_size(result) == 1 and result.m.samples_per_s:
+                self._ddp_base[key] = result.m.samples_per_s
+            detail = ddp_report.progress_detail(result, self._ddp_base.get(key))
+        elif status == "ok" and result.workload == "collectives":
+            detail = collectives_report.progress_detail(result)
         elif status == "ok":
             m = result.m
             detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"
-            if m.validity not in (None, "valid"):
-                detail += f" - {m.validity}: {short_reason(m.validity_reason)}"
         else:
             detail = result.reason or ""
+        if status == "ok" and result.workload != "serve" and result.m.validity not in (None, "valid"):
+            detail += f" - {result.m.validity}: {short_reason(result.m.validity_reason)}"
         line = (f"{escape(f'[{index}/{total}] {result.case_key}{rep}:')} [{_STATUS_STYLE.get(status, 'red')}]"
                 f"{status}[/] {escape(detail)}")
         console = self._progress.console if self._progress is not None else self.console

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dlperf.report import (
     backends_report,
     cnn_report,
+    collectives_report,
+    ddp_report,
     inference_report,
     mlp_report,
     ops_report,
@@ -31,6 +33,8 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
     "peaks": peaks_table.sections,
     "transformer": transformer_report.sections,
     "serve": serving_report.sections,
+    "ddp": ddp_report.sections,
+    "collectives": collectives_report.sections,
 }
 #: Reports of studies that span workloads, by study name: drawn for a run of that study (after the workloads'
 #: reports, unless one of them is the same report).
