@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -26,6 +27,8 @@ from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_
 #: table into hundreds of lines).
 NOTE_MIN_WIDTH = 24
 NOTE_CELL_CHARS = 64
+#: The narrowest the params and note columns may fold to before the run table is made compact (`_compact`).
+FOLD_MIN_WIDTH = 24
 #: The option of `dlperf show` that prints failed cases whole, with their stored tracebacks.
 ERRORS_HINT = "dlperf show {run} --errors"
 
@@ -228,12 +231,67 @@ def machine_lines(shares: Sequence[MachineShare] | None) -> list[str]:
         f"machine {names[s.env_ids[0]]}: {s.describe()}" for s in shares]
 
 
+def shared_params(results: list[CaseResult]) -> dict[str, Any]:
+    """The parameters every case of `results` has with the same value ({} for fewer than two cases)."""
+    if len(results) < 2:
+        return {}
+    first = results[0].params or {}
+    return {k: v for k, v in first.items() if all((r.params or {}).get(k, _ABSENT) == v for r in results[1:])}
+
+
+_ABSENT = object()
+
+
+def _fits(rows: list[dict[str, str]], cols: tuple[str, ...], console_width: int) -> bool:
+    """Whether the table fits the console with its folding columns (params, note) at a readable width: every
+    other column at its widest cell, params and note each at least FOLD_MIN_WIDTH (or their widest cell), 3
+    characters of border per column."""
+    def widest(c: str) -> int:
+        return max([cell_len(c), *(cell_len(r[c]) for r in rows)])
+
+    need = sum((min(widest(c), FOLD_MIN_WIDTH) if c in ("params", "note") else widest(c)) + 3 for c in cols)
+    return need + 1 <= console_width
+
+
+def _compact(results: list[CaseResult], rows: list[dict[str, str]], cols: tuple[str, ...], console_width: int,
+             notes: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    """A table wider than the console made to fit, rows rewritten in place: what every case shares (a column
+    with one value, the parameters with one value) leaves the table for one line under it, columns with no
+    value in any case are left out (named), and the notes become numbered marks whose text follows the table
+    (`notes` is extended). Returns (the columns kept, the lines to print under the table); a table that fits
+    is left as it is."""
+    if len(rows) < 2 or _fits(rows, cols, console_width):
+        return cols, []
+    same = [c for c in cols if c in SHAREABLE_COLUMNS and len({r[c] for r in rows}) == 1]
+    shared = shared_params(results)
+    for row, r in zip(rows, results, strict=True):
+        rep = f" #{r.repetition}" if r.repetition else ""
+        row["params"] = (params_text({k: v for k, v in (r.params or {}).items() if k not in shared}) or "-") + rep
+    empty = [c for c in cols if c not in KEPT_COLUMNS and c not in same
+             and all(r[c] in ("-", MISSING, "") for r in rows)]
+    for row in rows:
+        note = row["note"]
+        if note and not note.endswith("]"):
+            if note not in notes:
+                notes.append(note)
+            row["note"] = f"[{notes.index(note) + 1}]"
+    lines = [f"every case: {', '.join(f'{c} {rows[0][c]}' for c in same)}"
+             + (f"; {params_text(shared)}" if shared else "")] if same or shared else []
+    if empty:
+        lines.append(f"no value in any case, so not shown: {', '.join(empty)}")
+    return tuple(c for c in cols if c not in same and c not in empty), lines
+
+
+#: Columns the run table never leaves out, even where every cell is empty; SHAREABLE_COLUMNS leave it for the
+#: "every case" line where a table too wide for the console has one value in them.
+KEPT_COLUMNS = ("params", "median", "note")
+SHAREABLE_COLUMNS = ("framework", "device", MACHINE_COLUMN, "status", "validity")
+
+
 def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str, ...] = COLUMNS) -> int:
     """The note column's width: what the other columns leave of the console (their widest cell or header,
     plus 3 characters of border each), at least NOTE_MIN_WIDTH (the params column folds to make room), at
     most the longest note."""
-    from rich.cells import cell_len
-
     others = sum(max([cell_len(c), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
     longest = max([cell_len("note"), *(cell_len(r["note"]) for r in rows)])
     return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
@@ -249,16 +307,20 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     cols = columns(names)
     rows = result_rows(results, names)
     whole_notes = cut_notes(rows)
+    cols, under = _compact(results, rows, cols, console.width, whole_notes)
     note_width = _note_width(rows, console.width, cols)
     for col in cols:
         table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
                                                           "first call", "energy/call") else "left",
                          overflow="fold", no_wrap=col not in ("params", "note"),
                          width=note_width if col == "note" else None)
+
     for row in rows:
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
         table.add_row(*(escape(row[c]) for c in cols), style=style)
     console.print(table)
+    for line in under:
+        console.print(escape(line), highlight=False, soft_wrap=True)
     for i, note in enumerate(whole_notes, 1):
         console.print(escape(f"[{i}] {note}"), highlight=False, soft_wrap=True)
     failed = sum(r.status in FAILED for r in results)
