@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -253,6 +254,10 @@ def loads(data: bytes, name: str) -> Bundle:
                           f"after it was written){nothing}")
     try:
         _check_shape(content)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BundleError(f"{name}: the bundle's content is malformed (a result's {'.'.join(map(str, first['loc']))}: "
+                          f"{first['msg']}){nothing}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise BundleError(f"{name}: the bundle's content is malformed ({type(exc).__name__}: {exc}){nothing}") \
             from None
