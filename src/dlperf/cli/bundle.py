@@ -38,8 +38,9 @@ def export_cmd(run_ref: str, output: Path | None, db: str | None) -> None:
     run, content = written.run, written.content
     size_kb = path.stat().st_size / 1024
     click.echo(f"wrote {path} ({size_kb:,.1f} KB): run {run_id}, {len(content['results'])} of {run['n_cases']} "
-               f"cases, {len(content['environments'])} environment(s), study file "
-               f"{'included' if content['study']['yaml'] is not None else 'not readable: not included'}")
+               f"cases, {len(content['environments'])} environment(s), "
+               + ("study file included" if content["study"]["yaml"] is not None else
+                  f"study file not included ({content['study']['path']!r} is not readable from here)"))
     if written.partial:
         lease = store.lease(run_id) if run["status"] == "running" else None
         who = f" (executed by {lease.describe()})" if lease is not None else ""
