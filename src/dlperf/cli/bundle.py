@@ -1,0 +1,68 @@
+"""`dlperf bundle export` / `import`: a run carried as one file to a store its machine cannot reach
+(store.bundle holds the format and the logic; this module parses, calls and prints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dlperf.cli.options import db_option, open_store
+
+
+@click.group()
+def bundle() -> None:
+    """Carry a run between stores as one file: export it where it ran (a machine that cannot reach the shared
+    store, a Jetson on a bench), import it into any store (SQLite or PostgreSQL)."""
+
+
+@bundle.command("export", epilog="A bundle is for `dlperf bundle import`: complete (the run row, every environment "
+                "its results refer to, every result with its raw samples, the study file's text) and versioned "
+                "(format name and version, the dlperf that wrote it, when, a checksum). `dlperf export --format "
+                "json` is a readable report of the results, not meant to be read back.")
+@click.argument("run_ref", metavar="RUN")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="the bundle's file [default: RUN.dlperf.json.gz in this folder]")
+@db_option
+def export_cmd(run_ref: str, output: Path | None, db: str | None) -> None:
+    """Write RUN (an id, a unique prefix, or `latest`) as one gzip-compressed JSON bundle.
+
+    A run still being executed, or interrupted, is written as it is (a partial bundle, said so); export it again
+    when it has ended: importing the newer bundle adds only the results the store lacks."""
+    from dlperf.store.bundle import SUFFIX, export_bundle
+
+    store = open_store(db, create=False)
+    run_id = store.resolve_run(run_ref)
+    path = output or Path(f"{run_id}{SUFFIX}")
+    written = export_bundle(store, run_id, path)
+    run, content = written.run, written.content
+    size_kb = path.stat().st_size / 1024
+    click.echo(f"wrote {path} ({size_kb:,.1f} KB): run {run_id}, {len(content['results'])} of {run['n_cases']} "
+               f"cases, {len(content['environments'])} environment(s), "
+               + ("study file included" if content["study"]["yaml"] is not None else
+                  f"study file not included ({content['study']['path']!r} is not readable from here)"))
+    if written.partial:
+        lease = store.lease(run_id) if run["status"] == "running" else None
+        who = f" (executed by {lease.describe()})" if lease is not None else ""
+        click.echo(f"partial: run {run_id} was {run['status']}{who} when exported; export it again once it has "
+                   f"ended and import that: only the missing results are added")
+
+
+@bundle.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@db_option
+def import_cmd(file: Path, db: str | None) -> None:
+    """Load the bundle FILE into the store (made where it does not exist): its environments matched by fingerprint
+    (never duplicated), the run under its own id, the results the store lacks. Importing it again adds
+    nothing; a newer bundle of the same run adds the missing results and its status. One transaction: a
+    refused bundle (not a bundle, truncated, edited, a newer format, another run under the same id) writes
+    nothing."""
+    from dlperf.store.bundle import import_bundle, read_bundle
+
+    loaded = read_bundle(file)  # before the store is opened: a bad file creates no store
+    outcome = import_bundle(open_store(db), loaded)
+    click.echo(outcome.line())
+    if loaded.partial:
+        run = loaded.run
+        click.echo(f"partial: the bundle holds {len(loaded.content['results'])} of {run['n_cases']} cases of a "
+                   f"run that was {run['status']} when exported")

@@ -1,0 +1,280 @@
+"""Bundles at the store level: the file's format, raw samples back bit-identical, environments matched by
+fingerprint (a fleet run's several), idempotent imports, a newer bundle of a resumed run, and every refusal
+(checksum, truncation, newer format, not a bundle, another run under the same id) writing nothing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import struct
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from dlperf.core.result import CaseResult
+from dlperf.store import Store
+from dlperf.store.bundle import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    RESULT_FIELDS,
+    RUN_FIELDS,
+    BundleError,
+    export_bundle,
+    import_bundle,
+    read_bundle,
+)
+from dlperf.store.schema import environments, results, runs
+
+T0 = datetime(2026, 11, 23, 10, 0, 0, 123456, tzinfo=UTC)
+#: Samples whose decimal forms are awkward: they must come back as the same 64 bits.
+AWKWARD = [0.1 + 0.2, 1e-310, 5e-324, 1 / 3, 2.0**-40 * 3, 123456789.00000012, 1.0000000000000002e-3]
+ENV_SUBMIT = ({"cpu_model": "submitter", "machine_label": "desk"}, "hash-submit")
+ENV_WORKER = ({"cpu_model": "jetson", "machine_label": "bench"}, "hash-worker")
+
+
+def _result(store: Store, run_id: str, i: int, env_id: int, *, status: str = "ok",
+            samples: list[float] | None = None, finished: datetime | None = None) -> CaseResult:
+    samples = samples if samples is not None else [1e-3 * (i + 1), 1.1e-3 * (i + 1)]
+    ok = status == "ok"
+    r = CaseResult.model_validate({
+        "run_id": run_id, "case_key": f"ops/numpy/cpu/n={i}", "repetition": 0, "workload": "ops",
+        "framework": "numpy", "device": "cpu", "params": {"op": "add", "n": i, "dtype": "float32"}, "status": status,
+        "reason": None if ok else "boom",
+        "measurement": {"sample_times_s": samples, "sample_iters": [3] * len(samples)},
+        "metrics": {"median_s": samples[0], "n_samples": len(samples), "fleet": {"host": "bench"}} if ok else None,
+        "env_id": env_id, "wall_s": 0.25, "started_at": T0 + timedelta(seconds=i),
+        "finished_at": finished or T0 + timedelta(seconds=i, milliseconds=500)})
+    assert store.add_result(r)
+    return r
+
+
+def _source(tmp_path: Path, n: int = 3, status: str = "complete") -> tuple[Store, str, int, int]:
+    """A store with one run: submitted from one environment, its results run in another (a fleet run) but the
+    first, which ran on the submitter."""
+    store = Store(tmp_path / "src.sqlite")
+    env_a, env_b = store.environment_id(*ENV_SUBMIT), store.environment_id(*ENV_WORKER)
+    run_id = store.create_run(study="s", variant="quick", study_hash="h1", study_path=str(tmp_path / "s.yaml"),
+                              filters={"executor": "dask", "frameworks": []}, settings={"budget_s": 0.5},
+                              env_id=env_a, n_cases=4, dlperf_version="0.1.0", derived={"peak": 1.5})
+    for i in range(n):
+        _result(store, run_id, i, env_a if i == 0 else env_b, samples=AWKWARD if i == 1 else None)
+    store.set_run_status(run_id, status)
+    return store, run_id, env_a, env_b
+
+
+def _raw(store: Store, run_id: str) -> list[dict]:
+    """The results as stored, by case, with their environment's hash in place of the store's ids."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(results, environments.c.fingerprint_hash)
+                            .select_from(results.join(environments, results.c.env_id == environments.c.id))
+                            .where(results.c.run_id == run_id).order_by(results.c.id)).mappings().all()
+    return [{k: v for k, v in r.items() if k not in ("id", "env_id")} for r in rows]
+
+
+def _count(store: Store, table) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _bits(xs: list[float]) -> list[bytes]:
+    return [struct.pack("<d", x) for x in xs]
+
+
+def _rewrite(path: Path, change) -> Path:
+    """The bundle at `path` with `change(doc)` applied, written back gzip-compressed (its checksum untouched)."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    change(doc)
+    out = path.with_name("changed" + path.name)
+    out.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return out
+
+
+def test_the_bundle_fields_are_the_stores_columns():
+    """A column added to runs or results must be decided on here (a bundle carries it, or says why not)."""
+    assert set(RUN_FIELDS) == {c.name for c in runs.columns} - {"env_id"}
+    assert set(RESULT_FIELDS) == {c.name for c in results.columns} - {"id", "run_id", "env_id"}
+
+
+def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: s\nworkload: ops\n")
+    src, run_id, *_ = _source(tmp_path)
+    path = tmp_path / "b.dlperf.json.gz"
+    written = export_bundle(src, run_id[:10], path)  # a prefix resolves
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    assert list(doc) == ["format", "format_version", "written_by", "written_at", "checksum", "content"]
+    assert (doc["format"], doc["format_version"], doc["written_by"]) == (FORMAT_NAME, FORMAT_VERSION, "dlperf 0.1.0")
+    assert datetime.fromisoformat(doc["written_at"]).tzinfo is not None
+    assert doc["checksum"].startswith("sha256:") and len(doc["checksum"]) == 7 + 64
+    content = doc["content"]
+    assert list(content) == ["run", "environments", "results", "study"]
+    assert content["run"]["started_at"].endswith("+00:00") and content["results"][0]["finished_at"].endswith("+00:00")
+    assert list(content["results"][0]["params"]) == ["op", "n", "dtype"]  # the store's own order, not sorted
+    assert content["study"]["yaml"] == "name: s\nworkload: ops\n" and "read from" in content["study"]["note"]
+    assert [e["fingerprint_hash"] for e in content["environments"]] == ["hash-submit", "hash-worker"]
+    assert not written.partial
+
+    dst = Store(tmp_path / "dst.sqlite")
+    outcome = import_bundle(dst, read_bundle(path))
+    assert (outcome.new, outcome.already, outcome.created_run, outcome.envs_new) == (3, 0, True, 2)
+    assert outcome.line().startswith(f"run {run_id}: 3 new results (0 already stored)")
+    assert _raw(dst, run_id) == _raw(src, run_id)
+    got = dst.results(run_id)[1].measurement["sample_times_s"]
+    assert _bits(got) == _bits(AWKWARD)
+    src_run, dst_run = src.run(run_id), dst.run(run_id)
+    assert {k: v for k, v in dst_run.items() if k != "env_id"} == {k: v for k, v in src_run.items() if k != "env_id"}
+    assert dst.run_environment(run_id) == src.run_environment(run_id)
+    assert [r.env_id for r in dst.results(run_id)] == [1, 2, 2]
+
+    again = import_bundle(dst, read_bundle(path))
+    assert (again.new, again.already, again.replaced, again.created_run, again.envs_new) == (0, 3, 0, False, 0)
+    assert again.line() == f"run {run_id}: 0 new results (3 already stored)"
+    assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == (1, 3, 2)
+    # the same run exported from the importing store is the same content
+    export_bundle(dst, run_id, tmp_path / "back.dlperf.json.gz")
+    assert read_bundle(tmp_path / "back.dlperf.json.gz").content == written.content
+
+
+def test_environments_already_stored_are_reused(tmp_path):
+    src, run_id, *_ = _source(tmp_path)
+    export_bundle(src, run_id, tmp_path / "b.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    dst.environment_id({"other": 1}, "hash-other")
+    worker = dst.environment_id(*ENV_WORKER)
+    outcome = import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    assert (outcome.envs_new, outcome.envs_reused) == (1, 1) and _count(dst, environments) == 3
+    assert [r.env_id for r in dst.results(run_id)][1:] == [worker, worker]
+
+
+def test_a_newer_bundle_of_a_resumed_run_adds_only_what_is_missing(tmp_path):
+    src, run_id, env_a, env_b = _source(tmp_path, n=2, status="running")
+    export_bundle(src, run_id, tmp_path / "first.gz")
+    assert read_bundle(tmp_path / "first.gz").partial
+    dst = Store(tmp_path / "dst.sqlite")
+    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).status_after == "running"
+    _result(src, run_id, 2, env_b)
+    _result(src, run_id, 3, env_b)
+    src.set_run_status(run_id, "complete")
+    export_bundle(src, run_id, tmp_path / "second.gz")
+    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    assert (outcome.new, outcome.already, outcome.status_before, outcome.status_after) == (2, 2, "running", "complete")
+    assert outcome.line() == f"run {run_id}: 2 new results (2 already stored); status running -> complete"
+    assert _raw(dst, run_id) == _raw(src, run_id) and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
+    stale = import_bundle(dst, read_bundle(tmp_path / "first.gz"))  # the older bundle again: nothing goes back
+    assert (stale.new, stale.already, stale.status_after) == (0, 2, "complete")
+    assert dst.run(run_id)["status"] == "complete" and _count(dst, results) == 4
+
+
+def test_a_later_rerun_of_a_stored_case_replaces_it(tmp_path):
+    src, run_id, env_a, env_b = _source(tmp_path, n=1)
+    export_bundle(src, run_id, tmp_path / "first.gz")
+    src.delete_results(run_id, ["ok"])  # as --retry-failed forgets a failure before running it again
+    _result(src, run_id, 0, env_a, samples=[7e-3, 8e-3], finished=T0 + timedelta(hours=1))
+    export_bundle(src, run_id, tmp_path / "second.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    import_bundle(dst, read_bundle(tmp_path / "first.gz"))
+    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    assert (outcome.new, outcome.replaced, outcome.already) == (0, 1, 0)
+    assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
+    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).already == 1  # the older one does not win back
+    assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
+
+
+@pytest.fixture
+def bundle_file(tmp_path) -> Path:
+    src, run_id, *_ = _source(tmp_path)
+    path = tmp_path / "b.dlperf.json.gz"
+    export_bundle(src, run_id, path)
+    return path
+
+
+def _refused(dst: Store, path: Path, *fragments: str) -> None:
+    with pytest.raises(BundleError) as err:
+        import_bundle(dst, read_bundle(path))
+    line = str(err.value)
+    assert "\n" not in line and "nothing was imported" in line
+    for f in fragments:
+        assert f in line, line
+    assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == (0, 0, 0)
+
+
+def test_an_edited_bundle_fails_its_checksum_and_a_reformatted_one_does_not(bundle_file, tmp_path):
+    dst = Store(tmp_path / "dst.sqlite")
+
+    def edit(doc):
+        doc["content"]["results"][1]["measurement"]["sample_times_s"][0] = 0.3
+    _refused(dst, _rewrite(bundle_file, edit), "checksum does not match")
+    pretty = tmp_path / "pretty.json"  # uncompressed and re-indented (as `zcat | jq .` leaves it): same content
+    pretty.write_text(json.dumps(json.loads(gzip.decompress(bundle_file.read_bytes())), indent=4))
+    assert import_bundle(dst, read_bundle(pretty)).new == 3
+
+
+def test_a_truncated_bundle_is_refused(bundle_file, tmp_path):
+    data = bundle_file.read_bytes()
+    cut = tmp_path / "cut.gz"
+    for size in (len(data) // 2, len(data) - 5):
+        cut.write_bytes(data[:size])
+        _refused(Store(tmp_path / "dst.sqlite"), cut, "truncated")
+
+
+def test_a_newer_format_is_refused_naming_both_versions(bundle_file, tmp_path):
+    newer = _rewrite(bundle_file, lambda doc: doc.update(format_version=FORMAT_VERSION + 1))
+    _refused(Store(tmp_path / "dst.sqlite"), newer,
+             f"bundle format {FORMAT_VERSION + 1} is newer than this dlperf reads ({FORMAT_VERSION}): upgrade dlperf")
+
+
+@pytest.mark.parametrize("text", ["hello", '{"run": {}, "environment": {}, "results": []}', "[1, 2]"])
+def test_what_is_not_a_bundle_is_refused(tmp_path, text):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    _refused(Store(tmp_path / "dst.sqlite"), path, "is not a dlperf bundle")
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    with pytest.raises(BundleError, match=r"nope\.gz: no such file$"):
+        read_bundle(tmp_path / "nope.gz")
+
+
+def test_a_malformed_content_with_a_good_checksum_is_refused(bundle_file, tmp_path):
+    from dlperf.store.bundle import checksum
+
+    def break_status(doc):
+        doc["content"]["results"][0]["status"] = "fine"
+        doc["checksum"] = checksum(doc["content"])
+    _refused(Store(tmp_path / "dst.sqlite"), _rewrite(bundle_file, break_status), "malformed")
+
+
+@pytest.mark.parametrize("clash", ["study hash", "environment"])
+def test_another_run_under_the_same_id_is_refused_and_nothing_is_written(bundle_file, tmp_path, clash):
+    bundle = read_bundle(bundle_file)
+    dst = Store(tmp_path / "dst.sqlite")
+    env = dst.environment_id({"x": 1}, "hash-x") if clash == "environment" else dst.environment_id(*ENV_SUBMIT)
+    row = {k: bundle.run[k] for k in RUN_FIELDS if k not in ("started_at", "finished_at")}
+    row.update(study_hash="other" if clash == "study hash" else bundle.run["study_hash"], env_id=env, started_at=T0)
+    with dst.engine.begin() as conn:
+        conn.execute(runs.insert().values(**row))
+    before = (_count(dst, runs), _count(dst, results), _count(dst, environments))
+    why = "another study hash" if clash == "study hash" else "another environment"
+    with pytest.raises(BundleError, match=f"already in this store .*{why}"):
+        import_bundle(dst, bundle)
+    assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == before  # the worker's env too
+
+
+def test_floats_that_json_spells_specially_come_back(tmp_path):
+    """NaN, infinities and -0.0 in metrics (a store may hold them) survive the file and its checksum."""
+    src, run_id, env_a, _ = _source(tmp_path, n=0)
+    r = CaseResult.model_validate({
+        "run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
+        "device": "cpu", "params": {}, "status": "ok", "measurement": {"sample_times_s": [-0.0, 1.5],
+                                                                       "sample_iters": [1, 1]},
+        "metrics": {"odd": [math.nan, math.inf, -math.inf]}, "env_id": env_a, "started_at": T0, "finished_at": T0})
+    src.add_result(r)
+    export_bundle(src, run_id, tmp_path / "b.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    got = _raw(dst, run_id)[0]
+    assert _bits(got["measurement"]["sample_times_s"]) == _bits([-0.0, 1.5])
+    odd = got["metrics"]["odd"]
+    assert math.isnan(odd[0]) and odd[1:] == [math.inf, -math.inf]
