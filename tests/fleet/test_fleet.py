@@ -23,7 +23,7 @@ from tests.postgres_server import new_database
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 HERE = Path(__file__).parent
-SLEEPY = str(HERE / "sleepy.yaml")  # six cases of 1-1.5 s on cpu
+SLEEPY = str(HERE / "sleepy.yaml")  # six cases of 1-2 s on cpu
 N_CASES = 6
 
 
@@ -122,6 +122,30 @@ def stored_rows(db: str) -> list[tuple[str, int, str, str | None, str]]:
         store.engine.dispose()
 
 
+class Watch:
+    """Which cases a store holds and who ran them, read cheaply while a sweep runs (one engine, one query)."""
+
+    def __init__(self, db: str) -> None:
+        from sqlalchemy import create_engine
+
+        self.engine = create_engine(db)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(case_key, metrics.fleet.worker) of every stored row."""
+        from sqlalchemy import text
+
+        try:
+            with self.engine.connect() as conn:
+                found = conn.execute(text("SELECT case_key, metrics FROM results")).all()
+        except Exception:  # the tables are not there yet
+            return []
+        return [(key, ((json.loads(m) if isinstance(m, str) else m or {}).get("fleet") or {}).get("worker", ""))
+                for key, m in found]
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
 def case_running_on(worker: subprocess.Popen[bytes]) -> dict | None:
     """The case (its job's spec) the dlperf worker process of this Dask worker runs now, if any."""
     import psutil
@@ -149,57 +173,55 @@ def check_each_once_by_its_worker(rows: list[tuple[str, int, str, str | None, st
         assert worker in ("w1", "w2") and label == worker, (key, worker, label)
 
 
-def test_every_case_once_with_its_machine_even_when_a_worker_is_killed_mid_case(fleet: Fleet, db: str) -> None:
+def test_every_case_once_with_its_machine_after_a_worker_killed_mid_case_and_a_client_interrupt(
+        fleet: Fleet, db: str) -> None:
+    """One sweep goes through both accidents (one sweep, not two: each costs seconds): w1 is SIGKILLed while it
+    runs its second case, which w2 then runs and stores; the client is interrupted (SIGINT) before the end; the
+    rerun resumes the run and stores the rest. Every case is stored once, with the environment of its worker."""
     fleet.ensure("w1", "w2")
-    proc = start_run(fleet, db)
+    proc, watch = start_run(fleet, db), Watch(db)
     deadline, running, w1_stored = time.monotonic() + 120, None, False
     while running is None:  # w1 has stored a case and runs another: kill it then
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "w1 never ran a second case"
-        w1_stored = w1_stored or any(r[2] == "w1" for r in stored_rows(db))
+        w1_stored = w1_stored or any(worker == "w1" for _, worker in watch.rows())
         running = case_running_on(fleet.workers["w1"]) if w1_stored else None
         time.sleep(0.05)
     fleet.kill(fleet.workers["w1"])  # SIGKILL, its process group: its case's process dies with it
-    out, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0, out + err
-    rows = stored_rows(db)
-    check_each_once_by_its_worker(rows)
-    params = {k: v for k, v in running["params"].items()}
-    killed = [r for r in rows if f"sleep_s={params['sleep_s']}" in r[0]]
-    assert [r[2] for r in killed] == ["w2"], (running, rows)  # the killed case was run again, by w2
-    assert "w1" in {r[2] for r in rows}  # w1's cases before it died: with w1's environment
-    assert "is gone" in out
-    from dlperf.store import Store
-
-    store = Store(db)
-    run = store.run(rows[0][4])
-    assert run["status"] == "complete" and run["filters"]["executor"] == "dask"
-    assert "machine_label" not in store.environment(run["env_id"])  # the run's own: the submitting machine's
-    store.engine.dispose()
-
-
-def test_an_interrupted_client_leaves_a_resumable_run(fleet: Fleet, db: str) -> None:
-    fleet.ensure("w1", "w2")
-    proc = start_run(fleet, db)
-    deadline = time.monotonic() + 120
-    while len(stored_rows(db)) < 2:
+    killed = f"sleep_s={running['params']['sleep_s']}"
+    while not any(killed in key for key, _ in watch.rows()):  # Dask sends it to w2
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no case stored"
+        assert time.monotonic() < deadline, "the killed case was never run again"
         time.sleep(0.1)
+    watch.close()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out + err
-    assert "interrupted" in err
-    time.sleep(3)  # the cases the workers were running are ended (their run's lease is gone), never stored
+    assert proc.returncode == 130 and "interrupted" in err, out + err
+    deadline = time.monotonic() + 30  # the case w2 was running ends (its run's lease is gone), unstored
+    while case_running_on(fleet.workers["w2"]):
+        assert time.monotonic() < deadline, "a case outlived its client's interrupt"
+        time.sleep(0.1)
     first = stored_rows(db)
-    assert 2 <= len(first) < N_CASES
+    assert 2 <= len(first) < N_CASES, first  # at least w1's first case and the one it died in
+    assert [r[2] for r in first if killed in r[0]] == ["w2"], (running, first)
+    run_id = first[0][4]
+
+    fleet.ensure("w1", "w2")
     again = start_run(fleet, db)
     out, err = again.communicate(timeout=180)
     assert again.returncode == 0, out + err
-    assert f"resuming run {first[0][4]}: {len(first)} of {N_CASES} cases already stored" in out
+    assert f"resuming run {run_id}: {len(first)} of {N_CASES} cases already stored" in out
     rows = stored_rows(db)
     check_each_once_by_its_worker(rows)
-    assert {r[4] for r in rows} == {first[0][4]}
+    assert {r[4] for r in rows} == {run_id}
+    assert {r[2] for r in rows} == {"w1", "w2"}
+    from dlperf.store import Store
+
+    store = Store(db)
+    run = store.run(run_id)
+    assert run["status"] == "complete" and run["filters"]["executor"] == "dask"
+    assert "machine_label" not in store.environment(run["env_id"])  # the run's own: the submitting machine's
+    store.engine.dispose()
 
 
 def test_a_device_no_worker_has_is_not_sent_and_the_run_stays_interrupted(fleet: Fleet, db: str,
@@ -241,6 +263,10 @@ def test_a_bad_scheduler_address_is_one_line_and_stores_nothing(db: str) -> None
     (["--executor", "dask"], "--executor dask needs --scheduler"),
 ])
 def test_executor_and_scheduler_go_together(args: list[str], words: str, tmp_path: Path) -> None:
-    result = run_cli("run", str(STUDIES / "many_ok.yaml"), *args, db=tmp_path / "s.sqlite")
-    assert result.returncode == 2 and words in result.stderr, result.stderr
-    assert not (tmp_path / "s.sqlite").exists()
+    from click.testing import CliRunner
+
+    from dlperf.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", str(STUDIES / "many_ok.yaml"), *args, "--db", str(tmp_path / "s")])
+    assert result.exit_code == 2 and words in result.output, result.output
+    assert not (tmp_path / "s").exists()

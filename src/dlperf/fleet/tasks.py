@@ -56,6 +56,7 @@ class FleetState:
 
     def __init__(self) -> None:
         self._stores: dict[str, Any] = {}
+        self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
         self._lock = threading.Lock()
 
@@ -84,14 +85,17 @@ class FleetState:
             return self._stores[url]
 
     def env_id(self, store: Any, frameworks: tuple[str, ...], threads: int | None) -> int:
-        """This machine's environment in `store` (fingerprinted here, in a worker process, once per key)."""
+        """This machine's environment in `store` (fingerprinted here, in a worker process, once per frameworks
+        and threads while this worker lives: a machine changed under a live worker is not seen)."""
         from dlperf.hardware.identity import identity_hash
         from dlperf.runner.sweep import collect_fingerprint
 
         key = (store.url, frameworks, threads)
         with self._lock:
             if key not in self._env_ids:
-                fp = collect_fingerprint(list(frameworks), threads or 1)
+                fp = self._fingerprints.get(key[1:])
+                if fp is None:
+                    fp = self._fingerprints[key[1:]] = collect_fingerprint(list(frameworks), threads or 1)
                 self._env_ids[key] = store.environment_id(fp, identity_hash(fp))
             return self._env_ids[key]
 
