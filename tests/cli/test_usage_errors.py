@@ -144,8 +144,9 @@ def test_energy_estimate_needs_tdp(tmp_path):
 
 
 def test_every_command_is_registered():
-    assert sorted(cli.commands) == ["compare", "doctor", "export", "history", "hw", "list", "matrix", "maxbatch",
-                                    "peaks", "plan", "recommend", "report", "run", "runs", "serve", "show", "verdicts"]
+    assert sorted(cli.commands) == ["compare", "doctor", "export", "fleet", "history", "hw", "list", "matrix",
+                                    "maxbatch", "peaks", "plan", "recommend", "report", "run", "runs", "serve", "show",
+                                    "verdicts"]
     assert sorted(cli.commands["hw"].commands) == ["compare", "diff-study", "list", "measured", "show"]
 
 

@@ -47,7 +47,8 @@ def worker(scheduler: str, label: str | None, devices: tuple[str, ...]) -> None:
     """Run this machine's Dask worker for dlperf: one case at a time, each in dlperf's own worker process.
 
     It advertises the resources machine=1 and one per device kind (cpu=1, cuda=N), so the scheduler sends it
-    only cases it can run, one at a time; it runs until stopped (Ctrl-C) or its scheduler is gone for long.
+    only cases it can run, one at a time. It runs until stopped (Ctrl-C);
+    a case it was running when it died is run again by another worker.
     """
     from dlperf.fleet.workers import detected_devices, parse_devices, worker_argv, worker_env
 
