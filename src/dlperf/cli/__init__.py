@@ -9,6 +9,7 @@ One module per command group; every command is registered here, in `_register`:
     recommend.py recommend                     doctor.py   doctor, list
     verdicts.py verdicts (the seed studies' claims judged on runs)
     bundle.py   bundle export/import (a run as one file, for a store its machine cannot reach)
+    fleet.py    fleet worker/scheduler (Dask: a study's cases on several machines; run --executor dask)
     options.py  what they share: --db, the console, the store, memory sizes, -o
 """
 
@@ -34,13 +35,13 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command and command group of `dlperf`, in one place."""
-    from dlperf.cli import bundle, doctor, history, hw, plan, recommend, results, run, serve, verdicts
+    from dlperf.cli import bundle, doctor, fleet, history, hw, plan, recommend, results, run, serve, verdicts
 
     for command in (doctor.doctor, doctor.list_cmd,
                     plan.plan, run.run, run.peaks, run.maxbatch, serve.serve,
                     results.runs, results.show, results.compare, results.export, results.report,
                     hw.hw, recommend.recommend, verdicts.verdicts,
-                    history.history, history.matrix, bundle.bundle):
+                    history.history, history.matrix, bundle.bundle, fleet.fleet):
         cli.add_command(command)
 
 

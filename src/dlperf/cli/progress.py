@@ -112,3 +112,7 @@ class ConsoleEvents(RunEvents):
         colour = "green" if result.ok else "red"
         self.console.print(f"  {escape(self._axis)} {batch:>6}: [{colour}]{result.status}[/] {escape(detail)}",
                            highlight=False)
+
+    def note(self, text: str) -> None:
+        console = self._progress.console if self._progress is not None else self.console
+        console.print(escape(text), highlight=False)

@@ -52,6 +52,9 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
                    "(torch.profiler, TensorFlow's profiler)")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="a fixed number of timed calls per case instead of the adaptive stop (overrides the study)")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="where cases run: here, or on the Dask workers of --scheduler (see 'dlperf fleet --help')")
+@click.option("--scheduler", default=None, metavar="ADDR", help="the Dask scheduler of a fleet, tcp://HOST:PORT")
 @click.option("--max-cases", type=click.IntRange(min=1), default=None, metavar="N",
               help=f"run a study of up to N case-repetitions (without it: at most {RUN_CASE_LIMIT:,}; "
                    f"`dlperf plan STUDY` counts them)")
@@ -59,8 +62,8 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str, ...], new: bool,
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
-        counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, max_cases: int | None,
-        db: str | None) -> None:
+        counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, executor: str,
+        scheduler: str | None, max_cases: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.cli.readers import report_data
     from dlperf.report.registry import study_sections
@@ -79,6 +82,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     if tdp_w is not None and energy_estimate is None:
         raise click.UsageError("--tdp-w is only used with --energy-estimate tdp")
     check_resume_or_new(resume, new)
+    from dlperf.cli.fleet import check_executor
+
+    check_executor(executor, scheduler)
     if retry_failed and new:
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
@@ -90,7 +96,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         retry_failed=retry_failed, max_cases=max_cases,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
                    "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
-        counters=counters, wait_idle_s=wait_idle_s,
+        counters=counters, wait_idle_s=wait_idle_s, scheduler=scheduler,
     )
     data = report_data(store, summary.run_id, None)
     render_terminal(data.run, data.env, data.results, console)
@@ -98,6 +104,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html | "
                   f"dlperf verdicts {summary.run_id} | dlperf export {summary.run_id} --format csv", highlight=False)
+    if summary.not_run:  # a fleet lacked a machine for some cases: the run is interrupted, those re-runnable
+        raise DlperfError(f"run {summary.run_id} is interrupted: " + "; ".join(summary.not_run))
 
 
 def check_resume_or_new(resume: str | None, new: bool) -> None:
@@ -117,7 +125,7 @@ def check_threads(threads: int | None) -> None:
 def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices: list[str], new: bool,
                   resume: str | None, db: str | None, overrides: dict[str, Any], retry_failed: bool = False,
                   max_cases: int | None = None, counters: bool = False,
-                  wait_idle_s: float | None = None) -> tuple[Any, Any, Any]:
+                  wait_idle_s: float | None = None, scheduler: str | None = None) -> tuple[Any, Any, Any]:
     """Run the study `loaded` (named `study_arg` on the command line) as `dlperf run` does: its checks before any
     store is opened (the threads it asks for, the case limit, the memory cap), then the store, the console, clean
     stops on SIGTERM/SIGHUP and the sweep with its progress lines; returns (store, console, the sweep's summary)."""
@@ -137,9 +145,16 @@ def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
-    summary = run_study(loaded, store, frameworks=frameworks, devices=devices, new=new, resume=resume,
-                        retry_failed=retry_failed, overrides=overrides, counters=counters,
-                        events=ConsoleEvents(console), wait_idle_s=wait_idle_s)
+    from dlperf.cli.fleet import connect_fleet  # with --scheduler: the cases run on a fleet's Dask workers
+
+    executor = connect_fleet(scheduler, store.url, warn_line) if scheduler else None
+    try:
+        summary = run_study(loaded, store, frameworks=frameworks, devices=devices, new=new, resume=resume,
+                            retry_failed=retry_failed, overrides=overrides, counters=counters,
+                            events=ConsoleEvents(console), wait_idle_s=wait_idle_s, executor=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     return store, console, summary
 
 

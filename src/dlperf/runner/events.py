@@ -43,3 +43,6 @@ class RunEvents:
 
     def probe_done(self, batch: int, result: CaseResult) -> None:
         """One maxbatch probe (`batch`: the value of the axis searched) ended and is stored."""
+
+    def note(self, text: str) -> None:
+        """One line about where the cases run (a fleet's workers, a device no worker has, a worker lost)."""

@@ -22,6 +22,7 @@ from dlperf.meters.activity import wait_idle
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
+from dlperf.runner.executor import CaseBatch, CaseExecutor
 from dlperf.runner.lifecycle import NewRun, OpenRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
@@ -41,6 +42,8 @@ class SweepSummary:
     n_cases: int
     n_skipped: int
     statuses: dict[str, int] = field(default_factory=dict)
+    #: Why some cases were not run (an executor had no machine for them): the run ended interrupted.
+    not_run: list[str] = field(default_factory=list)
 
 
 def collect_fingerprint(framework_names: list[str], threads: int) -> dict[str, Any]:
@@ -72,12 +75,15 @@ def run_study(
     counters: bool = False,
     events: RunEvents | None = None,
     wait_idle_s: float | None = None,
+    executor: CaseExecutor | None = None,
 ) -> SweepSummary:
     """Run every case of `study` not yet stored for its run; return what happened.
 
     With `wait_idle_s`, each case first waits (at most that long) for other processes to leave the CPU.
     Repetitions run interleaved (every case once, then every case again: A B C A B C), each in its own
     fresh worker, so one bad moment hits one repetition of several cases rather than all of one case.
+    With `executor` (e.g. `dlperf.fleet.DaskExecutor`) the cases run elsewhere, each stored by the machine that
+    ran it under this run's lease; this process still owns the run.
     """
     events = events or RunEvents()
     frameworks, devices = list(frameworks or []), list(devices or [])
@@ -87,6 +93,8 @@ def run_study(
                                "overrides": {k: v for k, v in sorted((overrides or {}).items()) if v is not None}}
     if counters:
         filters["counters"] = True  # a run with counters is not the same run as one without
+    if executor is not None:
+        filters["executor"] = executor.name  # a fleet run never resumes a local one (nor the reverse)
     if settings.threads is None:
         threads, why = choose_threads(store, study, filters, resume=resume, new=new)
         events.threads_chosen(threads, why)
@@ -120,7 +128,8 @@ def run_study(
         resumed = found is not None
         run_id = found
     run_derived = derived(fp)
-    if study.workload in CEILING_WORKLOADS and not resumed:  # the ceilings its roofline is judged against
+    # the ceilings its roofline is judged against (not for a fleet: they would be this machine's, not the workers')
+    if study.workload in CEILING_WORKLOADS and not resumed and executor is None:
         run_derived["ceilings"] = measure_run_ceilings([c.framework for c in cases], [c.device for c in cases],
                                                        threads, quick=study.variant == "quick" or settings.budget_s < 1)
     new_run = NewRun(study=study.name, variant=study.variant, study_hash=study.study_hash, study_path=study.path,
@@ -138,12 +147,14 @@ def run_study(
                   on_takeover=events.run_taken_over) as run:
         if retry_failed:
             store.delete_results(run.run_id, FAILED_STATUSES)
-        summary = _sweep(cases, settings, store, run, env_id, resumed, counters, study, events, wait_idle_s)
+        summary = _sweep(cases, settings, store, run, env_id, resumed, counters, study, events, wait_idle_s,
+                         executor)
     return summary
 
 
 def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun, env_id: int, resumed: bool,
-           counters: bool, study: Study, events: RunEvents, wait_idle_s: float | None = None) -> SweepSummary:
+           counters: bool, study: Study, events: RunEvents, wait_idle_s: float | None = None,
+           executor: CaseExecutor | None = None) -> SweepSummary:
     """Run and store every case of `cases` the run lacks, telling `events` of each; stop (LeaseLostError)
     as soon as another process has taken the run over."""
     run_id = run.run_id
@@ -155,6 +166,11 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
                       what=f"study {study.name} ({study.variant})")
 
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
+    if executor is not None:
+        _sweep_elsewhere(todo, summary, executor, CaseBatch(
+            todo=[], settings=settings, run=run, store_url=store.url, frameworks=sorted({c.framework for c in cases}),
+            counters=counters, wait_idle_s=wait_idle_s, events=events), oom_at, env_id)
+        return summary
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
             run.check_lease()
@@ -172,6 +188,31 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             events.case_done(i, len(cases), row)
     return summary
+
+
+def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch,
+                     oom_at: dict[Any, int], env_id: int) -> None:
+    """The sweep through `executor`: cases past a stored out-of-memory boundary are stored here without
+    running (as in the local sweep, from the boundaries known when it starts); the rest run elsewhere."""
+    run, events, total = batch.run, batch.events, summary.n_cases
+    index = summary.n_skipped
+    with events.cases(total, summary.n_skipped):
+        for case in todo:
+            row = _skip_after_oom(case, oom_at, run.run_id, env_id)
+            if row is None:
+                batch.todo.append(case)
+                continue
+            run.store_result(row)
+            index += 1
+            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
+            events.case_done(index, total, row)
+        for row in executor.run_cases(batch):
+            index += 1
+            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
+            events.case_done(index, total, row)
+    summary.not_run = list(batch.not_run)
+    if batch.not_run:
+        run.status = "interrupted"  # what was not run stays re-runnable: a rerun resumes it
 
 
 def _memory_series(workload: str, framework: str, device: str, params: dict[str, Any]) -> tuple[Any, str, int] | None:

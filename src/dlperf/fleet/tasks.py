@@ -1,0 +1,207 @@
+"""What runs on a Dask worker of the fleet: one case, stored there with that machine's environment.
+
+A task (`run_fleet_case`) runs its case exactly as a local sweep does (`runner.sweep.run_case`: a fresh, isolated
+dlperf worker process with its time-out), fingerprints the machine it runs on (once per worker and run, cached in
+the worker's `FleetState` plugin), and stores the row itself under the run's lease, so a result lands once even
+when Dask runs a task again after a worker died (the store refuses a second row for a case; a task first looks
+whether its case is already stored). The client gets back a summary and the row, for its progress lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf import __version__
+from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.settings import RunSettings
+from dlperf.errors import DlperfError, LeaseLostError
+from dlperf.studies import Case
+
+#: The name the fleet's state is registered under on a Dask worker (`dlperf fleet worker` preloads it).
+PLUGIN_NAME = "dlperf-fleet"
+#: How often a running case checks that its run still holds its lease (a client stopped: the case is ended).
+LEASE_POLL_S = 2.0
+
+
+class FleetError(DlperfError):
+    """The fleet cannot run the study: the scheduler, a worker or the store as a worker sees it."""
+
+
+@dataclass(frozen=True)
+class FleetCase:
+    """One case as sent to a worker: what to run, under which run and lease, into which store."""
+
+    case: Case
+    settings: RunSettings
+    run_id: str
+    lease_token: str
+    store_url: str
+    frameworks: tuple[str, ...]  # the run's: each machine's environment is fingerprinted with them all
+    counters: bool = False
+    wait_idle_s: float | None = None
+    dlperf_version: str = __version__
+
+
+class FleetState:
+    """A worker's caches: its store connections and its environment ids (a fingerprint costs seconds).
+
+    A Dask WorkerPlugin in duck type (setup/teardown), so this module needs no Dask import."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, Any] = {}
+        self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
+        self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
+        self._lock = threading.Lock()
+
+    def setup(self, worker: Any) -> None:  # WorkerPlugin hook
+        """Nothing to prepare: the caches fill on first use."""
+
+    def teardown(self, worker: Any) -> None:  # WorkerPlugin hook
+        for store in self._stores.values():
+            store.engine.dispose()
+
+    def store(self, url: str) -> Any:
+        """The store at `url`, opened once; a SQLite file this machine cannot see is an error, never created."""
+        from dlperf.store import Store
+        from dlperf.store.engines import sqlite_path
+
+        with self._lock:
+            if url not in self._stores:
+                path = sqlite_path(url)
+                if path is not None and str(path) != ":memory:" and not path.is_file():
+                    raise FleetError(f"the store {path} is not on the file system of {socket.gethostname()}: a "
+                                     f"fleet needs a store every worker reaches (a PostgreSQL URL)")
+                try:
+                    self._stores[url] = Store(url)
+                except DlperfError as exc:
+                    raise FleetError(f"{socket.gethostname()} cannot open the store: {exc}") from None
+            return self._stores[url]
+
+    def env_id(self, store: Any, frameworks: tuple[str, ...], threads: int | None) -> int:
+        """This machine's environment in `store` (fingerprinted here, in a worker process, once per frameworks
+        and threads while this worker lives: a machine changed under a live worker is not seen)."""
+        from dlperf.hardware.identity import identity_hash
+        from dlperf.runner.sweep import collect_fingerprint
+
+        key = (store.url, frameworks, threads)
+        with self._lock:
+            if key not in self._env_ids:
+                fp = self._fingerprints.get(key[1:])
+                if fp is None:
+                    fp = self._fingerprints[key[1:]] = collect_fingerprint(list(frameworks), threads or 1)
+                self._env_ids[key] = store.environment_id(fp, identity_hash(fp))
+            return self._env_ids[key]
+
+
+def fleet_state() -> tuple[Any, FleetState]:
+    """The Dask worker running this task and its FleetState (a fresh one where the worker was started
+    without `dlperf fleet worker`'s preload: then nothing is cached)."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    state = worker.plugins.get(PLUGIN_NAME)
+    return worker, state if isinstance(state, FleetState) else FleetState()
+
+
+def worker_identity(worker: Any) -> dict[str, str]:
+    """metrics["fleet"] of a row this worker ran: its Dask name, address and host."""
+    return {"worker": str(worker.name), "address": str(worker.address), "host": socket.gethostname()}
+
+
+def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -> dict[str, Any]:
+    """Run on every worker before a sweep (`Client.run`, which passes `dask_worker`): can it run dlperf's cases
+    into this store? {"ok": True, ...identity} or {"ok": False, "error": one line}."""
+    worker = dask_worker
+    info: dict[str, Any] = worker_identity(worker) | {"label": os.environ.get("DLPERF_MACHINE_LABEL")}
+    if dlperf_version != __version__:
+        return info | {"ok": False, "error": f"it runs dlperf {__version__}, the client {dlperf_version}"}
+    state = worker.plugins.get(PLUGIN_NAME)
+    try:
+        (state if isinstance(state, FleetState) else FleetState()).store(store_url).check_writable()
+    except Exception as exc:
+        return info | {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    return info | {"ok": True}
+
+
+def run_fleet_case(job: FleetCase) -> dict[str, Any]:
+    """Run and store one case on this machine; {"stored": bool, "already": bool, "worker": name, "row": row}."""
+    from dlperf.runner.sweep import run_case
+    from dlperf.runner.threads import with_wait
+    from dlperf.store import leases
+
+    worker, state = fleet_state()
+    if job.dlperf_version != __version__:
+        raise FleetError(f"worker {worker.name} runs dlperf {__version__}, the client {job.dlperf_version}")
+    store = state.store(job.store_url)
+    case = job.case
+    if (case.key, case.repetition) in store.done_cases(job.run_id):  # run again after a worker died: done
+        return {"stored": False, "already": True, "worker": str(worker.name), "row": None}
+    held = leases.current(store.engine, job.run_id)
+    if held is None or held.token != job.lease_token:
+        raise LeaseLostError(f"run {job.run_id} is no longer owned by the client that sent this case")
+    env_id = state.env_id(store, job.frameworks, job.settings.threads)
+    waited = None
+    if job.wait_idle_s:
+        from dlperf.meters.activity import wait_idle
+
+        waited = wait_idle(job.wait_idle_s)
+    with _ended_if_lease_lost(store, job.run_id, job.lease_token):
+        row = run_case(case, job.settings, job.run_id, env_id, job.counters)
+    if waited is not None:
+        row = with_wait(row, waited)
+    row = with_fleet(row, worker_identity(worker))
+    stored = store.add_result(row, lease_token=job.lease_token)  # LeaseLostError: the run was taken over
+    return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}
+
+
+def with_fleet(row: CaseResult, fleet: dict[str, str]) -> CaseResult:
+    """The row with metrics["fleet"] (failed cases too: they get metrics for it)."""
+    metrics = row.metrics or Metrics()
+    return row.model_copy(update={"metrics": Metrics.model_validate(metrics.model_dump() | {"fleet": fleet})})
+
+
+@contextlib.contextmanager
+def _ended_if_lease_lost(store: Any, run_id: str, token: str) -> Iterator[None]:
+    """While the block runs a case, end its dlperf worker processes (this process's children) as soon as the
+    run's lease is no longer `token`'s: the client was stopped (Ctrl-C) or the run taken over, and Dask cannot
+    interrupt a running task. The case then ends `crashed` and is not stored (its lease is gone)."""
+    from dlperf.store import leases
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(LEASE_POLL_S):
+            try:
+                held = leases.current(store.engine, run_id)
+            except Exception:  # a store briefly unreachable: look again
+                continue
+            if held is None or held.token != token:
+                _kill_case_workers()
+                return
+
+    watcher = threading.Thread(target=watch, name=f"dlperf-fleet-lease-{run_id}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join(timeout=LEASE_POLL_S + 5)
+
+
+def _kill_case_workers() -> None:
+    """SIGKILL the process groups of this process's dlperf case workers (`python -m dlperf.runner.worker`)."""
+    import psutil
+
+    for child in psutil.Process().children():
+        try:
+            if "dlperf.runner.worker" in " ".join(child.cmdline()):
+                os.killpg(child.pid, signal.SIGKILL)  # each worker leads its own session (run_worker)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue

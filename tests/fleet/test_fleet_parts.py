@@ -1,0 +1,56 @@
+"""The fleet's pieces without a cluster: worker command lines, devices, store URLs, the rows' fleet metrics."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dlperf.core.result import CaseResult, Metrics
+from dlperf.fleet.executor import device_kind, shared_url
+from dlperf.fleet.tasks import with_fleet
+from dlperf.fleet.workers import parse_devices, scheduler_argv, worker_argv, worker_env
+
+
+def test_a_worker_runs_one_case_at_a_time_and_advertises_its_devices() -> None:
+    argv = worker_argv("tcp://h:8786", name="jetson", devices={"cpu": 1, "cuda": 2})
+    assert argv[:4] == [sys.executable, "-m", "distributed.cli.dask_worker", "tcp://h:8786"]
+    assert argv[argv.index("--nthreads") + 1] == "1" and "--no-nanny" in argv
+    assert argv[argv.index("--resources") + 1] == "machine=1 cpu=1 cuda=2"
+    assert argv[argv.index("--name") + 1] == "jetson"
+    assert argv[argv.index("--preload") + 1] == "dlperf.fleet.preload"
+    assert worker_env("jetson")["DLPERF_MACHINE_LABEL"] == "jetson"
+    assert scheduler_argv(0, "/tmp/s.json")[-4:] == ["--port", "0", "--scheduler-file", "/tmp/s.json"]
+
+
+def test_devices_given_on_the_command_line() -> None:
+    assert parse_devices(["cpu", "cuda=2"]) == {"cpu": 1, "cuda": 2}
+    assert parse_devices(["cuda:0"]) == {"cuda": 1}
+    for bad in (["cuda=x"], ["=2"], ["cuda=0"]):
+        with pytest.raises(ValueError):
+            parse_devices(bad)
+
+
+def test_a_case_asks_for_its_device_kind() -> None:
+    assert device_kind("cuda:1") == "cuda" and device_kind("cpu") == "cpu"
+
+
+def test_a_relative_sqlite_path_is_sent_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert shared_url("sqlite:///rel/s.sqlite") == f"sqlite:///{tmp_path / 'rel' / 's.sqlite'}"
+    assert shared_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+
+
+@pytest.mark.parametrize("metrics", [None, Metrics(median_s=0.5)])
+def test_every_row_says_which_worker_ran_it(metrics: Metrics | None) -> None:
+    now = datetime.now(UTC)
+    row = CaseResult(run_id="r", case_key="k", repetition=0, workload="faults", framework="numpy", device="cpu",
+                     params={}, status="crashed" if metrics is None else "ok", reason=None, measurement=None,
+                     metrics=metrics, env_id=3, wall_s=1.0, started_at=now, finished_at=now)
+    fleet = {"worker": "w1", "address": "tcp://10.0.0.2:4000", "host": "box"}
+    out = with_fleet(row, fleet)
+    assert out.metrics is not None and out.metrics.model_extra["fleet"] == fleet
+    assert out.metrics.median_s == (None if metrics is None else 0.5)
+    assert out.env_id == 3
