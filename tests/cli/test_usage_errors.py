@@ -145,8 +145,8 @@ def test_energy_estimate_needs_tdp(tmp_path):
 
 def test_every_command_is_registered():
     assert sorted(cli.commands) == ["bundle", "compare", "doctor", "export", "fleet", "history", "hw", "list",
-                                    "matrix", "maxbatch", "peaks", "plan", "recommend", "report", "run", "runs", "serve",
-                                    "show", "verdicts"]
+                                    "matrix", "maxbatch", "peaks", "plan", "recommend", "report", "run", "runs",
+                                    "serve", "show", "verdicts"]
     assert sorted(cli.commands["bundle"].commands) == ["export", "import"]
     assert sorted(cli.commands["fleet"].commands) == ["scheduler", "worker"]
     assert sorted(cli.commands["hw"].commands) == ["compare", "diff-study", "list", "measured", "show"]
