@@ -4,6 +4,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -25,9 +30,9 @@ def _job_dir(outcome: JobOutcome) -> str:
     return str(Path(outcome.command[-1]).parent)
 
 
-def _left_behind(outcome: JobOutcome) -> list[int]:
-    """Pids of processes still running whose command line names the job's folder."""
-    where = _job_dir(outcome)
+def _left_behind(outcome: JobOutcome | str) -> list[int]:
+    """Pids of processes still running whose command line names the job's folder (or contains `outcome`)."""
+    where = outcome if isinstance(outcome, str) else _job_dir(outcome)
     out = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
@@ -98,6 +103,31 @@ def test_a_hang_times_out_and_leaves_no_rank_behind():
     with pytest.raises(CaseEnded) as info:
         outcome.raise_for_status()
     assert info.value.status == "timeout"
+
+
+def test_a_job_dies_with_the_process_that_launched_it(tmp_path):
+    """A worker SIGKILLed by its sweep (an interrupted run, the case's time-out) takes its job with it: torchrun
+    runs in its own session, so only its parent-death signal ties it to the worker."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "from dlperf.distributed.launch import launch; "
+         "launch('faults', {'all': 'sleep'}, world_size=2, device='cpu', threads_per_rank=1, timeout_s=120)"],
+        env=dict(os.environ, TMPDIR=str(tmp_path)))  # the job's folder lies under tmp_path
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("dlperf-torchrun-*/rank*.pid"))) < 2:  # both ranks started (asleep)
+            assert launcher.poll() is None and time.monotonic() < deadline, "the job never started its ranks"
+            time.sleep(0.1)
+        assert _left_behind(str(tmp_path))  # torchrun and its ranks run
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 5
+        while _left_behind(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _left_behind(str(tmp_path))
+    finally:
+        launcher.kill()
+        for pid in _left_behind(str(tmp_path)):  # before the fix: torchrun and the ranks, reparented to init
+            os.kill(pid, signal.SIGKILL)
 
 
 # -- _classify on made-up inputs -------------------------------------------------------------------------------

@@ -10,11 +10,14 @@ earliest one's status and reason (a rank whose peer died fails after it, with a 
 the cause); the job is stopped at once rather than left to hang in a collective. No result within the time-out:
 `timeout`. A rank died without writing one: `oom` where the cgroup's OOM-kill count rose, else `crashed` with
 torchrun's last lines. Stopping the job: SIGTERM to torchrun (it stops its ranks), then SIGKILL to torchrun's
-and every rank's process group; ranks also die with torchrun (`PR_SET_PDEATHSIG`, `rank.py`).
+and every rank's process group; ranks also die with torchrun (`PR_SET_PDEATHSIG`, `rank.py`), and torchrun dies
+with the process that launched it (the case's worker: `PR_SET_PDEATHSIG` too), so a worker killed by its sweep
+(an interrupted run, a time-out, SIGKILL) leaves no job behind.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -134,7 +138,7 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         start = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_die_with(os.getpid()))
             vanished: dict[int, float] = {}
             try:
                 ended = _wait(proc, base, world_size, start + timeout_s, vanished)
@@ -146,6 +150,24 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         tail = _tail(log_path)
         status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail)
         return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent_pid: int) -> Callable[[], None]:
+    """torchrun's preexec_fn: SIGKILL it when the launching process ends (its own session keeps it from the
+    terminal's signals, so nothing else would). Where the launcher ended before prctl took effect, it exits."""
+
+    def preexec() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            return  # not Linux: the launcher's own stop still ends the job
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return preexec
 
 
 def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: float,
