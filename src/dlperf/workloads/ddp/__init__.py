@@ -4,7 +4,7 @@ A case trains the `cnn` (study 001's CNNs) or `transformer` training step on `wo
 (a case's node count is fixed: `nodes` is 1, no elastic membership), gloo on CPUs, NCCL on GPUs (one GPU per
 rank). `scaling: strong` splits a fixed global `batch` over the ranks (batch / world_size each); `scaling: weak`
 gives every rank `batch` (the global batch grows with the world). Each timed sample is one optimizer step
-(forward, backward with DDP's gradient all-reduce, update) as the slowest rank saw it; samples/s counts the
+(forward, backward with DDP's gradient all-reduce, update) as the slowest rank finished it; samples/s counts the
 global batch (images, or tokens for the transformer). Scaling efficiency, throughput(N) / (N x throughput(1)),
 is computed by the report from the cases of one run. The time in communication comes from torch's profiler
 over a few extra steps (`dlperf.distributed.ddp`). The case is not timed by the worker's timer: `drive`
