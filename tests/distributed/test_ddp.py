@@ -66,6 +66,19 @@ def test_a_step_of_the_job_ends_when_its_last_rank_ends_it_and_the_steps_add_up_
     assert m.first_call_s == 0.5 and m.warmup_iters == 1
 
 
+def test_a_steps_cpu_is_every_ranks_so_validity_counts_every_rank_busy():
+    """Two ranks each busy 95% of every step: the job keeps ~2 cores busy, and a machine of 2 cores with 0.3 of
+    another process's on top is oversubscribed; rank 0's CPU alone would have said one core (not contended)."""
+    from dlperf.core.validity import assess
+
+    ends = [100.0 + 0.0128 * (i + 1) for i in range(20)]
+    ranks = [_rank(100.0, ends, cpu=[0.95 * 0.0128] * 20) for _ in range(2)]
+    m = measurement(ranks)
+    assert m.sample_cpu_s == pytest.approx([2 * 0.95 * 0.0128] * 20) and m.cpu_util == pytest.approx(1.9)
+    activity = {"cores": 2, "windows": {"during": {"others_cores": 0.3}}}
+    assert assess(m, activity, threads=2, device="cpu")[0] == "contended"
+
+
 def test_the_jobs_first_step_starts_when_the_last_rank_left_the_barrier():
     ranks = [_rank(10.0, [10.5, 11.0]), _rank(10.1, [10.4, 11.2])]  # rank 1 left the barrier 0.1 s later
     assert job_steps(ranks) == pytest.approx((0.4, 0.7))

@@ -9,7 +9,8 @@ every process of the node) in its result file, and this driver, in the case's wo
 launcher collects every rank's result, so no collective is spent on it); the steps then add up to the job's
 timed span exactly. Not the maximum of the ranks' own step durations: in lockstep a rank's step includes its wait
 for the slowest peer in the previous step's all-reduce, and taking each step's slowest rank counts that wait
-twice (+8.5% on the median of a 2-rank LeNet-5 job here).
+twice (+8.5% on the median of a 2-rank LeNet-5 job here). sample_cpu_s is the CPU of every rank per step (the
+sum of the ranks' process CPU times over their step i), as the collectives store it.
 """
 
 from __future__ import annotations
@@ -66,12 +67,15 @@ def job_steps(ranks: list[dict[str, Any]], start_key: str = "loop_start_s",
 
 def measurement(ranks: list[dict[str, Any]]) -> Any:
     """The case's Measurement from every rank's result: per step the job's step as the slowest rank finished it
-    (`job_steps`); the first step and the warm-up the slowest rank's (untimed context); rank 0's CPU time per step."""
+    (`job_steps`); the first step and the warm-up the slowest rank's (untimed context); per step the CPU time of
+    every rank together (the job's CPU, which `core.validity.assess` sets against the case's `world_size x
+    threads_per_rank` busy threads: rank 0's alone would shrink them to one rank's worth and hide an
+    oversubscribed machine)."""
     from dlperf.timing import Measurement
 
     steps = job_steps(ranks)
     n = len(steps)
-    cpu = tuple(ranks[0]["cpu_s"][:n])
+    cpu = tuple(sum(r["cpu_s"][i] for r in ranks) for i in range(n))
     warm = [max(r["warmup_step_s"][i] for r in ranks) for i in range(len(ranks[0]["warmup_step_s"]))]
     return Measurement(sample_times_s=steps, sample_iters=(1,) * n,
                        first_call_s=max(r["first_call_s"] for r in ranks), warmup_iters=len(warm),
