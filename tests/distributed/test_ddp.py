@@ -9,11 +9,12 @@ import pytest
 
 from dlperf.core.settings import RunSettings
 from dlperf.distributed.ddp import job_steps, measurement, rank_payload
-from dlperf.distributed.launch import launch
+from dlperf.distributed.launch import JobOutcome, launch
 from dlperf.errors import StudyError
 from dlperf.runner.sweep import run_study
 from dlperf.store import Store
 from dlperf.studies import load_study
+from dlperf.workloads.base import Workload
 from dlperf.workloads.ddp import DdpParams
 from tests.conftest import STUDIES
 
@@ -106,6 +107,58 @@ def test_tiny_study_stores_the_slowest_rank_per_step(tiny_run):
         assert r.m.get("busy_threads") == world
         assert len(d["rank_step_s_median"]) == world and all(s > 0 for s in d["rank_step_s_median"])
         assert all(t > 0 for t in m["sample_times_s"]) and sum(m["sample_times_s"]) < d["launcher"]["wall_s"]
+
+
+def test_tiny_study_stores_the_ranks_memory_not_the_workers(tiny_run):
+    for r in tiny_run.values():
+        ranks = r.m.get("ddp")["ranks"]
+        assert all(x["peak_rss_bytes"] > 0 and x["peak_device_mem_bytes"] is None for x in ranks)  # CPU ranks
+        assert r.m.peak_rss_bytes == max(x["peak_rss_bytes"] for x in ranks)
+        assert r.m.get("peak_rss_source").startswith("ranks' peak RSS") and r.m.get("worker_peak_rss_bytes") > 0
+        assert r.m.peak_device_mem_bytes is None
+        assert "measured per rank: metrics['ddp']['ranks']" in r.m.peak_device_mem_source
+
+
+def test_the_case_takes_the_largest_ranks_device_peak():
+    ranks = [{"rank": 0, "peak_rss_bytes": 5, "peak_device_mem_bytes": 300},
+             {"rank": 1, "peak_rss_bytes": 7, "peak_device_mem_bytes": 200}]
+    out = JobOutcome("ok", None, ranks, 2, 1.0, ["torchrun"]).footprint("metrics['ddp']['ranks']")
+    assert out["peak_rss_bytes"] == 7 and out["peak_device_mem_bytes"] == 300
+    assert out["peak_device_mem_source"].startswith("ranks' allocator peak (max)")
+
+
+class _NoDeviceFramework:
+    """A framework whose device memory must not be touched: a torchrun case's worker never creates a context."""
+
+    def reset_peak_memory(self, device):
+        raise AssertionError("the worker reset the device allocator of a case run in its own processes")
+
+    def peak_memory_bytes(self, device):
+        raise AssertionError("the worker read the device allocator of a case run in its own processes")
+
+    def threads(self):
+        return 1
+
+
+class _OwnProcesses(Workload):
+    name = "own_processes_test"
+    runs_in_own_processes = True
+
+    def drive(self, fw, device, params, step, settings):
+        return {"busy_threads": 2, "peak_rss_bytes": 123, "peak_rss_source": "ranks' peak RSS"}
+
+
+def test_the_worker_never_touches_the_device_of_a_case_run_in_its_own_processes():
+    from dlperf.runner import worker
+    from dlperf.runner.driven import RANKS_MEMORY, run_driven
+
+    fw = _NoDeviceFramework()
+    metrics, measured = run_driven(fw, "cuda:0", _OwnProcesses(), None, None, RunSettings(energy=False))
+    assert measured is None
+    out = metrics | worker._footprint(fw, "cuda:0", 1000, metrics)
+    assert out["peak_rss_bytes"] == 123 and out["peak_rss_source"] == "ranks' peak RSS"
+    assert out["peak_device_mem_bytes"] is None and out["peak_device_mem_source"] == RANKS_MEMORY
+    assert out["worker_peak_rss_bytes"] > 0 and out["baseline_rss_bytes"] == 1000
 
 
 def test_tiny_study_measures_communication(tiny_run):

@@ -11,6 +11,12 @@ timed span exactly. Not the maximum of the ranks' own step durations: in lockste
 for the slowest peer in the previous step's all-reduce, and taking each step's slowest rank counts that wait
 twice (+8.5% on the median of a 2-rank LeNet-5 job here). sample_cpu_s is the CPU of every rank per step (the
 sum of the ranks' process CPU times over their step i), as the collectives store it.
+
+Memory is the ranks' (the worker only waits for the job; `Workload.runs_in_own_processes`): peak_rss_bytes is
+the largest rank's peak RSS, peak_device_mem_bytes the largest rank's CUDA allocator peak (None on CPUs), each
+rank's in metrics["ddp"]["ranks"] (`JobOutcome.footprint`); baseline_rss_bytes stays the worker's footprint before
+the workload (torch imported), about what a rank carries before it builds its model, so peak less baseline is
+about one rank's training memory; the worker's own peak is worker_peak_rss_bytes.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ def rank_payload(params: Any, settings: Any) -> dict[str, Any]:
 
 
 def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
-    """Run the job and return {"measurement", "ddp" (the stored format), "busy_threads"}; a job that did not end
-    ok raises `CaseEnded` with its status (oom, timeout, crashed, error, unsupported) and reason."""
+    """Run the job and return {"measurement", "ddp" (the stored format), "busy_threads", and the ranks' memory
+    (`JobOutcome.footprint`)}; a job that did not end ok raises `CaseEnded` with its status (oom, timeout,
+    crashed, error, unsupported) and reason."""
     outcome = launch("ddp", rank_payload(params, settings), world_size=params.world_size, device=device,
                      threads_per_rank=params.threads_per_rank, timeout_s=remaining_s(settings.timeout_s),
                      seed=settings.seed)
@@ -45,9 +52,10 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
               "sample_unit": params.sample_unit, "warmup_steps": m.warmup_iters, "steps_timed": m.n_samples,
               "rank_step_s_median": [statistics.median(r["step_s"]) for r in ranks],
               "comm": ranks[0]["comm"],
-              "ranks": [{k: r.get(k) for k in ("rank", "host", "pid", "device", "peak_rss_bytes")} for r in ranks],
+              "ranks": outcome.rank_records(),
               "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
-    return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank}
+    return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank,
+            **outcome.footprint("metrics['ddp']['ranks']")}
 
 
 def job_steps(ranks: list[dict[str, Any]], start_key: str = "loop_start_s",

@@ -38,6 +38,8 @@ from dlperf.core.status import CaseEnded, CaseStatus
 RANK_KINDS: dict[str, str] = {"ddp": "dlperf.distributed.ddp_rank",
                               "collectives": "dlperf.distributed.collectives_rank",
                               "faults": "dlperf.distributed.fault_rank"}  # faults: the launcher's own tests
+#: What is stored of each rank of a job that ended ok (`JobOutcome.rank_records`).
+RANK_RECORD = ("rank", "host", "pid", "device", "peak_rss_bytes", "peak_device_mem_bytes")
 #: Seconds the other ranks get to write their result after one rank failed, before the job is stopped.
 FAILURE_GRACE_S = 3.0
 #: Seconds torchrun gets to stop its ranks after SIGTERM, before everything is killed.
@@ -84,12 +86,31 @@ class JobOutcome:
     log_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def rank_records(self) -> list[dict[str, Any]]:
+        """Each rank's identity and memory, stored with the case (rank order)."""
+        return [{k: r.get(k) for k in RANK_RECORD} for r in self.ranks]
+
+    def footprint(self, where: str) -> dict[str, Any]:
+        """The case's top-level memory figures from its ranks (`where`: the stored key of their records, e.g.
+        metrics['ddp']['ranks']): the largest peak RSS and the largest device allocator peak over the ranks, with
+        their sources; None with the reason where no rank measured one (CPU ranks: no allocator statistics)."""
+        rss = [r["peak_rss_bytes"] for r in self.ranks if r.get("peak_rss_bytes") is not None]
+        dev = [r["peak_device_mem_bytes"] for r in self.ranks if r.get("peak_device_mem_bytes") is not None]
+        return {"peak_rss_bytes": max(rss) if rss else None,
+                "peak_rss_source": (f"ranks' peak RSS (VmHWM, max over ranks; each in {where}); the worker's own: "
+                                    f"worker_peak_rss_bytes" if rss else f"no rank measured its RSS ({where})"),
+                "peak_device_mem_bytes": max(dev) if dev else None,
+                "peak_device_mem_source": (f"ranks' allocator peak (max): torch.cuda.max_memory_allocated of each "
+                                           f"rank, in {where}" if dev else
+                                           f"measured per rank: {where}; none there (CPU ranks: torch keeps no CPU "
+                                           f"allocator statistics)")}
+
     def describe(self) -> dict[str, Any]:
         """What is stored with a failed case: the command, how long it ran, each rank's status and reason."""
         return {"launcher": {"command": self.command, "wall_s": self.wall_s, "world_size": self.world_size,
                              "log_tail": self.log_tail},
-                "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes")}
-                          for r in self.ranks]}
+                "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes",
+                                                 "peak_device_mem_bytes")} for r in self.ranks]}
 
     def raise_for_status(self) -> None:
         """CaseEnded with the job's status and reason (and `describe()` as the case's metrics) unless ok."""

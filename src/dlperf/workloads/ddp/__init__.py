@@ -92,6 +92,7 @@ class Ddp(Workload[DdpParams]):
     description = "data-parallel training (DistributedDataParallel under torchrun): throughput and scaling"
     Params = DdpParams
     sample_unit = "sample"
+    runs_in_own_processes = True  # the torchrun job's ranks; the worker never creates a CUDA context
 
     def cost(self, params: DdpParams) -> Cost:
         """The whole job's step: every rank's training step (the inner workload's cost) times the world size."""
