@@ -9,6 +9,7 @@ import pytest
 
 from dlperf.core.settings import RunSettings
 from dlperf.distributed.ddp import job_steps, measurement, rank_payload
+from dlperf.distributed.ddp_profile import combine
 from dlperf.distributed.launch import JobOutcome, launch
 from dlperf.errors import StudyError
 from dlperf.runner.sweep import run_study
@@ -21,7 +22,8 @@ from tests.conftest import STUDIES
 DDP_KEYS = {"world_size", "nodes", "nproc_per_node", "backend", "scaling", "global_batch", "batch_per_rank",
             "threads_per_rank", "sample_unit", "warmup_steps", "steps_timed", "rank_step_s_median", "comm", "ranks",
             "launcher"}
-COMM_KEYS = {"source", "profiled_steps", "comm_s_per_step", "step_s_profiled", "comm_fraction", "events", "note"}
+COMM_KEYS = {"source", "profiled_steps", "comm_s_per_step", "comm_s_per_step_max", "comm_rank", "step_s_profiled",
+             "comm_fraction", "events", "note", "per_rank"}
 
 
 def test_two_ranks_on_half_batches_train_as_one_process_on_the_whole_batch():
@@ -167,9 +169,34 @@ def test_tiny_study_measures_communication(tiny_run):
     assert set(comm["events"]) == {"gloo:all_reduce"} and comm["comm_s_per_step"] > 0
     assert comm["comm_s_per_step"] == pytest.approx(sum(comm["events"].values()))
     assert comm["comm_fraction"] == pytest.approx(comm["comm_s_per_step"] / comm["step_s_profiled"])
-    assert "overlaps" in comm["note"]
+    assert "overlaps" in comm["note"] and "smallest over the ranks" in comm["note"]
+    per_rank = comm["per_rank"]   # every rank's own figures; the case's: the smallest, the largest beside it
+    assert [x["rank"] for x in per_rank] == [0, 1] and all(x["comm_s_per_step"] > 0 for x in per_rank)
+    assert comm["comm_s_per_step"] == min(x["comm_s_per_step"] for x in per_rank)
+    assert comm["comm_s_per_step_max"] == max(x["comm_s_per_step"] for x in per_rank)
+    assert per_rank[comm["comm_rank"]]["comm_s_per_step"] == comm["comm_s_per_step"]
     one = tiny_run[1].m.get("ddp")["comm"]   # one rank: DDP still calls gloo's all-reduce, with nobody
     assert one["comm_s_per_step"] is not None and "world size 1" in one["note"]
+
+
+def test_the_cases_comm_is_the_rank_that_waited_least_with_the_largest_beside_it():
+    """One real job's figures (rank 0 0.45 ms, rank 1 5.52 ms: rank 0 reached the all-reduces last and waited
+    least): comm_s_per_step is rank 0's, comm_s_per_step_max rank 1's; the profiled step is the job's."""
+    def rank(comm_s, ends):
+        return {"source": "torch.profiler", "profiled_steps": 3, "comm_s_per_step": comm_s, "step_s_profiled": 0.02,
+                "comm_fraction": comm_s / 0.02, "events": {"gloo:all_reduce": comm_s}, "note": "own note",
+                "step_end_s": ends}
+
+    comm = combine([rank(0.00045, [1.000, 1.014, 1.028]), rank(0.00552, [1.001, 1.016, 1.029])], "gloo")
+    assert set(comm) == COMM_KEYS
+    assert comm["comm_s_per_step"] == 0.00045 and comm["comm_rank"] == 0 and comm["comm_s_per_step_max"] == 0.00552
+    assert comm["events"] == {"gloo:all_reduce": 0.00045}
+    assert comm["step_s_profiled"] == pytest.approx(0.014)  # the job's steps after the first: 15 and 13 ms
+    assert comm["comm_fraction"] == pytest.approx(0.00045 / 0.014)
+    assert [x["comm_s_per_step"] for x in comm["per_rank"]] == [0.00045, 0.00552]
+    assert "rank 0's" in comm["note"] and "gloo's thread blocks" in comm["note"]
+    nccl = combine([rank(0.002, [1.0]), rank(0.001, [1.0])], "nccl")
+    assert nccl["comm_rank"] == 1 and "spin" in nccl["note"] and nccl["step_s_profiled"] == 0.02
 
 
 def test_a_batch_the_ranks_cannot_share_is_refused_before_anything_runs(tmp_path):

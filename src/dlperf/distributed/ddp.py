@@ -24,6 +24,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from dlperf.distributed.ddp_profile import combine
 from dlperf.distributed.launch import backend_for, launch, remaining_s
 
 
@@ -51,7 +52,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
               "batch_per_rank": params.batch_per_rank, "threads_per_rank": params.threads_per_rank,
               "sample_unit": params.sample_unit, "warmup_steps": m.warmup_iters, "steps_timed": m.n_samples,
               "rank_step_s_median": [statistics.median(r["step_s"]) for r in ranks],
-              "comm": ranks[0]["comm"],
+              "comm": combine([r["comm"] for r in ranks], backend_for(device)),
               "ranks": outcome.rank_records(),
               "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
     return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank,

@@ -179,7 +179,8 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
         ends.append(end)
     from dlperf.distributed.ddp_profile import profile_comm
 
-    comm = profile_comm(torch, lambda: timed()[0], int(p["profile_steps"]), spec.backend, world_size, cuda)
+    dist.barrier()  # the profiled steps start together too
+    comm = profile_comm(torch, lambda: timed()[::2], int(p["profile_steps"]), spec.backend, world_size, cuda)
     return {"device": device, "first_call_s": first_s, "warmup_step_s": warm, "steps_timed": n,
             "stop_reason": why, "step_s": walls, "cpu_s": cpus, "loop_start_s": loop_start_s, "step_end_s": ends,
             "comm": comm}
