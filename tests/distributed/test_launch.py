@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dlperf.core.result import Metrics
 from dlperf.core.status import CaseEnded
 from dlperf.distributed import launch as launch_mod
 from dlperf.distributed.launch import STOPPED, JobOutcome, launch
@@ -78,6 +79,10 @@ def test_raise_for_status_ends_the_case_with_the_jobs_status_and_description(rai
     assert described["launcher"]["command"] == raised.command and described["launcher"]["world_size"] == 2
     assert {r["rank"] for r in described["ranks"]} >= {1}
     assert next(r for r in described["ranks"] if r["rank"] == 1)["reason"].startswith("RuntimeError")
+    # the failing rank's traceback, where `dlperf show --errors` reads a case's (Metrics.traceback)
+    assert described["traceback"].startswith("rank 1 of 2:\nTraceback")
+    assert "RuntimeError: rank 1 failed on purpose" in described["traceback"]
+    assert Metrics.model_validate(described).traceback == described["traceback"]
 
 
 def test_a_memory_error_is_oom():

@@ -85,6 +85,8 @@ class JobOutcome:
     command: list[str]
     log_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The result of the rank whose failure ended the job (the earliest, `_first_failure`), where it wrote one.
+    cause: dict[str, Any] | None = None
 
     def rank_records(self) -> list[dict[str, Any]]:
         """Each rank's identity and memory, stored with the case (rank order)."""
@@ -106,11 +108,17 @@ class JobOutcome:
                                            f"allocator statistics)")}
 
     def describe(self) -> dict[str, Any]:
-        """What is stored with a failed case: the command, how long it ran, each rank's status and reason."""
-        return {"launcher": {"command": self.command, "wall_s": self.wall_s, "world_size": self.world_size,
-                             "log_tail": self.log_tail},
-                "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes",
-                                                 "peak_device_mem_bytes")} for r in self.ranks]}
+        """What is stored with a failed case: the command, how long it ran, each rank's status and reason, and
+        the traceback of the rank whose failure ended the job (`traceback`, which `dlperf show --errors` prints),
+        where that rank caught its exception (a rank killed, or gone without a result, has none)."""
+        out: dict[str, Any] = {
+            "launcher": {"command": self.command, "wall_s": self.wall_s, "world_size": self.world_size,
+                         "log_tail": self.log_tail},
+            "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes",
+                                             "peak_device_mem_bytes")} for r in self.ranks]}
+        if self.cause is not None and self.cause.get("traceback"):
+            out["traceback"] = f"rank {self.cause.get('rank')} of {self.world_size}:\n{self.cause['traceback']}"
+        return out
 
     def raise_for_status(self) -> None:
         """CaseEnded with the job's status and reason (and `describe()` as the case's metrics) unless ok."""
@@ -170,7 +178,9 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         ranks = _rank_results(base, world_size)
         tail = _tail(log_path)
         status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail)
-        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail)
+        first = _first_failure(ranks, vanished)
+        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail,
+                          cause=first[1] if first is not None and status != "ok" else None)
 
 
 PR_SET_PDEATHSIG = 1
@@ -293,10 +303,9 @@ def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], v
     """The job's status from its first observed failure: a rank's own failure (its result file) or a rank seen
     gone without a result (`vanished`), whichever came first; a peer that fails after it (a connection reset
     by the dead rank) is not the cause, nor is a rank stopped by torchrun after another failed (`STOPPED`)."""
-    events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
-    events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
-    if events:
-        _, rank, first = min(events, key=lambda e: (e[0], e[1] if e[1] is not None else -1))
+    failure = _first_failure(ranks, vanished)
+    if failure is not None:
+        rank, first = failure
         if first is not None:
             return first.get("status", "error"), f"rank {rank}: {first.get('reason')}"
         if _oom_rose(oom_before):
@@ -314,6 +323,18 @@ def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], v
         return "oom", f"rank(s) {missing} killed by the kernel OOM killer (cgroup oom_kill count rose)"
     where = f" (torchrun: {tail})" if tail else ""
     return "crashed", f"rank(s) {missing} ended without a result; torchrun exited {returncode}{where}"
+
+
+def _first_failure(ranks: list[dict[str, Any]],
+                   vanished: dict[int, float]) -> tuple[int, dict[str, Any] | None] | None:
+    """(rank, its result or None where it vanished without one) of the earliest failure observed, None if none:
+    a rank's own failure (its result's `finished_at`) or a rank seen gone (`vanished`, less the poll's slack)."""
+    events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
+    events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
+    if not events:
+        return None
+    _, rank, first = min(events, key=lambda e: (e[0], e[1] if e[1] is not None else -1))
+    return rank, first
 
 
 def _oom_rose(before: int | None) -> bool:
