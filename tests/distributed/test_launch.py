@@ -137,8 +137,9 @@ def test_a_job_dies_with_the_process_that_launched_it(tmp_path):
 
 # -- _classify on made-up inputs -------------------------------------------------------------------------------
 
-def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail=""):
-    return launch_mod._classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail)
+def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail="", stopped_at=None):
+    return launch_mod._classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail,
+                                stopped_at)
 
 
 def _rank(rank, status="ok", reason=None, at=100.0):
@@ -170,6 +171,17 @@ def test_classify_a_stopped_rank_is_not_the_cause():
 def test_classify_timeout_counts_the_ranks_done():
     status, reason = _classify("timeout", None, [_rank(0)])
     assert status == "timeout" and "within 30 s (1 of 2 ranks done)" in reason
+
+
+def test_classify_a_peer_failing_after_the_time_out_stopped_the_job_is_still_a_timeout():
+    # rank 1 hangs; at the time-out (stopped at 104.0) torchrun stops it, and rank 0, waiting for it in an
+    # all-reduce, fails with a connection error after that: the stop's doing, not the job's
+    ranks = [_rank(0, "error", "RuntimeError: Connection closed by peer", at=104.3), _rank(1, STOPPED, at=104.2)]
+    status, reason = _classify("timeout", -15, ranks, stopped_at=104.0)
+    assert status == "timeout" and "(0 of 2 ranks done)" in reason
+    # a rank that failed before the stop is the cause, time-out or not
+    ranks[0] = _rank(0, "oom", "MemoryError: out", at=103.9)
+    assert _classify("timeout", -15, ranks, stopped_at=104.0) == ("oom", "rank 0: MemoryError: out")
 
 
 def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_count_rose(monkeypatch):

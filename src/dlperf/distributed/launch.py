@@ -170,15 +170,16 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
                                     start_new_session=True, preexec_fn=_die_with(os.getpid()))
             vanished: dict[int, float] = {}
             try:
-                ended = _wait(proc, base, world_size, start + timeout_s, vanished)
+                ended, stopped_at = _wait(proc, base, world_size, start + timeout_s, vanished)
             except BaseException:
                 _stop(proc, base)
                 raise
         wall_s = time.perf_counter() - start
         ranks = _rank_results(base, world_size)
         tail = _tail(log_path)
-        status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail)
-        first = _first_failure(ranks, vanished)
+        status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail,
+                                   stopped_at)
+        first = _first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
         return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail,
                           cause=first[1] if first is not None and status != "ok" else None)
 
@@ -202,18 +203,20 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
 
 
 def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: float,
-          vanished: dict[int, float]) -> str:
-    """'exited', 'failed' (a rank wrote a failure or died without a result; the job was stopped) or 'timeout'
-    (stopped at the deadline). `vanished` gets the wall time (time.time()) at which each rank was first seen
-    gone without having written a result: the launcher's own observation of a rank killed or exited."""
+          vanished: dict[int, float]) -> tuple[str, float | None]:
+    """(how, when the launcher stopped the job: wall time, time.time(); None where it did not). how: 'exited',
+    'failed' (a rank wrote a failure or died without a result; the job was stopped) or 'timeout' (stopped at the
+    deadline). `vanished` gets the wall time at which each rank was first seen gone without having written a
+    result: the launcher's own observation of a rank killed or exited."""
     failed_at: float | None = None
     while True:
         if proc.poll() is not None:
-            return "exited"
+            return "exited", None
         now = time.perf_counter()
         if now >= deadline:
+            stopped_at = time.time()
             _stop(proc, base)
-            return "timeout"
+            return "timeout", stopped_at
         results = _rank_results(base, world_size)
         done = {r.get("rank") for r in results}
         for rank, pid in _started_ranks(base).items():
@@ -223,8 +226,9 @@ def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: 
         if failed_at is None and (vanished or any(r.get("status") not in ("ok", STOPPED) for r in results)):
             failed_at = now
         if failed_at is not None and now - failed_at >= FAILURE_GRACE_S:
+            stopped_at = time.time()
             _stop(proc, base)
-            return "failed"
+            return "failed", stopped_at
         time.sleep(POLL_S)
 
 
@@ -299,11 +303,14 @@ def _rank_results(base: Path, world_size: int) -> list[dict[str, Any]]:
 
 
 def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], vanished: dict[int, float],
-              world_size: int, timeout_s: float, oom_before: int | None, tail: str) -> tuple[CaseStatus, str | None]:
+              world_size: int, timeout_s: float, oom_before: int | None, tail: str,
+              stopped_at: float | None = None) -> tuple[CaseStatus, str | None]:
     """The job's status from its first observed failure: a rank's own failure (its result file) or a rank seen
     gone without a result (`vanished`), whichever came first; a peer that fails after it (a connection reset
-    by the dead rank) is not the cause, nor is a rank stopped by torchrun after another failed (`STOPPED`)."""
-    failure = _first_failure(ranks, vanished)
+    by the dead rank) is not the cause, nor is a rank stopped by torchrun after another failed (`STOPPED`).
+    A job stopped at its time-out (`stopped_at`) is `timeout` unless a rank failed before the stop: a rank that
+    fails at or after it (a peer's connection reset by the stop) is the stop's doing, not the job's."""
+    failure = _first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
     if failure is not None:
         rank, first = failure
         if first is not None:
@@ -325,12 +332,15 @@ def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], v
     return "crashed", f"rank(s) {missing} ended without a result; torchrun exited {returncode}{where}"
 
 
-def _first_failure(ranks: list[dict[str, Any]],
-                   vanished: dict[int, float]) -> tuple[int, dict[str, Any] | None] | None:
+def _first_failure(ranks: list[dict[str, Any]], vanished: dict[int, float],
+                   before: float | None = None) -> tuple[int, dict[str, Any] | None] | None:
     """(rank, its result or None where it vanished without one) of the earliest failure observed, None if none:
-    a rank's own failure (its result's `finished_at`) or a rank seen gone (`vanished`, less the poll's slack)."""
+    a rank's own failure (its result's `finished_at`) or a rank seen gone (`vanished`, less the poll's slack);
+    with `before` (wall time), only those that happened before it."""
     events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
     events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
+    if before is not None:
+        events = [e for e in events if e[0] < before]
     if not events:
         return None
     _, rank, first = min(events, key=lambda e: (e[0], e[1] if e[1] is not None else -1))
