@@ -184,6 +184,37 @@ def test_classify_a_peer_failing_after_the_time_out_stopped_the_job_is_still_a_t
     assert _classify("timeout", -15, ranks, stopped_at=104.0) == ("oom", "rank 0: MemoryError: out")
 
 
+class _Running:
+    """A torchrun that never exits by itself (a hang in its teardown)."""
+
+    pid = 0
+
+    def poll(self):
+        return None
+
+
+def test_a_job_whose_ranks_all_wrote_ok_is_stopped_after_the_grace_and_is_ok(tmp_path, monkeypatch):
+    import json
+
+    for r in range(2):
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(_rank(r)))
+    stops = []
+    monkeypatch.setattr(launch_mod, "_stop", lambda proc, base: stops.append(base))
+    monkeypatch.setattr(launch_mod, "TERM_GRACE_S", 0.3)
+    t0 = time.perf_counter()
+    ended, stopped_at = launch_mod._wait(_Running(), tmp_path, 2, t0 + 60, {})
+    assert ended == "stopped_after_ok" and stops == [tmp_path]
+    assert 0.3 <= time.perf_counter() - t0 < 5 and stopped_at == pytest.approx(time.time(), abs=5)
+    assert _classify(ended, -15, [_rank(0), _rank(1)], stopped_at=stopped_at) == ("ok", None)
+    # every rank ok at the time-out too: the results are whole, only torchrun's exit was missing
+    assert _classify("timeout", -15, [_rank(0), _rank(1)], stopped_at=stopped_at) == ("ok", None)
+
+
+def test_the_launcher_record_says_it_stopped_a_job_that_ended_ok():
+    outcome = JobOutcome("ok", None, [], 2, 1.0, ["torchrun"], note="every rank wrote ok, but ...")
+    assert outcome.launcher_record() == {"command": ["torchrun"], "wall_s": 1.0, "note": "every rank wrote ok, but ..."}
+
+
 def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_count_rose(monkeypatch):
     status, reason = _classify("exited", 1, [_rank(0)], tail="exitcode: -9")
     assert status == "crashed" and "rank(s) [1]" in reason and "torchrun exited 1" in reason

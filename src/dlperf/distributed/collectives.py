@@ -45,7 +45,7 @@ def collective_metrics(params: Any, backend: str, r0: dict[str, Any], median_s: 
             "iters_per_sample": int(r0["iters"]), "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw,
             "checked": bool(r0["checked"]),
             "ranks": outcome.rank_records(),
-            "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
+            "launcher": outcome.launcher_record()}
 
 
 def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:

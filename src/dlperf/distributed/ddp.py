@@ -54,7 +54,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
               "rank_step_s_median": [statistics.median(r["step_s"]) for r in ranks],
               "comm": combine([r["comm"] for r in ranks], backend_for(device)),
               "ranks": outcome.rank_records(),
-              "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
+              "launcher": outcome.launcher_record()}
     return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank,
             **outcome.footprint("metrics['ddp']['ranks']")}
 

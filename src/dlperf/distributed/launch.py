@@ -5,7 +5,9 @@ dlperf.distributed.rank SPEC` (torchrun itself, from the installed torch): a fix
 count, no elastic restarts, so a case is exactly one attempt of exactly N processes. It runs in its own session;
 every rank writes its pid at start and its result (`rank<R>.json`) at the end (`rank.py`).
 
-How it ended, in this order: every rank wrote `ok` and torchrun exited 0: `ok`. A rank wrote a failure: the
+How it ended, in this order: every rank wrote `ok` and torchrun exited 0: `ok` (where torchrun has not exited
+TERM_GRACE_S after the last rank wrote ok, a hang in the job's teardown such as NCCL's destroy_process_group, it
+is stopped and the job is still `ok`, with a note saying so). A rank wrote a failure: the
 earliest one's status and reason (a rank whose peer died fails after it, with a connection error that is not
 the cause); the job is stopped at once rather than left to hang in a collective. No result within the time-out:
 `timeout`. A rank died without writing one: `oom` where the cgroup's OOM-kill count rose, else `crashed` with
@@ -87,6 +89,12 @@ class JobOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The result of the rank whose failure ended the job (the earliest, `_first_failure`), where it wrote one.
     cause: dict[str, Any] | None = None
+    #: What the launcher did to a job that ended ok otherwise than by itself (stopped after every rank wrote ok).
+    note: str | None = None
+
+    def launcher_record(self) -> dict[str, Any]:
+        """What is stored of the launcher with a case that ended ok: the command, its wall time, the note."""
+        return {"command": self.command, "wall_s": self.wall_s, "note": self.note}
 
     def rank_records(self) -> list[dict[str, Any]]:
         """Each rank's identity and memory, stored with the case (rank order)."""
@@ -180,8 +188,13 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail,
                                    stopped_at)
         first = _first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
+        note = None
+        if status == "ok" and stopped_at is not None:
+            waited = stopped_at - max(r.get("finished_at", stopped_at) for r in ranks)
+            note = (f"every rank wrote ok, but torchrun had not exited {waited:.1f} s after the last one did (a hang "
+                    f"in the job's teardown, e.g. destroy_process_group): the launcher stopped it")
         return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail,
-                          cause=first[1] if first is not None and status != "ok" else None)
+                          cause=first[1] if first is not None and status != "ok" else None, note=note)
 
 
 PR_SET_PDEATHSIG = 1
@@ -205,10 +218,12 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
 def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: float,
           vanished: dict[int, float]) -> tuple[str, float | None]:
     """(how, when the launcher stopped the job: wall time, time.time(); None where it did not). how: 'exited',
-    'failed' (a rank wrote a failure or died without a result; the job was stopped) or 'timeout' (stopped at the
-    deadline). `vanished` gets the wall time at which each rank was first seen gone without having written a
-    result: the launcher's own observation of a rank killed or exited."""
+    'failed' (a rank wrote a failure or died without a result; the job was stopped), 'timeout' (stopped at the
+    deadline) or 'stopped_after_ok' (every rank wrote ok, and torchrun had not exited TERM_GRACE_S later).
+    `vanished` gets the wall time at which each rank was first seen gone without having written a result: the
+    launcher's own observation of a rank killed or exited."""
     failed_at: float | None = None
+    all_ok_at: float | None = None
     while True:
         if proc.poll() is not None:
             return "exited", None
@@ -229,6 +244,12 @@ def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: 
             stopped_at = time.time()
             _stop(proc, base)
             return "failed", stopped_at
+        if all_ok_at is None and len(results) == world_size and all(r.get("status") == "ok" for r in results):
+            all_ok_at = now
+        if all_ok_at is not None and now - all_ok_at >= TERM_GRACE_S:
+            stopped_at = time.time()
+            _stop(proc, base)
+            return "stopped_after_ok", stopped_at
         time.sleep(POLL_S)
 
 
@@ -319,6 +340,9 @@ def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], v
             return "oom", f"rank {rank} was killed by the kernel OOM killer (cgroup oom_kill count rose)"
         where = f" (torchrun: {tail})" if tail else ""
         return "crashed", f"rank {rank} ended without a result (killed, or exited){where}"
+    every_ok = len(ranks) == world_size and all(r.get("status") == "ok" for r in ranks)
+    if every_ok and ended in ("stopped_after_ok", "timeout"):
+        return "ok", None  # every rank's result is whole; only torchrun's own exit was missing
     if ended == "timeout":
         done = sum(r.get("status") == "ok" for r in ranks)
         return "timeout", (f"the torchrun job gave no result within {timeout_s:g} s ({done} of {world_size} "
