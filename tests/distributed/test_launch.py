@@ -223,3 +223,27 @@ def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_cou
     assert status == "oom" and "rank(s) [1]" in reason and "OOM killer" in reason
     status, reason = _classify("failed", 1, [], vanished={0: 100.0}, oom_before=4)
     assert status == "oom" and reason.startswith("rank 0 was killed by the kernel OOM killer")
+
+
+def test_gc_paused_collects_then_keeps_the_collector_off_and_restores_it():
+    import gc
+
+    from dlperf.distributed.rank import gc_paused
+
+    assert gc.isenabled()
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(phase))
+    try:
+        with gc_paused():
+            assert not gc.isenabled() and "stop" in collections  # collected on the way in
+        assert gc.isenabled()
+        with pytest.raises(ValueError), gc_paused():
+            raise ValueError("a failing step")
+        assert gc.isenabled()
+        gc.disable()  # off before: stays off
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.callbacks.pop()

@@ -16,7 +16,8 @@ all-reduce). The timed steps start together after a barrier; every rank records 
 perf_counter is CLOCK_MONOTONIC on Linux, one clock for every process of the node, so the driver can set the
 ranks' readings against each other and take each step as the slowest rank finished it. Each rank also keeps its
 own step durations (`step_s`) and its process's CPU time per step (`cpu_s`). Then `profile_steps` more steps run
-under torch.profiler (`ddp_profile`) for the time in communication.
+under torch.profiler (`ddp_profile`) for the time in communication. Python's garbage collector is off during the
+timed and the profiled steps (`rank.gc_paused`), as under the house's timer.
 """
 
 from __future__ import annotations
@@ -169,18 +170,20 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
     dist.broadcast(plan, src=0)
     n = int(plan[0])
     walls, cpus, ends = [], [], []
-    dist.barrier()  # the timed steps start together: the job's step 0 runs from here
-    sync()
-    loop_start_s = time.perf_counter()
-    for _ in range(n):
-        wall, cpu, end = timed()
-        walls.append(wall)
-        cpus.append(cpu)
-        ends.append(end)
     from dlperf.distributed.ddp_profile import profile_comm
+    from dlperf.distributed.rank import gc_paused
 
-    dist.barrier()  # the profiled steps start together too
-    comm = profile_comm(torch, lambda: timed()[::2], int(p["profile_steps"]), spec.backend, world_size, cuda)
+    with gc_paused():  # no collection inside a timed or profiled step (as the house's timer)
+        dist.barrier()  # the timed steps start together: the job's step 0 runs from here
+        sync()
+        loop_start_s = time.perf_counter()
+        for _ in range(n):
+            wall, cpu, end = timed()
+            walls.append(wall)
+            cpus.append(cpu)
+            ends.append(end)
+        dist.barrier()  # the profiled steps start together too
+        comm = profile_comm(torch, lambda: timed()[::2], int(p["profile_steps"]), spec.backend, world_size, cuda)
     return {"device": device, "first_call_s": first_s, "warmup_step_s": warm, "steps_timed": n,
             "stop_reason": why, "step_s": walls, "cpu_s": cpus, "loop_start_s": loop_start_s, "step_end_s": ends,
             "comm": comm}

@@ -12,7 +12,9 @@ CPUs) and when it finished.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -21,6 +23,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,21 @@ def peak_device_mem_bytes(spec: RankSpec, local_rank: int) -> int | None:
         return int(torch.cuda.max_memory_allocated(f"cuda:{local_rank}"))
     except Exception:
         return None
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector collected, then off for the block (a rank's timed steps or blocks), as the
+    house's timer does (`timing.timer.measure`): a collection inside a timed step is the collector's time, not
+    the step's. Restored after (on only where it was on)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def one_line(exc: BaseException) -> str:
