@@ -171,6 +171,16 @@ def test_classify_a_stopped_rank_is_not_the_cause():
 def test_classify_timeout_counts_the_ranks_done():
     status, reason = _classify("timeout", None, [_rank(0)])
     assert status == "timeout" and "within 30 s (1 of 2 ranks done)" in reason
+    reason = launch_mod._classify("timeout", None, [], {}, 2, 25.9485, None, "")[1]
+    assert "within 25.9 s (0 of 2 ranks done)" in reason  # the job's time-out, as a time is written
+
+
+def test_remaining_s_is_the_time_out_less_what_this_process_ran_and_the_margin():
+    used = time.time() - psutil.Process().create_time()  # this test process has run for a while
+    left = launch_mod.remaining_s(1000.0)
+    assert 1000.0 - used - launch_mod.MARGIN_S - 5 <= left <= 1000.0 - used - launch_mod.MARGIN_S
+    assert launch_mod.remaining_s(1000.0, margin_s=0.0) == pytest.approx(left + launch_mod.MARGIN_S, abs=5)
+    assert launch_mod.remaining_s(used / 2) == 1.0  # spent already: the least a job gets, never negative
 
 
 def test_classify_a_peer_failing_after_the_time_out_stopped_the_job_is_still_a_timeout():

@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlperf.core.status import CaseEnded, CaseStatus
+from dlperf.units import format_time
 
 #: The module of each job kind's rank function: `run(spec, rank, world_size, device) -> dict` (`rank.py`).
 RANK_KINDS: dict[str, str] = {"ddp": "dlperf.distributed.ddp_rank",
@@ -142,7 +143,8 @@ def backend_for(device: str) -> Literal["gloo", "nccl"]:
 def remaining_s(timeout_s: float, margin_s: float = MARGIN_S) -> float:
     """Seconds of this worker's case time-out left for a job: the time-out less what this process has run so far
     and a margin for its own work after (at least 1 s). The parent kills the worker at the time-out; the job must
-    end first so that the case ends `timeout` with what was measured kept, not with a killed worker."""
+    end first, so that the worker itself stores the case as `timeout` with the job's reason (how many ranks were
+    done; the ranks' figures are not kept), rather than being killed with no word from it."""
     import psutil
 
     used = time.time() - psutil.Process().create_time()
@@ -345,8 +347,8 @@ def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], v
         return "ok", None  # every rank's result is whole; only torchrun's own exit was missing
     if ended == "timeout":
         done = sum(r.get("status") == "ok" for r in ranks)
-        return "timeout", (f"the torchrun job gave no result within {timeout_s:g} s ({done} of {world_size} "
-                           f"ranks done); stopped")
+        return "timeout", (f"the torchrun job gave no result within {format_time(timeout_s)} ({done} of "
+                           f"{world_size} ranks done); stopped")
     if returncode == 0 and len(ranks) == world_size and all(r.get("status") == "ok" for r in ranks):
         return "ok", None
     missing = sorted(set(range(world_size)) - {r.get("rank") for r in ranks})

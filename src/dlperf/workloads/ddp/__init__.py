@@ -9,6 +9,10 @@ global batch (images, or tokens for the transformer). Scaling efficiency, throug
 is computed by the report from the cases of one run. The time in communication comes from torch's profiler
 over a few extra steps (`dlperf.distributed.ddp`). The case is not timed by the worker's timer: `drive`
 launches the job (`dlperf.distributed.launch`) and returns the ranks' samples.
+
+A study's `mem_limit_mb` caps the worker's data segment (RLIMIT_DATA), and every rank inherits that cap as its
+own: a limit is per process, so a job of N ranks may use up to N times the cap in all (it cannot be divided
+among the ranks). An allocation a rank cannot make ends the case `oom` with that rank's reason.
 """
 
 from __future__ import annotations
