@@ -1,6 +1,6 @@
 """The torchrun launcher (`dlperf.distributed.launch`): how a job ends, seen through real 2-rank gloo jobs of the
 `faults` kind (ranks that misbehave on purpose; each job costs 3-5 s, so each is launched once per module), and
-`_classify` on made-up inputs (no job)."""
+`classify` (`outcome.py`) on made-up inputs (no job)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from dlperf.core.result import Metrics
 from dlperf.core.status import CaseEnded
 from dlperf.distributed import launch as launch_mod
+from dlperf.distributed import outcome as outcome_mod
 from dlperf.distributed.launch import STOPPED, JobOutcome, launch
 
 pytestmark = pytest.mark.timeout(180)
@@ -138,7 +139,7 @@ def test_a_job_dies_with_the_process_that_launched_it(tmp_path):
 # -- _classify on made-up inputs -------------------------------------------------------------------------------
 
 def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail="", stopped_at=None):
-    return launch_mod._classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail,
+    return outcome_mod.classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail,
                                 stopped_at)
 
 
@@ -171,7 +172,7 @@ def test_classify_a_stopped_rank_is_not_the_cause():
 def test_classify_timeout_counts_the_ranks_done():
     status, reason = _classify("timeout", None, [_rank(0)])
     assert status == "timeout" and "within 30 s (1 of 2 ranks done)" in reason
-    reason = launch_mod._classify("timeout", None, [], {}, 2, 25.9485, None, "")[1]
+    reason = outcome_mod.classify("timeout", None, [], {}, 2, 25.9485, None, "")[1]
     assert "within 25.9 s (0 of 2 ranks done)" in reason  # the job's time-out, as a time is written
 
 
@@ -228,7 +229,7 @@ def test_the_launcher_record_says_it_stopped_a_job_that_ended_ok():
 def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_count_rose(monkeypatch):
     status, reason = _classify("exited", 1, [_rank(0)], tail="exitcode: -9")
     assert status == "crashed" and "rank(s) [1]" in reason and "torchrun exited 1" in reason
-    monkeypatch.setattr(launch_mod, "_oom_kills", lambda: 5)
+    monkeypatch.setattr(outcome_mod, "oom_kills", lambda: 5)
     status, reason = _classify("exited", 1, [_rank(0)], oom_before=4)
     assert status == "oom" and "rank(s) [1]" in reason and "OOM killer" in reason
     status, reason = _classify("failed", 1, [], vanished={0: 100.0}, oom_before=4)

@@ -14,7 +14,8 @@ the cause); the job is stopped at once rather than left to hang in a collective.
 torchrun's last lines. Stopping the job: SIGTERM to torchrun (it stops its ranks), then SIGKILL to torchrun's
 and every rank's process group; ranks also die with torchrun (`PR_SET_PDEATHSIG`, `rank.py`), and torchrun dies
 with the process that launched it (the case's worker: `PR_SET_PDEATHSIG` too), so a worker killed by its sweep
-(an interrupted run, a time-out, SIGKILL) leaves no job behind.
+(an interrupted run, a time-out, SIGKILL) leaves no job behind. The classification and what is stored of a job
+(`JobOutcome`) are `outcome.py`'s.
 """
 
 from __future__ import annotations
@@ -28,21 +29,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlperf.core.status import CaseEnded, CaseStatus
-from dlperf.units import format_time
+from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
+
+__all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankSpec", "backend_for", "check_job", "launch", "remaining_s"]
 
 #: The module of each job kind's rank function: `run(spec, rank, world_size, device) -> dict` (`rank.py`).
 RANK_KINDS: dict[str, str] = {"ddp": "dlperf.distributed.ddp_rank",
                               "collectives": "dlperf.distributed.collectives_rank",
                               "faults": "dlperf.distributed.fault_rank"}  # faults: the launcher's own tests
-#: What is stored of each rank of a job that ended ok (`JobOutcome.rank_records`).
-RANK_RECORD = ("rank", "host", "pid", "device", "peak_rss_bytes", "peak_device_mem_bytes")
 #: Seconds the other ranks get to write their result after one rank failed, before the job is stopped.
 FAILURE_GRACE_S = 3.0
 #: Seconds torchrun gets to stop its ranks after SIGTERM, before everything is killed.
@@ -50,11 +49,6 @@ TERM_GRACE_S = 5.0
 #: Seconds kept from the case's time-out for the worker's own work after the job (results, activity).
 MARGIN_S = 10.0
 POLL_S = 0.1
-#: A rank seen gone without a result counts as having died up to this many seconds before it was seen (the
-#: poll's period and scheduling), when its death is set against a peer's failure that reports it.
-VANISH_SLACK_S = 0.5
-#: What a rank writes when torchrun (or the launcher) stops it with SIGTERM: neither ok nor a failure of its own.
-STOPPED = "stopped"
 #: The thread-pool sizes a rank's libraries read at import: each rank gets `threads_per_rank` (torchrun's own
 #: default, OMP_NUM_THREADS=1, is never left to chance).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -74,65 +68,6 @@ class RankSpec(BaseModel):
     result_dir: str
     #: The process group's own time-out (a collective that waits longer fails): the job's time-out.
     timeout_s: float = Field(gt=0)
-
-
-@dataclass
-class JobOutcome:
-    """How a job ended: its status, the reason, and every result a rank wrote (rank order)."""
-
-    status: CaseStatus
-    reason: str | None
-    ranks: list[dict[str, Any]]
-    world_size: int
-    wall_s: float
-    command: list[str]
-    log_tail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: The result of the rank whose failure ended the job (the earliest, `_first_failure`), where it wrote one.
-    cause: dict[str, Any] | None = None
-    #: What the launcher did to a job that ended ok otherwise than by itself (stopped after every rank wrote ok).
-    note: str | None = None
-
-    def launcher_record(self) -> dict[str, Any]:
-        """What is stored of the launcher with a case that ended ok: the command, its wall time, the note."""
-        return {"command": self.command, "wall_s": self.wall_s, "note": self.note}
-
-    def rank_records(self) -> list[dict[str, Any]]:
-        """Each rank's identity and memory, stored with the case (rank order)."""
-        return [{k: r.get(k) for k in RANK_RECORD} for r in self.ranks]
-
-    def footprint(self, where: str) -> dict[str, Any]:
-        """The case's top-level memory figures from its ranks (`where`: the stored key of their records, e.g.
-        metrics['ddp']['ranks']): the largest peak RSS and the largest device allocator peak over the ranks, with
-        their sources; None with the reason where no rank measured one (CPU ranks: no allocator statistics)."""
-        rss = [r["peak_rss_bytes"] for r in self.ranks if r.get("peak_rss_bytes") is not None]
-        dev = [r["peak_device_mem_bytes"] for r in self.ranks if r.get("peak_device_mem_bytes") is not None]
-        return {"peak_rss_bytes": max(rss) if rss else None,
-                "peak_rss_source": (f"ranks' peak RSS (VmHWM, max over ranks; each in {where}); the worker's own: "
-                                    f"worker_peak_rss_bytes" if rss else f"no rank measured its RSS ({where})"),
-                "peak_device_mem_bytes": max(dev) if dev else None,
-                "peak_device_mem_source": (f"ranks' allocator peak (max): torch.cuda.max_memory_allocated of each "
-                                           f"rank, in {where}" if dev else
-                                           f"measured per rank: {where}; none there (CPU ranks: torch keeps no CPU "
-                                           f"allocator statistics)")}
-
-    def describe(self) -> dict[str, Any]:
-        """What is stored with a failed case: the command, how long it ran, each rank's status and reason, and
-        the traceback of the rank whose failure ended the job (`traceback`, which `dlperf show --errors` prints),
-        where that rank caught its exception (a rank killed, or gone without a result, has none)."""
-        out: dict[str, Any] = {
-            "launcher": {"command": self.command, "wall_s": self.wall_s, "world_size": self.world_size,
-                         "log_tail": self.log_tail},
-            "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes",
-                                             "peak_device_mem_bytes")} for r in self.ranks]}
-        if self.cause is not None and self.cause.get("traceback"):
-            out["traceback"] = f"rank {self.cause.get('rank')} of {self.world_size}:\n{self.cause['traceback']}"
-        return out
-
-    def raise_for_status(self) -> None:
-        """CaseEnded with the job's status and reason (and `describe()` as the case's metrics) unless ok."""
-        if self.status != "ok":
-            raise CaseEnded(self.status, self.reason or f"torchrun job ended {self.status}", self.describe())
 
 
 def backend_for(device: str) -> Literal["gloo", "nccl"]:
@@ -173,7 +108,7 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         env = dict(os.environ) | {k: str(threads_per_rank) for k in THREAD_VARS}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         log_path = base / "torchrun.log"
-        oom_before = _oom_kills()
+        oom_before = oom_kills()
         start = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -186,17 +121,13 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
                 raise
         wall_s = time.perf_counter() - start
         ranks = _rank_results(base, world_size)
-        tail = _tail(log_path)
-        status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail,
-                                   stopped_at)
-        first = _first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
-        note = None
-        if status == "ok" and stopped_at is not None:
-            waited = stopped_at - max(r.get("finished_at", stopped_at) for r in ranks)
-            note = (f"every rank wrote ok, but torchrun had not exited {waited:.1f} s after the last one did (a hang "
-                    f"in the job's teardown, e.g. destroy_process_group): the launcher stopped it")
-        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail,
-                          cause=first[1] if first is not None and status != "ok" else None, note=note)
+        log_tail = tail(log_path)
+        status, reason = classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before,
+                                  log_tail, stopped_at)
+        first = first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
+        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, log_tail,
+                          cause=first[1] if first is not None and status != "ok" else None,
+                          note=stopped_note(ranks, stopped_at) if status == "ok" else None)
 
 
 PR_SET_PDEATHSIG = 1
@@ -323,75 +254,6 @@ def _rank_results(base: Path, world_size: int) -> list[dict[str, Any]]:
         except (OSError, json.JSONDecodeError):
             continue
     return out
-
-
-def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], vanished: dict[int, float],
-              world_size: int, timeout_s: float, oom_before: int | None, tail: str,
-              stopped_at: float | None = None) -> tuple[CaseStatus, str | None]:
-    """The job's status from its first observed failure: a rank's own failure (its result file) or a rank seen
-    gone without a result (`vanished`), whichever came first; a peer that fails after it (a connection reset
-    by the dead rank) is not the cause, nor is a rank stopped by torchrun after another failed (`STOPPED`).
-    A job stopped at its time-out (`stopped_at`) is `timeout` unless a rank failed before the stop: a rank that
-    fails at or after it (a peer's connection reset by the stop) is the stop's doing, not the job's."""
-    failure = _first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
-    if failure is not None:
-        rank, first = failure
-        if first is not None:
-            return first.get("status", "error"), f"rank {rank}: {first.get('reason')}"
-        if _oom_rose(oom_before):
-            return "oom", f"rank {rank} was killed by the kernel OOM killer (cgroup oom_kill count rose)"
-        where = f" (torchrun: {tail})" if tail else ""
-        return "crashed", f"rank {rank} ended without a result (killed, or exited){where}"
-    every_ok = len(ranks) == world_size and all(r.get("status") == "ok" for r in ranks)
-    if every_ok and ended in ("stopped_after_ok", "timeout"):
-        return "ok", None  # every rank's result is whole; only torchrun's own exit was missing
-    if ended == "timeout":
-        done = sum(r.get("status") == "ok" for r in ranks)
-        return "timeout", (f"the torchrun job gave no result within {format_time(timeout_s)} ({done} of "
-                           f"{world_size} ranks done); stopped")
-    if returncode == 0 and len(ranks) == world_size and all(r.get("status") == "ok" for r in ranks):
-        return "ok", None
-    missing = sorted(set(range(world_size)) - {r.get("rank") for r in ranks})
-    if _oom_rose(oom_before):
-        return "oom", f"rank(s) {missing} killed by the kernel OOM killer (cgroup oom_kill count rose)"
-    where = f" (torchrun: {tail})" if tail else ""
-    return "crashed", f"rank(s) {missing} ended without a result; torchrun exited {returncode}{where}"
-
-
-def _first_failure(ranks: list[dict[str, Any]], vanished: dict[int, float],
-                   before: float | None = None) -> tuple[int, dict[str, Any] | None] | None:
-    """(rank, its result or None where it vanished without one) of the earliest failure observed, None if none:
-    a rank's own failure (its result's `finished_at`) or a rank seen gone (`vanished`, less the poll's slack);
-    with `before` (wall time), only those that happened before it."""
-    events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
-    events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
-    if before is not None:
-        events = [e for e in events if e[0] < before]
-    if not events:
-        return None
-    _, rank, first = min(events, key=lambda e: (e[0], e[1] if e[1] is not None else -1))
-    return rank, first
-
-
-def _oom_rose(before: int | None) -> bool:
-    after = _oom_kills()
-    return before is not None and after is not None and after > before
-
-
-def _oom_kills() -> int | None:
-    from dlperf.meters.oom import oom_kill_count
-
-    return oom_kill_count()
-
-
-def _tail(path: Path, lines: int = 4) -> str:
-    """torchrun's last meaningful lines, one line (its banner and warnings left out)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    keep = [t.strip() for t in text if t.strip() and "*****" not in t and "OMP_NUM_THREADS" not in t]
-    return " | ".join(keep[-lines:])
 
 
 def check_job(device: str, world_size: int) -> None:
