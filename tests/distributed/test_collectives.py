@@ -194,6 +194,9 @@ def test_a_tiny_study_runs_and_stores_its_collective(tiny):
     assert [x["rank"] for x in c["ranks"]] == [0, 1] and all(x["pid"] for x in c["ranks"])
     assert c["launcher"]["wall_s"] > 0 and "--nproc-per-node=2" in c["launcher"]["command"]
     assert r.m.get("busy_threads") == 2 and math.isfinite(m.cpu_util)
+    # memory: the ranks' (the worker only waited), the largest rank's peak RSS; no device allocator on CPUs
+    assert r.m.peak_rss_bytes == max(x["peak_rss_bytes"] for x in c["ranks"]) > 0
+    assert r.m.peak_device_mem_bytes is None and "metrics['collective']['ranks']" in r.m.peak_device_mem_source
 
 
 def test_more_ranks_than_gpus_is_unsupported_before_any_job():

@@ -1,16 +1,23 @@
 """The torchrun launcher (`dlperf.distributed.launch`): how a job ends, seen through real 2-rank gloo jobs of the
 `faults` kind (ranks that misbehave on purpose; each job costs 3-5 s, so each is launched once per module), and
-`_classify` on made-up inputs (no job)."""
+`classify` (`outcome.py`) on made-up inputs (no job)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from dlperf.core.result import Metrics
 from dlperf.core.status import CaseEnded
 from dlperf.distributed import launch as launch_mod
+from dlperf.distributed import outcome as outcome_mod
 from dlperf.distributed.launch import STOPPED, JobOutcome, launch
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,9 +32,9 @@ def _job_dir(outcome: JobOutcome) -> str:
     return str(Path(outcome.command[-1]).parent)
 
 
-def _left_behind(outcome: JobOutcome) -> list[int]:
-    """Pids of processes still running whose command line names the job's folder."""
-    where = _job_dir(outcome)
+def _left_behind(outcome: JobOutcome | str) -> list[int]:
+    """Pids of processes still running whose command line names the job's folder (or contains `outcome`)."""
+    where = outcome if isinstance(outcome, str) else _job_dir(outcome)
     out = []
     for proc in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
@@ -73,6 +80,10 @@ def test_raise_for_status_ends_the_case_with_the_jobs_status_and_description(rai
     assert described["launcher"]["command"] == raised.command and described["launcher"]["world_size"] == 2
     assert {r["rank"] for r in described["ranks"]} >= {1}
     assert next(r for r in described["ranks"] if r["rank"] == 1)["reason"].startswith("RuntimeError")
+    # the failing rank's traceback, where `dlperf show --errors` reads a case's (Metrics.traceback)
+    assert described["traceback"].startswith("rank 1 of 2:\nTraceback")
+    assert "RuntimeError: rank 1 failed on purpose" in described["traceback"]
+    assert Metrics.model_validate(described).traceback == described["traceback"]
 
 
 def test_a_memory_error_is_oom():
@@ -100,10 +111,36 @@ def test_a_hang_times_out_and_leaves_no_rank_behind():
     assert info.value.status == "timeout"
 
 
+def test_a_job_dies_with_the_process_that_launched_it(tmp_path):
+    """A worker SIGKILLed by its sweep (an interrupted run, the case's time-out) takes its job with it: torchrun
+    runs in its own session, so only its parent-death signal ties it to the worker."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "from dlperf.distributed.launch import launch; "
+         "launch('faults', {'all': 'sleep'}, world_size=2, device='cpu', threads_per_rank=1, timeout_s=120)"],
+        env=dict(os.environ, TMPDIR=str(tmp_path)))  # the job's folder lies under tmp_path
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("dlperf-torchrun-*/rank*.pid"))) < 2:  # both ranks started (asleep)
+            assert launcher.poll() is None and time.monotonic() < deadline, "the job never started its ranks"
+            time.sleep(0.1)
+        assert _left_behind(str(tmp_path))  # torchrun and its ranks run
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 5
+        while _left_behind(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _left_behind(str(tmp_path))
+    finally:
+        launcher.kill()
+        for pid in _left_behind(str(tmp_path)):  # before the fix: torchrun and the ranks, reparented to init
+            os.kill(pid, signal.SIGKILL)
+
+
 # -- _classify on made-up inputs -------------------------------------------------------------------------------
 
-def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail=""):
-    return launch_mod._classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail)
+def _classify(ended="exited", returncode=0, ranks=(), vanished=None, oom_before=None, tail="", stopped_at=None):
+    return outcome_mod.classify(ended, returncode, list(ranks), vanished or {}, 2, 30.0, oom_before, tail,
+                                stopped_at)
 
 
 def _rank(rank, status="ok", reason=None, at=100.0):
@@ -135,13 +172,89 @@ def test_classify_a_stopped_rank_is_not_the_cause():
 def test_classify_timeout_counts_the_ranks_done():
     status, reason = _classify("timeout", None, [_rank(0)])
     assert status == "timeout" and "within 30 s (1 of 2 ranks done)" in reason
+    reason = outcome_mod.classify("timeout", None, [], {}, 2, 25.9485, None, "")[1]
+    assert "within 25.9 s (0 of 2 ranks done)" in reason  # the job's time-out, as a time is written
+
+
+def test_remaining_s_is_the_time_out_less_what_this_process_ran_and_the_margin():
+    used = time.time() - psutil.Process().create_time()  # this test process has run for a while
+    left = launch_mod.remaining_s(1000.0)
+    assert 1000.0 - used - launch_mod.MARGIN_S - 5 <= left <= 1000.0 - used - launch_mod.MARGIN_S
+    assert launch_mod.remaining_s(1000.0, margin_s=0.0) == pytest.approx(left + launch_mod.MARGIN_S, abs=5)
+    assert launch_mod.remaining_s(used / 2) == 1.0  # spent already: the least a job gets, never negative
+
+
+def test_classify_a_peer_failing_after_the_time_out_stopped_the_job_is_still_a_timeout():
+    # rank 1 hangs; at the time-out (stopped at 104.0) torchrun stops it, and rank 0, waiting for it in an
+    # all-reduce, fails with a connection error after that: the stop's doing, not the job's
+    ranks = [_rank(0, "error", "RuntimeError: Connection closed by peer", at=104.3), _rank(1, STOPPED, at=104.2)]
+    status, reason = _classify("timeout", -15, ranks, stopped_at=104.0)
+    assert status == "timeout" and "(0 of 2 ranks done)" in reason
+    # a rank that failed before the stop is the cause, time-out or not
+    ranks[0] = _rank(0, "oom", "MemoryError: out", at=103.9)
+    assert _classify("timeout", -15, ranks, stopped_at=104.0) == ("oom", "rank 0: MemoryError: out")
+
+
+class _Running:
+    """A torchrun that never exits by itself (a hang in its teardown)."""
+
+    pid = 0
+
+    def poll(self):
+        return None
+
+
+def test_a_job_whose_ranks_all_wrote_ok_is_stopped_after_the_grace_and_is_ok(tmp_path, monkeypatch):
+    import json
+
+    for r in range(2):
+        (tmp_path / f"rank{r}.json").write_text(json.dumps(_rank(r)))
+    stops = []
+    monkeypatch.setattr(launch_mod, "_stop", lambda proc, base: stops.append(base))
+    monkeypatch.setattr(launch_mod, "TERM_GRACE_S", 0.3)
+    t0 = time.perf_counter()
+    ended, stopped_at = launch_mod._wait(_Running(), tmp_path, 2, t0 + 60, {})
+    assert ended == "stopped_after_ok" and stops == [tmp_path]
+    assert 0.3 <= time.perf_counter() - t0 < 5 and stopped_at == pytest.approx(time.time(), abs=5)
+    assert _classify(ended, -15, [_rank(0), _rank(1)], stopped_at=stopped_at) == ("ok", None)
+    # every rank ok at the time-out too: the results are whole, only torchrun's exit was missing
+    assert _classify("timeout", -15, [_rank(0), _rank(1)], stopped_at=stopped_at) == ("ok", None)
+
+
+def test_the_launcher_record_says_it_stopped_a_job_that_ended_ok():
+    outcome = JobOutcome("ok", None, [], 2, 1.0, ["torchrun"], note="every rank wrote ok, but ...")
+    assert outcome.launcher_record() == {"command": ["torchrun"], "wall_s": 1.0, "note": "every rank wrote ok, but ..."}
 
 
 def test_classify_missing_results_after_exit_is_a_crash_or_oom_where_the_oom_count_rose(monkeypatch):
     status, reason = _classify("exited", 1, [_rank(0)], tail="exitcode: -9")
     assert status == "crashed" and "rank(s) [1]" in reason and "torchrun exited 1" in reason
-    monkeypatch.setattr(launch_mod, "_oom_kills", lambda: 5)
+    monkeypatch.setattr(outcome_mod, "oom_kills", lambda: 5)
     status, reason = _classify("exited", 1, [_rank(0)], oom_before=4)
     assert status == "oom" and "rank(s) [1]" in reason and "OOM killer" in reason
     status, reason = _classify("failed", 1, [], vanished={0: 100.0}, oom_before=4)
     assert status == "oom" and reason.startswith("rank 0 was killed by the kernel OOM killer")
+
+
+def test_gc_paused_collects_then_keeps_the_collector_off_and_restores_it():
+    import gc
+
+    from dlperf.distributed.rank import gc_paused
+
+    assert gc.isenabled()
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(phase))
+    try:
+        with gc_paused():
+            assert not gc.isenabled() and "stop" in collections  # collected on the way in
+        assert gc.isenabled()
+        with pytest.raises(ValueError), gc_paused():
+            raise ValueError("a failing step")
+        assert gc.isenabled()
+        gc.disable()  # off before: stays off
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.callbacks.pop()

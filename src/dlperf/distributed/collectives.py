@@ -3,7 +3,9 @@
 What is stored: the measurement (samples of `iters` back-to-back operations, each the slowest rank's block time;
 `sample_cpu_s` the CPU time of all ranks together in that block, so that CPU per wall second is set against the
 job's `world_size x threads_per_rank` busy threads) and `metrics["collective"]` (op, S, ranks, backend, nccl-tests'
-bus factor, algbw and busbw from the median, whether every rank's output was right). A job whose output was
+bus factor, algbw and busbw from the median, whether every rank's output was right), with the ranks' memory at
+the top level (the largest rank's peak RSS and CUDA allocator peak, `JobOutcome.footprint`: the worker only
+waits for the job). A job whose output was
 wrong ends the case `error`: a bandwidth of a wrong result is no figure.
 """
 
@@ -42,9 +44,8 @@ def collective_metrics(params: Any, backend: str, r0: dict[str, Any], median_s: 
             "dtype": params.dtype, "bus_factor": bus_factor(params.op, params.world_size),
             "iters_per_sample": int(r0["iters"]), "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw,
             "checked": bool(r0["checked"]),
-            "ranks": [{"rank": r.get("rank"), "host": r.get("host"), "pid": r.get("pid"), "device": r.get("device"),
-                       "peak_rss_bytes": r.get("peak_rss_bytes")} for r in outcome.ranks],
-            "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
+            "ranks": outcome.rank_records(),
+            "launcher": outcome.launcher_record()}
 
 
 def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
@@ -63,4 +64,5 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
     m = measurement(r0)
     return {"measurement": m,
             "collective": collective_metrics(params, backend_for(device), r0, m.median_s, outcome),
-            "busy_threads": params.world_size * params.threads_per_rank}
+            "busy_threads": params.world_size * params.threads_per_rank,
+            **outcome.footprint("metrics['collective']['ranks']")}

@@ -11,7 +11,8 @@ Timing: the first call alone (`first_call_s`: connection set-up, NCCL's communic
 of samples, both fixed before timing and broadcast from rank 0, so that every rank runs exactly the same number
 of collectives (ranks that disagree deadlock). A sample: barrier, (device sync), t0, `iters` calls, device sync,
 t1. Every rank's block times are gathered to rank 0; a sample's time is the slowest rank's (the operation is done
-when the last rank is done). Then the check: inputs filled with known values (rank r holds r+1), and every rank
+when the last rank is done). Python's garbage collector is off during the timed blocks (`rank.gc_paused`), as
+under the house's timer. Then the check: inputs filled with known values (rank r holds r+1), and every rank
 compares its output with what the collective must give; `checked` is true only where every rank's output was
 right.
 """
@@ -177,16 +178,19 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
 
     times_s: list[float] = []
     cpu_s: list[float] = []
-    for _ in range(samples):
-        dist.barrier()
-        sync()
-        c = time.process_time()
-        t = clock()
-        for _ in range(iters):
-            call()
-        sync()
-        times_s.append(clock() - t)
-        cpu_s.append(time.process_time() - c)
+    from dlperf.distributed.rank import gc_paused
+
+    with gc_paused():  # no collection inside a timed block (as the house's timer)
+        for _ in range(samples):
+            dist.barrier()
+            sync()
+            c = time.process_time()
+            t = clock()
+            for _ in range(iters):
+                call()
+            sync()
+            times_s.append(clock() - t)
+            cpu_s.append(time.process_time() - c)
 
     problem = check(op, inp, out, call, rank=rank, world_size=world_size)
     mine = {"rank": rank, "times_s": times_s, "cpu_s": cpu_s, "problem": problem, "first_call_s": first_call_s,

@@ -1,10 +1,22 @@
 """The `ddp` workload's drive: one case = one torchrun job of `world_size` ranks (`ddp_rank`), its samples and
 figures combined into what the worker stores.
 
-A sample is one optimizer step (forward, backward with DDP's all-reduce, update); its time is the slowest rank's
-for that step (a step of the job ends when its last rank's does). Every rank returns its own step times in its
-result file and this driver, in the case's worker, takes the maximum per step (the launcher collects every
-rank's result, so no collective is spent on it). sample_cpu_s is rank 0's process CPU time per step.
+A sample is one optimizer step (forward, backward with DDP's all-reduce, update) of the job, as the slowest rank
+finished it: the job's step i ends when its last rank's step i ends, so step i lasts from the moment the last
+rank ended step i-1 to the moment the last rank ended step i (step 0 from the barrier all ranks left just
+before the timed loop). Every rank returns the end of each of its steps on perf_counter's clock (one clock for
+every process of the node) in its result file, and this driver, in the case's worker, combines them (the
+launcher collects every rank's result, so no collective is spent on it); the steps then add up to the job's
+timed span exactly. Not the maximum of the ranks' own step durations: in lockstep a rank's step includes its wait
+for the slowest peer in the previous step's all-reduce, and taking each step's slowest rank counts that wait
+twice (+8.5% on the median of a 2-rank LeNet-5 job here). sample_cpu_s is the CPU of every rank per step (the
+sum of the ranks' process CPU times over their step i), as the collectives store it.
+
+Memory is the ranks' (the worker only waits for the job; `Workload.runs_in_own_processes`): peak_rss_bytes is
+the largest rank's peak RSS, peak_device_mem_bytes the largest rank's CUDA allocator peak (None on CPUs), each
+rank's in metrics["ddp"]["ranks"] (`JobOutcome.footprint`); baseline_rss_bytes stays the worker's footprint before
+the workload (torch imported), about what a rank carries before it builds its model, so peak less baseline is
+about one rank's training memory; the worker's own peak is worker_peak_rss_bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from dlperf.distributed.ddp_profile import combine
 from dlperf.distributed.launch import backend_for, launch, remaining_s
 
 
@@ -25,8 +38,9 @@ def rank_payload(params: Any, settings: Any) -> dict[str, Any]:
 
 
 def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
-    """Run the job and return {"measurement", "ddp" (the stored format), "busy_threads"}; a job that did not end
-    ok raises `CaseEnded` with its status (oom, timeout, crashed, error, unsupported) and reason."""
+    """Run the job and return {"measurement", "ddp" (the stored format), "busy_threads", and the ranks' memory
+    (`JobOutcome.footprint`)}; a job that did not end ok raises `CaseEnded` with its status (oom, timeout,
+    crashed, error, unsupported) and reason."""
     outcome = launch("ddp", rank_payload(params, settings), world_size=params.world_size, device=device,
                      threads_per_rank=params.threads_per_rank, timeout_s=remaining_s(settings.timeout_s),
                      seed=settings.seed)
@@ -38,26 +52,41 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
               "batch_per_rank": params.batch_per_rank, "threads_per_rank": params.threads_per_rank,
               "sample_unit": params.sample_unit, "warmup_steps": m.warmup_iters, "steps_timed": m.n_samples,
               "rank_step_s_median": [statistics.median(r["step_s"]) for r in ranks],
-              "comm": ranks[0]["comm"],
-              "ranks": [{k: r.get(k) for k in ("rank", "host", "pid", "device", "peak_rss_bytes")} for r in ranks],
-              "launcher": {"command": outcome.command, "wall_s": outcome.wall_s}}
-    return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank}
+              "comm": combine([r["comm"] for r in ranks], backend_for(device)),
+              "ranks": outcome.rank_records(),
+              "launcher": outcome.launcher_record()}
+    return {"measurement": m, "ddp": record, "busy_threads": params.world_size * params.threads_per_rank,
+            **outcome.footprint("metrics['ddp']['ranks']")}
 
 
-def measurement(ranks: list[dict[str, Any]]) -> Any:
-    """The case's Measurement from every rank's result: per step the slowest rank's time; the first step and the
-    warm-up likewise; rank 0's CPU time per step."""
-    from dlperf.timing import Measurement
-
-    counts = {len(r["step_s"]) for r in ranks}
+def job_steps(ranks: list[dict[str, Any]], start_key: str = "loop_start_s",
+              end_key: str = "step_end_s") -> tuple[float, ...]:
+    """The job's step times from every rank's step ends (perf_counter): step i = the last rank's end of step i
+    less the last rank's end of step i-1, step 0 from the last rank's `start_key` (the barrier before the loop).
+    They sum to the job's span from that barrier to the last rank's last end."""
+    counts = {len(r[end_key]) for r in ranks}
     if len(counts) != 1:
         raise RuntimeError(f"the ranks timed different numbers of steps: {sorted(counts)}")
     n = counts.pop()
     if n == 0:
         raise RuntimeError("the job timed no step")
-    steps = tuple(max(r["step_s"][i] for r in ranks) for i in range(n))
+    ends = [max(r[start_key] for r in ranks)] + [max(r[end_key][i] for r in ranks) for i in range(n)]
+    return tuple(b - a for a, b in zip(ends, ends[1:], strict=False))
+
+
+def measurement(ranks: list[dict[str, Any]]) -> Any:
+    """The case's Measurement from every rank's result: per step the job's step as the slowest rank finished it
+    (`job_steps`); the first step and the warm-up the slowest rank's (untimed context); per step the CPU time of
+    every rank together (the job's CPU, which `core.validity.assess` sets against the case's `world_size x
+    threads_per_rank` busy threads: rank 0's alone would shrink them to one rank's worth and hide an
+    oversubscribed machine)."""
+    from dlperf.timing import Measurement
+
+    steps = job_steps(ranks)
+    n = len(steps)
+    cpu = tuple(sum(r["cpu_s"][i] for r in ranks) for i in range(n))
     warm = [max(r["warmup_step_s"][i] for r in ranks) for i in range(len(ranks[0]["warmup_step_s"]))]
     return Measurement(sample_times_s=steps, sample_iters=(1,) * n,
                        first_call_s=max(r["first_call_s"] for r in ranks), warmup_iters=len(warm),
                        warmup_s=sum(warm), block_size=1, stop_reason=ranks[0]["stop_reason"],
-                       sample_cpu_s=tuple(ranks[0]["cpu_s"]), timer="perf_counter (slowest rank per step)")
+                       sample_cpu_s=cpu, timer="perf_counter (the job's step: the last rank's step ends)")

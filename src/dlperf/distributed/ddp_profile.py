@@ -12,6 +12,12 @@ An event nested inside another counted event is not counted again. DDP starts ea
 backward pass, as soon as the bucket's gradients are ready, so the communication overlaps the computation: the
 communication time is not the time the step waits for it, and comm_fraction is not the share a faster network
 would save.
+
+Every rank profiles its own steps (`profile_comm`); the driver keeps them all (`per_rank`) and takes the
+smallest as the case's `comm_s_per_step` (`combine`): an operation's time on a rank runs from the moment that
+rank reached it to the end, so it includes the wait for the last peer to reach it (gloo's thread blocks; NCCL's
+kernels spin on the device until the peers' data arrive). The rank that reached the operations last waited
+least: its time is the closest to the transfer itself. The largest (transfer plus waiting) is stored beside it.
 """
 
 from __future__ import annotations
@@ -53,12 +59,15 @@ def _inside_counted(event: Any, ids: set[int]) -> bool:
     return False
 
 
-def profile_comm(torch: Any, timed_step: Callable[[], float], steps: int, backend: str, world_size: int,
-                 cuda: bool) -> dict[str, Any]:
-    """Run `steps` steps under torch.profiler (CPU activity, plus CUDA on a GPU) and return the stored `comm`
-    record: comm_s_per_step, step_s_profiled (median step with the profiler on), comm_fraction, events, note."""
+def profile_comm(torch: Any, timed_step: Callable[[], tuple[float, float]], steps: int, backend: str,
+                 world_size: int, cuda: bool) -> dict[str, Any]:
+    """Run `steps` steps (`timed_step() -> (wall s, end on perf_counter)`) under torch.profiler (CPU activity,
+    plus CUDA on a GPU) and return this rank's `comm` record: comm_s_per_step, step_s_profiled (its own median
+    step with the profiler on), comm_fraction, events, note, and `step_end_s` (each profiled step's end, which
+    `combine` sets against the other ranks')."""
     out: dict[str, Any] = {"source": "torch.profiler", "profiled_steps": steps, "comm_s_per_step": None,
-                           "step_s_profiled": None, "comm_fraction": None, "events": {}, "note": None}
+                           "step_s_profiled": None, "comm_fraction": None, "events": {}, "note": None,
+                           "step_end_s": []}
     if steps <= 0:
         out["note"] = "not profiled: profile_steps is 0"
         return out
@@ -67,17 +76,15 @@ def profile_comm(torch: Any, timed_step: Callable[[], float], steps: int, backen
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
-        times = [timed_step() for _ in range(steps)]
+        timed = [timed_step() for _ in range(steps)]
     events = summarize(prof.events(), steps, backend, DeviceType.CUDA)
-    step_s = statistics.median(times)
-    out |= {"step_s_profiled": step_s, "events": events}
+    step_s = statistics.median(t[0] for t in timed)
+    out |= {"step_s_profiled": step_s, "events": events, "step_end_s": [t[1] for t in timed]}
     if events:
         comm = sum(events.values())
         one = ("world size 1: DDP still calls the backend's all-reduce, over one process (no peer, nothing is "
                "sent); this is that call's own cost. " if world_size == 1 else "")
-        wait = ("; a gloo op's time runs from its start to its end on gloo's thread, so it includes the wait for "
-                "the slowest peer to reach it" if backend == "gloo" and world_size > 1 else "")
-        out |= {"comm_s_per_step": comm, "comm_fraction": comm / step_s, "note": one + OVERLAP_NOTE + wait}
+        out |= {"comm_s_per_step": comm, "comm_fraction": comm / step_s, "note": one + OVERLAP_NOTE}
     elif world_size == 1:
         out["comm_s_per_step"] = 0.0
         out["comm_fraction"] = 0.0
@@ -86,4 +93,52 @@ def profile_comm(torch: Any, timed_step: Callable[[], float], steps: int, backen
     else:
         out["note"] = (f"the profiler recorded no {backend} communication op over {steps} steps of {world_size} "
                        f"ranks: not measured")
+    return out
+
+
+#: What each rank's own figures keep in `comm["per_rank"]`.
+PER_RANK_KEYS = ("comm_s_per_step", "step_s_profiled", "comm_fraction", "events")
+MIN_NOTE = ("comm_s_per_step is the smallest over the ranks (rank {rank}'s; each rank's in per_rank): a rank's "
+            "communication time includes its wait for the last peer to reach each operation ({how}), and the rank "
+            "that waited least is the closest to the transfer itself; comm_s_per_step_max, the largest, is transfer "
+            "plus waiting")
+WAITS = {"gloo": "gloo's thread blocks until then", "nccl": "NCCL's kernels spin on the GPU until the peers' data "
+                                                            "arrive"}
+
+
+def job_profiled_step_s(ranks_comm: list[dict[str, Any]]) -> float | None:
+    """The median step of the job with the profiler on, as the slowest rank finished it: step i ends when the
+    last rank ends it, so it lasts from the last rank's end of step i-1 (the first profiled step, which starts
+    the profiler, is left out; with one profiled step, the slowest rank's own median)."""
+    ends = [c.get("step_end_s") or [] for c in ranks_comm]
+    n = min((len(e) for e in ends), default=0)
+    if n >= 2:
+        last = [max(e[i] for e in ends) for i in range(n)]
+        return statistics.median(b - a for a, b in zip(last, last[1:], strict=False))
+    own = [c["step_s_profiled"] for c in ranks_comm if c.get("step_s_profiled") is not None]
+    return max(own) if own else None
+
+
+def combine(ranks_comm: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+    """The case's stored `comm` record from every rank's (rank order): comm_s_per_step the smallest over the
+    ranks, its rank (`comm_rank`) and events, comm_s_per_step_max the largest, step_s_profiled the job's
+    (`job_profiled_step_s`), comm_fraction their ratio, every rank's own figures in `per_rank`."""
+    first = ranks_comm[0]
+    per_rank = [{"rank": r} | {k: c.get(k) for k in PER_RANK_KEYS} for r, c in enumerate(ranks_comm)]
+    measured = [(c["comm_s_per_step"], r) for r, c in enumerate(ranks_comm) if c.get("comm_s_per_step") is not None]
+    step_s = job_profiled_step_s(ranks_comm)
+    out: dict[str, Any] = {"source": first["source"], "profiled_steps": first["profiled_steps"],
+                           "comm_s_per_step": None, "comm_s_per_step_max": None, "comm_rank": None,
+                           "step_s_profiled": step_s, "comm_fraction": None, "events": {},
+                           "note": first.get("note"), "per_rank": per_rank}
+    if not measured:
+        return out
+    comm, rank = min(measured)
+    out |= {"comm_s_per_step": comm, "comm_s_per_step_max": max(measured)[0], "comm_rank": rank,
+            "events": ranks_comm[rank].get("events") or {}, "note": ranks_comm[rank].get("note")}
+    if step_s:
+        out["comm_fraction"] = comm / step_s
+    if len(ranks_comm) > 1:
+        out["note"] = "; ".join(x for x in (out["note"], MIN_NOTE.format(rank=rank, how=WAITS.get(backend, backend)))
+                                if x)
     return out

@@ -11,9 +11,13 @@ an encoder (as the `transformer` workload's). Every rank starts from the same we
 
 Timing: the first step alone, `warmup` steps, then rank 0 decides the number of timed steps (`plan_steps`) and
 broadcasts it, so every rank runs exactly as many (a rank that ran one more would wait forever in its
-all-reduce). Each step is timed on every rank (perf_counter, the device synchronised on CUDA), with this process's
-CPU time; the driver takes the slowest rank per step. Then `profile_steps` more steps run under torch.profiler
-(`ddp_profile`) for the time in communication.
+all-reduce). The timed steps start together after a barrier; every rank records when it left the barrier
+(`loop_start_s`) and when each of its steps ended (`step_end_s`, perf_counter, the device synchronised on CUDA):
+perf_counter is CLOCK_MONOTONIC on Linux, one clock for every process of the node, so the driver can set the
+ranks' readings against each other and take each step as the slowest rank finished it. Each rank also keeps its
+own step durations (`step_s`) and its process's CPU time per step (`cpu_s`). Then `profile_steps` more steps run
+under torch.profiler (`ddp_profile`) for the time in communication. Python's garbage collector is off during the
+timed and the profiled steps (`rank.gc_paused`), as under the house's timer.
 """
 
 from __future__ import annotations
@@ -147,14 +151,14 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
         if cuda:
             torch.cuda.synchronize(device)
 
-    def timed() -> tuple[float, float]:
-        """(wall s, this process's CPU s) of one step."""
+    def timed() -> tuple[float, float, float]:
+        """(wall s, this process's CPU s, end on perf_counter's clock) of one step."""
         sync()
         c0, t0 = time.process_time(), time.perf_counter()
         step()
         sync()
         t1, c1 = time.perf_counter(), time.process_time()
-        return t1 - t0, c1 - c0
+        return t1 - t0, c1 - c0, t1
 
     first_s = timed()[0]
     warm = [timed()[0] for _ in range(int(p["warmup"]))]
@@ -165,16 +169,24 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
         plan[0] = n
     dist.broadcast(plan, src=0)
     n = int(plan[0])
-    walls, cpus = [], []
-    for _ in range(n):
-        wall, cpu = timed()
-        walls.append(wall)
-        cpus.append(cpu)
+    walls, cpus, ends = [], [], []
     from dlperf.distributed.ddp_profile import profile_comm
+    from dlperf.distributed.rank import gc_paused
 
-    comm = profile_comm(torch, lambda: timed()[0], int(p["profile_steps"]), spec.backend, world_size, cuda)
+    with gc_paused():  # no collection inside a timed or profiled step (as the house's timer)
+        dist.barrier()  # the timed steps start together: the job's step 0 runs from here
+        sync()
+        loop_start_s = time.perf_counter()
+        for _ in range(n):
+            wall, cpu, end = timed()
+            walls.append(wall)
+            cpus.append(cpu)
+            ends.append(end)
+        dist.barrier()  # the profiled steps start together too
+        comm = profile_comm(torch, lambda: timed()[::2], int(p["profile_steps"]), spec.backend, world_size, cuda)
     return {"device": device, "first_call_s": first_s, "warmup_step_s": warm, "steps_timed": n,
-            "stop_reason": why, "step_s": walls, "cpu_s": cpus, "comm": comm}
+            "stop_reason": why, "step_s": walls, "cpu_s": cpus, "loop_start_s": loop_start_s, "step_end_s": ends,
+            "comm": comm}
 
 
 def _check_equivalence(torch: Any, p: dict[str, Any], ddp: Any, step: Callable[[], Any], world_size: int,

@@ -2,11 +2,13 @@
 
 `payload["rank_<R>"]` (else `payload["all"]`) says what rank R does: `ok` (one all-reduce, then returns), `sleep`
 (longer than any test's time-out), `raise` (a RuntimeError), `oom` (a MemoryError), `exit` (os._exit(3), no
-result), `kill` (SIGKILL to itself, no result). A `sleep` on one rank is a hang: its peers wait in the all-reduce.
+result), `kill` (SIGKILL to itself, no result), `linger` (one all-reduce and its result, then a hang at exit:
+torchrun never ends by itself). A `sleep` on one rank is a hang: its peers wait in the all-reduce.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import time
@@ -28,6 +30,8 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
         os._exit(3)
     elif what == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif what == "linger":
+        atexit.register(time.sleep, 3600)  # after rank.py wrote the result: a hang in the job's teardown
     t = torch.ones(4, device=device)
     dist.all_reduce(t)
     return {"sum": float(t[0])}

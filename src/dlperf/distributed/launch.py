@@ -5,16 +5,22 @@ dlperf.distributed.rank SPEC` (torchrun itself, from the installed torch): a fix
 count, no elastic restarts, so a case is exactly one attempt of exactly N processes. It runs in its own session;
 every rank writes its pid at start and its result (`rank<R>.json`) at the end (`rank.py`).
 
-How it ended, in this order: every rank wrote `ok` and torchrun exited 0: `ok`. A rank wrote a failure: the
+How it ended, in this order: every rank wrote `ok` and torchrun exited 0: `ok` (where torchrun has not exited
+TERM_GRACE_S after the last rank wrote ok, a hang in the job's teardown such as NCCL's destroy_process_group, it
+is stopped and the job is still `ok`, with a note saying so). A rank wrote a failure: the
 earliest one's status and reason (a rank whose peer died fails after it, with a connection error that is not
 the cause); the job is stopped at once rather than left to hang in a collective. No result within the time-out:
 `timeout`. A rank died without writing one: `oom` where the cgroup's OOM-kill count rose, else `crashed` with
 torchrun's last lines. Stopping the job: SIGTERM to torchrun (it stops its ranks), then SIGKILL to torchrun's
-and every rank's process group; ranks also die with torchrun (`PR_SET_PDEATHSIG`, `rank.py`).
+and every rank's process group; ranks also die with torchrun (`PR_SET_PDEATHSIG`, `rank.py`), and torchrun dies
+with the process that launched it (the case's worker: `PR_SET_PDEATHSIG` too), so a worker killed by its sweep
+(an interrupted run, a time-out, SIGKILL) leaves no job behind. The classification and what is stored of a job
+(`JobOutcome`) are `outcome.py`'s.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -22,13 +28,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dlperf.core.status import CaseEnded, CaseStatus
+from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
+
+__all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankSpec", "backend_for", "check_job", "launch", "remaining_s"]
 
 #: The module of each job kind's rank function: `run(spec, rank, world_size, device) -> dict` (`rank.py`).
 RANK_KINDS: dict[str, str] = {"ddp": "dlperf.distributed.ddp_rank",
@@ -41,11 +49,6 @@ TERM_GRACE_S = 5.0
 #: Seconds kept from the case's time-out for the worker's own work after the job (results, activity).
 MARGIN_S = 10.0
 POLL_S = 0.1
-#: A rank seen gone without a result counts as having died up to this many seconds before it was seen (the
-#: poll's period and scheduling), when its death is set against a peer's failure that reports it.
-VANISH_SLACK_S = 0.5
-#: What a rank writes when torchrun (or the launcher) stops it with SIGTERM: neither ok nor a failure of its own.
-STOPPED = "stopped"
 #: The thread-pool sizes a rank's libraries read at import: each rank gets `threads_per_rank` (torchrun's own
 #: default, OMP_NUM_THREADS=1, is never left to chance).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -67,32 +70,6 @@ class RankSpec(BaseModel):
     timeout_s: float = Field(gt=0)
 
 
-@dataclass
-class JobOutcome:
-    """How a job ended: its status, the reason, and every result a rank wrote (rank order)."""
-
-    status: CaseStatus
-    reason: str | None
-    ranks: list[dict[str, Any]]
-    world_size: int
-    wall_s: float
-    command: list[str]
-    log_tail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> dict[str, Any]:
-        """What is stored with a failed case: the command, how long it ran, each rank's status and reason."""
-        return {"launcher": {"command": self.command, "wall_s": self.wall_s, "world_size": self.world_size,
-                             "log_tail": self.log_tail},
-                "ranks": [{k: r.get(k) for k in ("rank", "status", "reason", "host", "pid", "peak_rss_bytes")}
-                          for r in self.ranks]}
-
-    def raise_for_status(self) -> None:
-        """CaseEnded with the job's status and reason (and `describe()` as the case's metrics) unless ok."""
-        if self.status != "ok":
-            raise CaseEnded(self.status, self.reason or f"torchrun job ended {self.status}", self.describe())
-
-
 def backend_for(device: str) -> Literal["gloo", "nccl"]:
     """torch.distributed's backend for a device: NCCL on NVIDIA GPUs, gloo on CPUs."""
     return "nccl" if device.startswith("cuda") else "gloo"
@@ -101,7 +78,8 @@ def backend_for(device: str) -> Literal["gloo", "nccl"]:
 def remaining_s(timeout_s: float, margin_s: float = MARGIN_S) -> float:
     """Seconds of this worker's case time-out left for a job: the time-out less what this process has run so far
     and a margin for its own work after (at least 1 s). The parent kills the worker at the time-out; the job must
-    end first so that the case ends `timeout` with what was measured kept, not with a killed worker."""
+    end first, so that the worker itself stores the case as `timeout` with the job's reason (how many ranks were
+    done; the ranks' figures are not kept), rather than being killed with no word from it."""
     import psutil
 
     used = time.time() - psutil.Process().create_time()
@@ -130,37 +108,63 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         env = dict(os.environ) | {k: str(threads_per_rank) for k in THREAD_VARS}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         log_path = base / "torchrun.log"
-        oom_before = _oom_kills()
+        oom_before = oom_kills()
         start = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_die_with(os.getpid()))
             vanished: dict[int, float] = {}
             try:
-                ended = _wait(proc, base, world_size, start + timeout_s, vanished)
+                ended, stopped_at = _wait(proc, base, world_size, start + timeout_s, vanished)
             except BaseException:
                 _stop(proc, base)
                 raise
         wall_s = time.perf_counter() - start
         ranks = _rank_results(base, world_size)
-        tail = _tail(log_path)
-        status, reason = _classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before, tail)
-        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, tail)
+        log_tail = tail(log_path)
+        status, reason = classify(ended, proc.returncode, ranks, vanished, world_size, timeout_s, oom_before,
+                                  log_tail, stopped_at)
+        first = first_failure(ranks, vanished, stopped_at if ended == "timeout" else None)
+        return JobOutcome(status, reason, ranks, world_size, wall_s, argv, log_tail,
+                          cause=first[1] if first is not None and status != "ok" else None,
+                          note=stopped_note(ranks, stopped_at) if status == "ok" else None)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent_pid: int) -> Callable[[], None]:
+    """torchrun's preexec_fn: SIGKILL it when the launching process ends (its own session keeps it from the
+    terminal's signals, so nothing else would). Where the launcher ended before prctl took effect, it exits."""
+
+    def preexec() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            return  # not Linux: the launcher's own stop still ends the job
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return preexec
 
 
 def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: float,
-          vanished: dict[int, float]) -> str:
-    """'exited', 'failed' (a rank wrote a failure or died without a result; the job was stopped) or 'timeout'
-    (stopped at the deadline). `vanished` gets the wall time (time.time()) at which each rank was first seen
-    gone without having written a result: the launcher's own observation of a rank killed or exited."""
+          vanished: dict[int, float]) -> tuple[str, float | None]:
+    """(how, when the launcher stopped the job: wall time, time.time(); None where it did not). how: 'exited',
+    'failed' (a rank wrote a failure or died without a result; the job was stopped), 'timeout' (stopped at the
+    deadline) or 'stopped_after_ok' (every rank wrote ok, and torchrun had not exited TERM_GRACE_S later).
+    `vanished` gets the wall time at which each rank was first seen gone without having written a result: the
+    launcher's own observation of a rank killed or exited."""
     failed_at: float | None = None
+    all_ok_at: float | None = None
     while True:
         if proc.poll() is not None:
-            return "exited"
+            return "exited", None
         now = time.perf_counter()
         if now >= deadline:
+            stopped_at = time.time()
             _stop(proc, base)
-            return "timeout"
+            return "timeout", stopped_at
         results = _rank_results(base, world_size)
         done = {r.get("rank") for r in results}
         for rank, pid in _started_ranks(base).items():
@@ -170,8 +174,15 @@ def _wait(proc: subprocess.Popen[bytes], base: Path, world_size: int, deadline: 
         if failed_at is None and (vanished or any(r.get("status") not in ("ok", STOPPED) for r in results)):
             failed_at = now
         if failed_at is not None and now - failed_at >= FAILURE_GRACE_S:
+            stopped_at = time.time()
             _stop(proc, base)
-            return "failed"
+            return "failed", stopped_at
+        if all_ok_at is None and len(results) == world_size and all(r.get("status") == "ok" for r in results):
+            all_ok_at = now
+        if all_ok_at is not None and now - all_ok_at >= TERM_GRACE_S:
+            stopped_at = time.time()
+            _stop(proc, base)
+            return "stopped_after_ok", stopped_at
         time.sleep(POLL_S)
 
 
@@ -243,55 +254,6 @@ def _rank_results(base: Path, world_size: int) -> list[dict[str, Any]]:
         except (OSError, json.JSONDecodeError):
             continue
     return out
-
-
-def _classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], vanished: dict[int, float],
-              world_size: int, timeout_s: float, oom_before: int | None, tail: str) -> tuple[CaseStatus, str | None]:
-    """The job's status from its first observed failure: a rank's own failure (its result file) or a rank seen
-    gone without a result (`vanished`), whichever came first; a peer that fails after it (a connection reset
-    by the dead rank) is not the cause, nor is a rank stopped by torchrun after another failed (`STOPPED`)."""
-    events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
-    events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
-    if events:
-        _, rank, first = min(events, key=lambda e: (e[0], e[1] if e[1] is not None else -1))
-        if first is not None:
-            return first.get("status", "error"), f"rank {rank}: {first.get('reason')}"
-        if _oom_rose(oom_before):
-            return "oom", f"rank {rank} was killed by the kernel OOM killer (cgroup oom_kill count rose)"
-        where = f" (torchrun: {tail})" if tail else ""
-        return "crashed", f"rank {rank} ended without a result (killed, or exited){where}"
-    if ended == "timeout":
-        done = sum(r.get("status") == "ok" for r in ranks)
-        return "timeout", (f"the torchrun job gave no result within {timeout_s:g} s ({done} of {world_size} "
-                           f"ranks done); stopped")
-    if returncode == 0 and len(ranks) == world_size and all(r.get("status") == "ok" for r in ranks):
-        return "ok", None
-    missing = sorted(set(range(world_size)) - {r.get("rank") for r in ranks})
-    if _oom_rose(oom_before):
-        return "oom", f"rank(s) {missing} killed by the kernel OOM killer (cgroup oom_kill count rose)"
-    where = f" (torchrun: {tail})" if tail else ""
-    return "crashed", f"rank(s) {missing} ended without a result; torchrun exited {returncode}{where}"
-
-
-def _oom_rose(before: int | None) -> bool:
-    after = _oom_kills()
-    return before is not None and after is not None and after > before
-
-
-def _oom_kills() -> int | None:
-    from dlperf.meters.oom import oom_kill_count
-
-    return oom_kill_count()
-
-
-def _tail(path: Path, lines: int = 4) -> str:
-    """torchrun's last meaningful lines, one line (its banner and warnings left out)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    keep = [t.strip() for t in text if t.strip() and "*****" not in t and "OMP_NUM_THREADS" not in t]
-    return " | ".join(keep[-lines:])
 
 
 def check_job(device: str, world_size: int) -> None:

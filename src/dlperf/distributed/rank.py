@@ -6,12 +6,15 @@ the rank function of the job's kind (`launch.RANK_KINDS`: `run(spec, rank=, worl
 and writes `rank<R>.json` atomically: `{"status": "ok", ...what run returned}` or, on any exception, `oom`
 (MemoryError, torch's out-of-memory errors), `unsupported` (UnsupportedError) or `error`, with a one-line
 reason and the traceback; `stopped` where SIGTERM (torchrun stopping the job) ended it. Every result also
-carries rank, pid, host, peak RSS and when it finished.
+carries rank, pid, host, peak RSS, the device allocator's peak (CUDA: torch.cuda.max_memory_allocated; None on
+CPUs) and when it finished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -20,6 +23,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +58,36 @@ def peak_rss_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def peak_device_mem_bytes(spec: RankSpec, local_rank: int) -> int | None:
+    """This rank's CUDA allocator peak (torch.cuda.max_memory_allocated on its GPU); None on CPUs, or where CUDA
+    was never initialised in this rank (it failed before; reading would create a context)."""
+    if spec.device != "cuda":
+        return None
+    try:
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return None
+        return int(torch.cuda.max_memory_allocated(f"cuda:{local_rank}"))
+    except Exception:
+        return None
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector collected, then off for the block (a rank's timed steps or blocks), as the
+    house's timer does (`timing.timer.measure`): a collection inside a timed step is the collector's time, not
+    the step's. Restored after (on only where it was on)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def one_line(exc: BaseException) -> str:
@@ -109,7 +143,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:
         out = {"status": failure_status(exc), "reason": one_line(exc), "traceback": traceback.format_exc(limit=8)}
     out |= {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "peak_rss_bytes": peak_rss_bytes(),
-            "finished_at": time.time()}
+            "peak_device_mem_bytes": peak_device_mem_bytes(spec, local_rank), "finished_at": time.time()}
     tmp = base / f".rank{rank}.json.tmp"
     tmp.write_text(json.dumps(out, default=str))
     tmp.replace(base / f"rank{rank}.json")

@@ -18,8 +18,23 @@ ACTIVITY_WINDOW_S = 0.1
 #: Why a driven case has no energy reading.
 NO_ENERGY = ("not measured for a case driven by its workload (LoadGen, a torchrun job): energy is metered over "
              "the worker's own timed calls, which a driven case has none of")
+#: Why a case run in its own processes has no device memory figure of the worker's.
+RANKS_MEMORY = "measured in the case's own processes (each rank's record), not by the worker"
 NO_PROFILE = ("no profile for a case driven by its workload (LoadGen, a torchrun job): the profiler runs the "
               "timer's step alone")
+
+
+def processes_footprint(metrics: dict[str, Any], worker_rss_bytes: int) -> dict[str, Any]:
+    """The memory figures of a case run in its own processes (`Workload.runs_in_own_processes`), for the
+    worker's `_footprint`: the drive's own (the ranks' largest peak RSS and device allocator peak, with their
+    sources), None with the reason where it gave none, and the worker's own peak RSS as `worker_peak_rss_bytes`
+    (the worker only waited). The worker's allocator is never read: it never ran the case on the device."""
+    out: dict[str, Any] = {"worker_peak_rss_bytes": worker_rss_bytes}
+    for key in ("peak_rss_bytes", "peak_device_mem_bytes"):
+        source = key.replace("_bytes", "_source")
+        out[key] = metrics.get(key)
+        out[source] = metrics.get(source) or RANKS_MEMORY
+    return out
 
 
 def is_driven(workload: Any) -> bool:
@@ -39,7 +54,8 @@ def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
     from dlperf.meters.activity import Monitor
     from dlperf.runner.derive import derive_metrics
 
-    fw.reset_peak_memory(device)
+    if not workload.runs_in_own_processes:  # a torchrun case: the worker must not create a CUDA context
+        fw.reset_peak_memory(device)
     monitor = Monitor(with_children=True)
     monitor.idle_window("before", ACTIVITY_WINDOW_S)
     monitor.start("during", top=True)

@@ -112,8 +112,9 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         built = workload.build(fw, device, params)
         if is_driven(workload):  # it measures itself (LoadGen, a torchrun job): drive is called once
             driven, measured = run_driven(fw, device, workload, params, built, settings)
+            own = driven if workload.runs_in_own_processes else None  # a torchrun job: its ranks' memory
             return {"status": "ok", "reason": None, "measurement": measured,
-                    "metrics": driven | _footprint(fw, device, baseline_rss)}
+                    "metrics": driven | _footprint(fw, device, baseline_rss, own)}
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
         monitor = Monitor()
@@ -172,11 +173,17 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         return result
 
 
-def _footprint(fw: Any, device: str, baseline_rss: int) -> dict[str, Any]:
-    """Memory, threads and device as the worker saw them at the end of the case."""
+def _footprint(fw: Any, device: str, baseline_rss: int, own_processes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Memory, threads and device as the worker saw them at the end of the case; for a case run in its own
+    processes (`own_processes`: the drive's metrics), their memory (`runner.driven.processes_footprint`)."""
+    out = {"baseline_rss_bytes": baseline_rss, "threads": fw.threads(), "device": device}
+    if own_processes is not None:
+        from dlperf.runner.driven import processes_footprint
+
+        return out | processes_footprint(own_processes, peak_rss_bytes())
     peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
-    return {"peak_rss_bytes": peak_rss_bytes(), "baseline_rss_bytes": baseline_rss, "peak_device_mem_bytes": peak_dev,
-            "peak_device_mem_source": peak_dev_how, "threads": fw.threads(), "device": device}
+    return out | {"peak_rss_bytes": peak_rss_bytes(), "peak_device_mem_bytes": peak_dev,
+                  "peak_device_mem_source": peak_dev_how}
 
 
 def _configure(fw: Any, settings: RunSettings) -> None:

@@ -76,6 +76,9 @@ class Workload(Generic[P]):
     sample_unit: ClassVar[str] = "sample"
     #: Frameworks of a family with a builder module that this workload nevertheless does not run (data, not code).
     excluded_frameworks: ClassVar[frozenset[str]] = frozenset()
+    #: True: its `drive` runs the case in processes of its own (a torchrun job), which measure their memory
+    #: themselves; the worker then never touches the device (no allocator reset or reading, no CUDA context).
+    runs_in_own_processes: ClassVar[bool] = False
 
     @classmethod
     def builder_module(cls, family: str) -> str:

@@ -48,6 +48,7 @@ class Collectives(Workload[CollectivesParams]):
     description = "collective bandwidth (all-reduce, all-gather, reduce-scatter, broadcast) under torchrun"
     Params = CollectivesParams
     sample_unit = "operation"
+    runs_in_own_processes = True  # the torchrun job's ranks; the worker never creates a CUDA context
 
     def cost(self, params: CollectivesParams) -> Cost:
         """S bytes per operation: the derived bytes/s is nccl-tests' algorithm bandwidth. No FLOPs are modelled."""

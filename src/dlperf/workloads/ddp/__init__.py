@@ -4,11 +4,15 @@ A case trains the `cnn` (study 001's CNNs) or `transformer` training step on `wo
 (a case's node count is fixed: `nodes` is 1, no elastic membership), gloo on CPUs, NCCL on GPUs (one GPU per
 rank). `scaling: strong` splits a fixed global `batch` over the ranks (batch / world_size each); `scaling: weak`
 gives every rank `batch` (the global batch grows with the world). Each timed sample is one optimizer step
-(forward, backward with DDP's gradient all-reduce, update) as the slowest rank saw it; samples/s counts the
+(forward, backward with DDP's gradient all-reduce, update) as the slowest rank finished it; samples/s counts the
 global batch (images, or tokens for the transformer). Scaling efficiency, throughput(N) / (N x throughput(1)),
 is computed by the report from the cases of one run. The time in communication comes from torch's profiler
 over a few extra steps (`dlperf.distributed.ddp`). The case is not timed by the worker's timer: `drive`
 launches the job (`dlperf.distributed.launch`) and returns the ranks' samples.
+
+A study's `mem_limit_mb` caps the worker's data segment (RLIMIT_DATA), and every rank inherits that cap as its
+own: a limit is per process, so a job of N ranks may use up to N times the cap in all (it cannot be divided
+among the ranks). An allocation a rank cannot make ends the case `oom` with that rank's reason.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ class Ddp(Workload[DdpParams]):
     description = "data-parallel training (DistributedDataParallel under torchrun): throughput and scaling"
     Params = DdpParams
     sample_unit = "sample"
+    runs_in_own_processes = True  # the torchrun job's ranks; the worker never creates a CUDA context
 
     def cost(self, params: DdpParams) -> Cost:
         """The whole job's step: every rank's training step (the inner workload's cost) times the world size."""
