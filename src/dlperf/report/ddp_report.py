@@ -3,13 +3,14 @@
 One table pair per series of cases that differ only in their world size (inner workload, model and input shape,
 scaling mode and batch, threads per rank, DDP's bucket size, framework, device, backend), strong scaling first,
 then weak, each saying what stays fixed. The first table has a row per world size: the global batch and each
-rank's, the median step time (the slowest rank's, per optimizer step) with its 95% interval (order statistics of
-the raw samples recomputed on load; repetitions pooled), the samples per second from that median (images/s, or
+rank's, the median step time (per optimizer step, ended when its last rank ended it) with its 95% interval
+(order statistics of the raw samples recomputed on load; repetitions pooled), the samples per second from that median (images/s, or
 tokens/s for the transformer), scaling efficiency samples/s(N) / (N x samples/s(1)) and the speed-up over world
 size 1 (both "-" with the reason where the series has no world size 1 case that ran). The second has the time in
-communication per step from torch's profiler on rank 0 (`metrics["ddp"]["comm"]`, with its stored note) and its
-share of the profiled step, and each rank's own median step time: the slowest against the fastest. Cases that did
-not run keep their row with their status and reason; noisy or contended figures carry the ops report's marks.
+communication per step from torch's profiler, the least over the ranks and the most beside it
+(`metrics["ddp"]["comm"]`, with its stored note) and its share of the profiled step, and each rank's own median
+step time: the slowest against the fastest. Cases that did not run keep their row with their status and reason;
+noisy or contended figures carry the ops report's marks.
 A plot per series draws samples/s and efficiency against world size beside the ideal (linear) line.
 """
 
@@ -32,12 +33,14 @@ SCALINGS = ("strong", "weak")
 FIXED = {"strong": "the global batch stays fixed and is split over the ranks (each rank's batch shrinks)",
          "weak": "each rank's batch stays fixed (the global batch grows with the ranks)"}
 INTRO = ("Data-parallel training under torchrun (DistributedDataParallel): a case is one job of N ranks on one "
-         "node. Step time: one optimizer step (forward, backward with DDP's gradient all-reduce, update) as the "
-         "slowest rank saw it, median with its 95% interval. Efficiency = samples/s(N) / (N x samples/s(1)); "
+         "node. Step time: one optimizer step (forward, backward with DDP's gradient all-reduce, update), from "
+         "the last rank's end of the step before to the last rank's end of this one, median with its 95% interval. Efficiency = samples/s(N) / (N x samples/s(1)); "
          "speed-up = samples/s(N) / samples/s(1), both against the world size 1 case of the same series.")
-COMM_NOTE = ("communication: rank 0's collective ops per step under torch's profiler over extra steps (gloo: their "
-             "CPU-side time; NCCL: the nccl kernels' GPU time); DDP overlaps them with the backward pass, so the "
-             "share is not time the step would save without them")
+COMM_NOTE = ("communication: each rank's collective ops per step under torch's profiler over extra steps (gloo: "
+             "their CPU-side time; NCCL: the nccl kernels' GPU time); the figure is the smallest over the ranks (the "
+             "closest to the transfer itself: the first rank to arrive also waits for the others), the largest "
+             "(transfer plus waiting) beside it; DDP overlaps them with the backward pass, so the share is not time "
+             "the step would save without them")
 #: The parameters that do not make two cases different points of a scaling series.
 NOT_SERIES = ("world_size",)
 
@@ -232,9 +235,11 @@ def comm_cells(rs: list[CaseResult]) -> tuple[list[str], list[str]]:
     if not comms:
         return [f"{MISSING} (not stored)", MISSING, MISSING], []
     per, step = _median([c.get("comm_s_per_step") for c in comms]), _median([c.get("step_s_profiled") for c in comms])
+    most = _median([c.get("comm_s_per_step_max") for c in comms])
     share = _median([c.get("comm_fraction") for c in comms])
     notes = [str(c["note"]) for c in comms if c.get("note")]
-    return [format_time(per), format_time(step), format_pct(share, ".1f")], notes
+    per_text = format_time(per) + (f" (max {format_time(most)})" if most is not None and per is not None else "")
+    return [per_text, format_time(step), format_pct(share, ".1f")], notes
 
 
 def imbalance_cells(rs: list[CaseResult]) -> list[str]:
@@ -270,11 +275,11 @@ def comm_table(key: SeriesKey, by_n: dict[int, list[CaseResult]], notes: dict[st
     if not rows:
         return []
     header = ["ranks", "comm/step", "profiled step", "comm share", "slowest rank", "fastest rank", "spread"]
-    out: list[Section] = [Table(f"ddp {scaling} scaling: {label}, {fw} {device} {back}: communication (rank 0, "
-                                "profiler) and each rank's own median step", header, rows,
-                                intro="Communication per step (rank 0, torch's profiler) and its share of the "
-                                      "profiled step; each rank's own median step time, the slowest against the "
-                                      "fastest.")]
+    out: list[Section] = [Table(f"ddp {scaling} scaling: {label}, {fw} {device} {back}: communication (profiler, "
+                                "the least over the ranks) and each rank's own median step", header, rows,
+                                intro="Communication per step (torch's profiler: the least over the ranks, the "
+                                      "most beside it) and its share of the profiled step; each rank's own median "
+                                      "step time, the slowest against the fastest.")]
     return out
 
 
