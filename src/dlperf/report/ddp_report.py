@@ -1,16 +1,16 @@
 """The `ddp` workload's report: data-parallel training throughput and scaling over world sizes.
 
 One table pair per series of cases that differ only in their world size (inner workload, model and input shape,
-scaling mode and batch, threads per rank, DDP's bucket size, framework, device, backend), strong scaling first,
-then weak, each saying what stays fixed. The first table has a row per world size: the global batch and each
-rank's, the median step time (per optimizer step, ended when its last rank ended it) with its 95% interval
-(order statistics of the raw samples recomputed on load; repetitions pooled), the samples per second from that median (images/s, or
-tokens/s for the transformer), scaling efficiency samples/s(N) / (N x samples/s(1)) and the speed-up over world
-size 1 (both "-" with the reason where the series has no world size 1 case that ran). The second has the time in
+scaling mode and batch, threads per rank, DDP's bucket size, framework, device, backend), strong scaling first, then
+weak, each saying what stays fixed. The first table has a row per world size: the global batch and each rank's, the
+median step time (per optimizer step, ended when its last rank ended it) with its 95% interval (order statistics of
+the raw samples recomputed on load; repetitions pooled), the samples per second from that median (images/s, or
+tokens/s for the transformer), scaling efficiency samples/s(N) / (N x samples/s(1)) and the speed-up over world size
+1 (both "-" with the reason where the series has no world size 1 case that ran). The second has the time in
 communication per step from torch's profiler, the least over the ranks and the most beside it
-(`metrics["ddp"]["comm"]`, with its stored note) and its share of the profiled step, and each rank's own median
-step time: the slowest against the fastest. Cases that did not run keep their row with their status and reason;
-noisy or contended figures carry the ops report's marks.
+(`metrics["ddp"]["comm"]`, with its stored note) and its share of the profiled step, and each rank's own median step
+time: the slowest against the fastest. Cases that did not run keep their row with their status and reason; noisy or
+contended figures carry the ops report's marks.
 A plot per series draws samples/s and efficiency against world size beside the ideal (linear) line.
 """
 
@@ -34,7 +34,8 @@ FIXED = {"strong": "the global batch stays fixed and is split over the ranks (ea
          "weak": "each rank's batch stays fixed (the global batch grows with the ranks)"}
 INTRO = ("Data-parallel training under torchrun (DistributedDataParallel): a case is one job of N ranks on one "
          "node. Step time: one optimizer step (forward, backward with DDP's gradient all-reduce, update), from "
-         "the last rank's end of the step before to the last rank's end of this one, median with its 95% interval. Efficiency = samples/s(N) / (N x samples/s(1)); "
+         "the last rank's end of the step before to the last rank's end of this one, median with its 95% "
+         "interval. Efficiency = samples/s(N) / (N x samples/s(1)); "
          "speed-up = samples/s(N) / samples/s(1), both against the world size 1 case of the same series.")
 COMM_NOTE = ("communication: each rank's collective ops per step under torch's profiler over extra steps (gloo: "
              "their CPU-side time; NCCL: the nccl kernels' GPU time); the figure is the smallest over the ranks (the "
