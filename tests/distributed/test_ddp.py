@@ -194,7 +194,7 @@ def test_the_cases_comm_is_the_rank_that_waited_least_with_the_largest_beside_it
     assert comm["step_s_profiled"] == pytest.approx(0.014)  # the job's steps after the first: 15 and 13 ms
     assert comm["comm_fraction"] == pytest.approx(0.00045 / 0.014)
     assert [x["comm_s_per_step"] for x in comm["per_rank"]] == [0.00045, 0.00552]
-    assert "rank 0's" in comm["note"] and "gloo's thread blocks" in comm["note"]
+    assert "smallest over the ranks (comm_rank names it" in comm["note"] and "gloo's thread blocks" in comm["note"]
     nccl = combine([rank(0.002, [1.0]), rank(0.001, [1.0])], "nccl")
     assert nccl["comm_rank"] == 1 and "spin" in nccl["note"] and nccl["step_s_profiled"] == 0.02
 

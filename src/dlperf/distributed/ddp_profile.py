@@ -98,7 +98,7 @@ def profile_comm(torch: Any, timed_step: Callable[[], tuple[float, float]], step
 
 #: What each rank's own figures keep in `comm["per_rank"]`.
 PER_RANK_KEYS = ("comm_s_per_step", "step_s_profiled", "comm_fraction", "events")
-MIN_NOTE = ("comm_s_per_step is the smallest over the ranks (rank {rank}'s; each rank's in per_rank): a rank's "
+MIN_NOTE = ("comm_s_per_step is the smallest over the ranks (comm_rank names it; each rank's in per_rank): a rank's "
             "communication time includes its wait for the last peer to reach each operation ({how}), and the rank "
             "that waited least is the closest to the transfer itself; comm_s_per_step_max, the largest, is transfer "
             "plus waiting")
@@ -139,6 +139,6 @@ def combine(ranks_comm: list[dict[str, Any]], backend: str) -> dict[str, Any]:
     if step_s:
         out["comm_fraction"] = comm / step_s
     if len(ranks_comm) > 1:
-        out["note"] = "; ".join(x for x in (out["note"], MIN_NOTE.format(rank=rank, how=WAITS.get(backend, backend)))
+        out["note"] = "; ".join(x for x in (out["note"], MIN_NOTE.format(how=WAITS.get(backend, backend)))
                                 if x)
     return out

@@ -66,6 +66,10 @@ def study_sections(data: ReportData) -> list[Section]:
     return out + notes
 
 
+#: The most characters of case keys the validity line names; longer keys (a ddp case's) are left to `dlperf show`.
+VALIDITY_NAMES_CHARS = 240
+
+
 def validity_note(workload: str, data: ReportData) -> list[Section]:
     """One line: how many of the workload's measured cases were noisy, contended or invalid, and which."""
     bad = [r for r in data.of(workload) if r.ok and r.m.validity not in (None, "valid")]
@@ -75,6 +79,7 @@ def validity_note(workload: str, data: ReportData) -> list[Section]:
     for r in bad:
         counts[str(r.m.validity)] = counts.get(str(r.m.validity), 0) + 1
     names = ", ".join(sorted({r.case_key.split("/", 1)[-1] for r in bad})[:6])
-    text = (f"validity: {', '.join(f'{n} {v}' for v, n in counts.items())} of the {workload} figures above "
-            f"({names}{', ...' if len(bad) > 6 else ''}); `dlperf show` gives each reason")
+    which = f" ({names}{', ...' if len(bad) > 6 else ''})" if len(names) <= VALIDITY_NAMES_CHARS else ""
+    text = (f"validity: {', '.join(f'{n} {v}' for v, n in counts.items())} of the {workload} figures above"
+            f"{which}; `dlperf show` gives each reason")
     return [Note(text)]
