@@ -1,7 +1,8 @@
 """`dlperf history` and `dlperf matrix`: one study over time on each machine, and across machines.
 
 The store reads are here (every run of the study, its environment with the run's derived figures, its
-typed results); `report.history` / `report.matrix` build the data, their section builders draw it."""
+typed results, the environments of the machines that ran them); `report.history` / `report.matrix` build
+the data, their section builders draw it."""
 
 from __future__ import annotations
 
@@ -33,10 +34,16 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     return runs, envs, results
 
 
-def run_histories(store: Any, datas: list[Any]) -> dict[str, list[Any]]:
-    """For the HTML report, by run id: the run's study's history on the run's machine (every run of the study
-    there), or [] when the run is the only one there. Each study's runs are read once, and results only of
-    the runs on a machine that has more than one."""
+def run_histories(store: Any, datas: list[Any], machines: dict[str, list[Any]] | None = None
+                  ) -> dict[str, list[Any]]:
+    """For the HTML report, by run id: the run's study's history on each machine the run's results came from
+    (`machines`: its `report.machines.MachineShare`s by run id; None: read here), one timeline each, every run
+    of the study on that machine (a fleet run's share there counts), or [] when no machine of the run has
+    another run of it. Each study's runs are read once, their results' environment ids by one query, and
+    results only of the runs on the run's machines."""
+    from dataclasses import replace
+
+    from dlperf.cli.readers import run_machines
     from dlperf.report.history import build_history
     from dlperf.report.history_report import history_sections
     from dlperf.report.machines import machine_id
@@ -46,18 +53,40 @@ def run_histories(store: Any, datas: list[Any]) -> dict[str, list[Any]]:
     for study in dict.fromkeys(str(d.run["study"]) for d in datas):
         runs = store.runs_of_study(study)
         envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
-        machines = {r["id"]: machine_id(envs[r["id"]]) for r in runs}
+        result_envs = {int(r["env_id"]): envs[r["id"]] for r in runs}
+        touched: dict[str, set[str]] = {}  # run id -> the machines its results came from (its own if none)
+        env_ids = _result_env_ids(store, [r["id"] for r in runs])
+        for run in runs:
+            for env_id in env_ids.get(run["id"], set()) - set(result_envs):
+                result_envs[env_id] = store.environment(env_id)
+            touched[run["id"]] = {machine_id(result_envs[e]) for e in env_ids.get(run["id"], set())} or {
+                machine_id(envs[run["id"]])}
         for data in (d for d in datas if str(d.run["study"]) == study):
-            mid = machines[data.run["id"]]
-            mine = [r for r in runs if machines[r["id"]] == mid]
-            if len(mine) < 2:
-                out[data.run["id"]] = []
-                continue
+            shares = (machines or {}).get(data.run["id"]) or run_machines(store, data)
+            mids = {s.machine_id for s in shares}
+            mine = [r for r in runs if touched[r["id"]] & mids]
             for r in mine:
                 if r["id"] not in results:
                     results[r["id"]] = store.results(r["id"])
-            hist = build_history(study, mine, envs, {r["id"]: results[r["id"]] for r in mine}, machine=mid)
-            out[data.run["id"]] = history_sections(hist, plot_dir=data.plot_dir / "history")
+            hist = build_history(study, mine, envs, {r["id"]: results[r["id"]] for r in mine},
+                                 result_envs=result_envs)
+            kept = [t for t in hist.timelines if t.machine_id in mids and len(t.runs) > 1]
+            out[data.run["id"]] = (history_sections(replace(hist, timelines=kept), plot_dir=data.plot_dir / "history")
+                                   if kept else [])
+    return out
+
+
+def _result_env_ids(store: Any, run_ids: list[str]) -> dict[str, set[int]]:
+    """The environment ids each run's results name (the machines that ran them), by run id, in one query."""
+    from sqlalchemy import select
+
+    from dlperf.store.schema import results
+
+    out: dict[str, set[int]] = {}
+    with store.engine.connect() as conn:
+        for run_id, env_id in conn.execute(select(results.c.run_id, results.c.env_id).where(
+                results.c.run_id.in_(run_ids)).distinct()):
+            out.setdefault(str(run_id), set()).add(int(env_id))
     return out
 
 
@@ -93,8 +122,8 @@ def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | Non
 @click.argument("study")
 @click.option("--case", "case_filter", default=None, metavar="SUBSTRING", help="only cases whose key contains this")
 @click.option("--machine", default=None, metavar="ID",
-              help="only this machine (its id, or a unique prefix, as history prints it) [default: every machine "
-                   "of the study, one timeline each]")
+              help="only this machine (its label, its id or a unique prefix, as history prints it) [default: every "
+                   "machine of the study, one timeline each]")
 @click.option("--metric", type=click.Choice(["time"]), default="time", show_default=True,
               help="what is followed: the median time per step (per call) with its 95% interval")
 @click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
@@ -114,13 +143,17 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
             fail_pct: float | None, fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
     """The runs of STUDY over time, one timeline per machine (never merged; a framework, dlperf or kernel
     change on the same machine stays on its timeline and is marked), each case's median per run, its
-    change points (PELT) and the newest run against the level before the last change."""
+    change points (PELT) and the newest run against the level before the last change. A fleet run is split
+    by the machine that ran each case: each machine's share is a run on that machine's timeline."""
+    from dlperf.cli.readers import result_environments
     from dlperf.report.history import build_history
     from dlperf.report.history_report import history_json, history_sections
 
-    runs, envs, results = study_runs(open_store(db, create=False), study)
+    store = open_store(db, create=False)
+    runs, envs, results = study_runs(store, study)
+    result_envs = result_environments(store, runs, (r for rs in results.values() for r in rs))
     hist = build_history(study, runs, envs, results, min_effect=min_effect / 100, fail_pct=fail_pct,
-                         case_filter=case_filter, machine=machine, metric=metric)
+                         case_filter=case_filter, machine=machine, metric=metric, result_envs=result_envs)
     with tempfile.TemporaryDirectory(prefix="dlperf-history-") as scratch:
         if fmt == "html" and plot_dir is None:  # figures are inlined into the page
             plot_dir = Path(scratch)

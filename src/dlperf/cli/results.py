@@ -294,7 +294,7 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     import tempfile
 
     from dlperf.cli.history import run_histories
-    from dlperf.cli.readers import report_data
+    from dlperf.cli.readers import report_data, run_machines
     from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
 
@@ -304,7 +304,9 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         base = plot_dir or Path(scratch)
         datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
-        page = render_page(datas, evaluate(datas), histories=run_histories(store, datas))
+        machines = {d.run["id"]: run_machines(store, d) for d in datas}  # a fleet run: its results by machine
+        page = render_page(datas, evaluate(datas), histories=run_histories(store, datas, machines),
+                           machines=machines)
     more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
     write_html(page, output or Path("reports") / f"{run_ids[0]}{more}.html")
 

@@ -3,7 +3,10 @@
 Given the runs of one study (complete, interrupted or failed, with their results and environments), the
 runs are grouped by machine (`report.machines`: the hardware part of the environment; never two machines
 in one timeline) and ordered by start time. A framework upgrade, a new dlperf version or commit, another
-kernel stays on the machine's timeline and is marked on the run where it first appears.
+kernel stays on the machine's timeline and is marked on the run where it first appears. A run whose results
+came from several machines (a fleet run: each result row's `env_id` is the machine that ran it) is split by
+`report.machines.split_by_machine`: each machine's share is a run on that machine's timeline, so samples
+of two machines are never pooled into one point, and the gate judges each machine's share on its own.
 
 Per case and run, one point: the median time per step (per call) of the case's successful processes,
 pooled (the raw samples of every repetition of the case in that run, as `compare` pools them), with the
@@ -36,7 +39,15 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
 from dlperf.report.changepoints import DEFAULT_MIN_EFFECT, Detection, detect
-from dlperf.report.machines import describe_machine, machine_id, machine_label, software, software_changes
+from dlperf.report.machines import (
+    LABEL_KEY,
+    MachineShare,
+    describe_machine,
+    machine_label,
+    software,
+    software_changes,
+    split_by_machine,
+)
 from dlperf.timing import Measurement
 from dlperf.units import format_time
 
@@ -57,6 +68,8 @@ class RunInfo:
     software: dict[str, str]
     #: (field, old, new) against the previous run on this machine; [] for the first.
     changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    #: How many machines the run's results came from (> 1: a fleet run; this timeline holds this machine's share).
+    machines: int = 1
 
 
 @dataclass(frozen=True)
@@ -221,54 +234,59 @@ def _log_half_width(p: Point) -> float | None:
 def build_history(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
                   results: Mapping[str, Sequence[CaseResult]], *, min_effect: float = DEFAULT_MIN_EFFECT,
                   fail_pct: float | None = None, case_filter: str | None = None, machine: str | None = None,
-                  metric: str = "time") -> StudyHistory:
+                  metric: str = "time", result_envs: Mapping[int, Mapping[str, Any]] | None = None) -> StudyHistory:
     """The history of `study` from its runs (store rows), their environments (`Store.run_environment`, by run
-    id) and typed results (by run id). `case_filter`: only case keys containing it; `machine`: only the
-    machine whose id starts with it. Unknown study, machine or case: DlperfError (one line)."""
+    id), typed results (by run id) and every environment the results name (`result_envs`, by env id; the
+    machine that ran each: `cli.readers.result_environments`; None: only the runs' own, so a result of another
+    machine is a KeyError, never pooled). `case_filter`: only case keys containing it; `machine`: only the
+    machine whose label is it, else whose id starts with it. Unknown study, machine or case: DlperfError."""
     if metric not in METRICS:
         raise DlperfError(f"--metric {metric!r}: history follows {', '.join(METRICS)}")
     if not runs:
         raise DlperfError(f"no runs of study {study!r} in this store (see 'dlperf runs')")
-    by_machine: dict[str, list[Mapping[str, Any]]] = {}
+    known_envs = result_envs if result_envs is not None else {int(r["env_id"]): envs[r["id"]] for r in runs}
+    by_machine: dict[str, list[tuple[Mapping[str, Any], MachineShare, int]]] = {}
     for run in sorted(runs, key=lambda r: (r["started_at"], r["id"])):
-        by_machine.setdefault(machine_id(dict(envs[run["id"]])), []).append(run)
+        shares = split_by_machine(results.get(run["id"], []), known_envs, int(run["env_id"]), envs[run["id"]])
+        for share in shares:
+            by_machine.setdefault(share.machine_id, []).append((run, share, len(shares)))
     if machine is not None:
-        chosen = {m: rs for m, rs in by_machine.items() if m.startswith(machine)}
+        chosen = {m: es for m, es in by_machine.items() if es[-1][1].env.get(LABEL_KEY) == machine} or {
+            m: es for m, es in by_machine.items() if m.startswith(machine)}
         if len(chosen) != 1:
-            known = ", ".join(f"{m} ({machine_label(dict(envs[rs[0]['id']]))})" for m, rs in by_machine.items())
+            known = ", ".join(f"{m} ({es[-1][1].label})" for m, es in by_machine.items())
             what = "matches no machine" if not chosen else "matches several machines"
             raise DlperfError(f"--machine {machine!r} {what} of study {study!r}; its machines: {known}")
         by_machine = chosen
-    timelines = [_timeline(mid, rs, envs, results, min_effect, fail_pct, case_filter)
-                 for mid, rs in by_machine.items()]
+    timelines = [_timeline(mid, entries, min_effect, fail_pct, case_filter) for mid, entries in by_machine.items()]
     if case_filter is not None and not any(t.cases for t in timelines):
         raise DlperfError(f"--case {case_filter!r}: no case of study {study!r} has a key containing it")
     timelines.sort(key=lambda t: t.runs[-1].started_at, reverse=True)  # the machine run on last first
     return StudyHistory(study, metric, min_effect, fail_pct, timelines)
 
 
-def _timeline(mid: str, runs: list[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
-              results: Mapping[str, Sequence[CaseResult]], min_effect: float, fail_pct: float | None,
-              case_filter: str | None) -> Timeline:
+def _timeline(mid: str, entries: list[tuple[Mapping[str, Any], MachineShare, int]], min_effect: float,
+              fail_pct: float | None, case_filter: str | None) -> Timeline:
+    """One machine's timeline from its runs' shares (run row, this machine's share, the run's machine count)."""
     infos: list[RunInfo] = []
-    for i, run in enumerate(runs):
-        soft = software(dict(envs[run["id"]]))
+    for i, (run, share, n_machines) in enumerate(entries):
+        soft = software(share.env)
         changes = software_changes(infos[-1].software, soft) if infos else []
-        infos.append(RunInfo(run["id"], i + 1, run["started_at"], str(run["status"]), soft, changes))
+        infos.append(RunInfo(run["id"], i + 1, run["started_at"], str(run["status"]), soft, changes, n_machines))
     grouped: dict[tuple[int, str, Any], list[CaseResult]] = {}
-    for i, run in enumerate(runs):
-        run_threads = envs[run["id"]].get("threads")
-        for r in results.get(run["id"], []):
+    for i, (_, share, _) in enumerate(entries):
+        run_threads = share.env.get("threads")
+        for r in share.results:
             grouped.setdefault((i, r.case_key, r.m.threads if r.m.threads is not None else run_threads), []).append(r)
     series = sorted({(key, threads) for _, key, threads in grouped if case_filter is None or case_filter in key},
                     key=lambda s: (s[0], str(s[1])))
     varied = {key for key, _ in series if sum(1 for k, _ in series if k == key) > 1}
     cases = []
     for key, threads in series:
-        points = [pooled_point(i, grouped.get((i, key, threads), [])) for i in range(len(runs))]
+        points = [pooled_point(i, grouped.get((i, key, threads), [])) for i in range(len(entries))]
         shown = f"{key} [threads={threads}]" if key in varied else key
         cases.append(case_history(shown, points, infos, min_effect, fail_pct))
-    env = dict(envs[runs[-1]["id"]])
+    env = entries[-1][1].env
     return Timeline(mid, machine_label(env), describe_machine(env), infos, cases)
 
 

@@ -95,7 +95,8 @@ def _figure(study: str, group: str, timeline: Timeline, cases: list[CaseHistory]
     ax.set_title(f"{study}: {group} on {timeline.label}\n"
                  "dashed: change point (PELT); dotted: software changed; x: left out (contended/invalid)",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:  # none where no case of the group has a usable run (all left out)
+        ax.legend(fontsize=7, loc="best")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)

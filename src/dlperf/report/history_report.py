@@ -1,8 +1,9 @@
 """A study's history as report sections (terminal, Markdown, HTML draw them) and as JSON.
 
 Per machine timeline: a heading naming the machine, the runs (with the software that changed before
-each), the series of medians per case (the newest `SERIES_COLUMNS` runs), the newest run's check per
-case, the history figures, and how change points and the check are computed."""
+each; a fleet run is marked as this machine's share of it), the series of medians per case (the newest
+`SERIES_COLUMNS` runs), the newest run's check per case, the history figures, and how change points and
+the check are computed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.report.changepoints import PENALTY_BETA, SIGMA_FLOOR
-from dlperf.report.history import CaseHistory, Point, StudyHistory, Timeline
+from dlperf.report.history import CaseHistory, Point, RunInfo, StudyHistory, Timeline
 from dlperf.report.machines import format_change
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.units import MISSING, format_time
@@ -20,6 +21,9 @@ from dlperf.units import MISSING, format_time
 SERIES_COLUMNS = 10
 #: Marks in the series table (explained under it).
 MARK_CHANGE, MARK_NOISY, MARK_LEFT_OUT = "»", "~", "!"
+#: Under a runs table with a fleet run in it.
+FLEET_NOTE = ("A fleet run's results came from several machines: this timeline holds only the cases this machine "
+              "ran (each machine's share is a point on its own timeline, never pooled with another's).")
 
 
 def history_sections(history: StudyHistory, *, plot_dir: Path | None = None) -> list[Section]:
@@ -57,16 +61,19 @@ def _timeline_sections(history: StudyHistory, t: Timeline, plot_dir: Path | None
     first, last = t.runs[0], t.runs[-1]
     span = f"{len(t.runs)} run{'s' if len(t.runs) != 1 else ''}, {first.started_at:%Y-%m-%d %H:%M} to " \
            f"{last.started_at:%Y-%m-%d %H:%M} UTC"
+    fleet = any(r.machines > 1 for r in t.runs)
     out: list[Section] = [
         Heading(f"## Machine {t.machine_id}: {t.label}", intro=f"{t.identity}. {span}."),
         Note(f"machine {t.machine_id}: {t.label}; {span}", markdown=""),
         Note(f"  {t.identity}", markdown=""),
         Table(f"runs of {history.study} on machine {t.machine_id}",
               ["#", "run", "started (UTC)", "status", "software changed since the run before"],
-              [[str(r.number), r.run_id, f"{r.started_at:%Y-%m-%d %H:%M:%S}", r.status,
+              [[str(r.number), r.run_id, f"{r.started_at:%Y-%m-%d %H:%M:%S}", _status(r),
                 "; ".join(format_change(*c) for c in r.changes) or ("first run" if r.number == 1 else "")]
-               for r in t.runs], heading="### Runs", text_cols=(4,)),
+               for r in t.runs], heading="### Runs", text_cols=(4,), intro=FLEET_NOTE if fleet else None),
     ]
+    if fleet:
+        out.append(Note(FLEET_NOTE, markdown=""))
     if not t.cases:
         return [*out, Note("no case results in these runs")]
     shown = t.runs[-SERIES_COLUMNS:]
@@ -94,6 +101,11 @@ def _timeline_sections(history: StudyHistory, t: Timeline, plot_dir: Path | None
             out.append(Figure(paths, alt=f"history of {group} on machine {t.machine_id}", label="history plot",
                               heading=f"### {group}"))
     return out
+
+
+def _status(r: RunInfo) -> str:
+    """A run's status, and for a fleet run that this timeline holds only this machine's share of it."""
+    return r.status if r.machines < 2 else f"{r.status} (fleet run, {r.machines} machines)"
 
 
 def _cell(case: CaseHistory, p: Point, number: int) -> str:
@@ -141,7 +153,7 @@ def history_json(history: StudyHistory) -> dict[str, Any]:
         return {
             "machine_id": t.machine_id, "label": t.label, "identity": t.identity,
             "runs": [{"number": r.number, "run_id": r.run_id, "started_at": r.started_at.isoformat(),
-                      "status": r.status, "software": r.software,
+                      "status": r.status, "machines": r.machines, "software": r.software,
                       "changes": [{"field": k, "old": a, "new": b} for k, a, b in r.changes]} for r in t.runs],
             "cases": [{"case_key": c.case_key,
                        "points": [{"run": t.runs[p.run_index].number, **{k: v for k, v in asdict(p).items()
@@ -160,4 +172,4 @@ def history_json(history: StudyHistory) -> dict[str, Any]:
                              "reason": c.newest.reason} for t, c in history.failures()]}
 
 
-__all__ = ["SERIES_COLUMNS", "history_json", "history_sections", "method_text"]
+__all__ = ["FLEET_NOTE", "SERIES_COLUMNS", "history_json", "history_sections", "method_text"]

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from dlperf.report.claims.model import Verdict
 from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.machines import MachineShare
 from dlperf.report.study import ReportData
 
 FORMAT = "dlperf-html-report"
@@ -36,10 +38,20 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def document(datas: list[ReportData], verdicts: list[Verdict], generated_at: datetime) -> dict[str, Any]:
-    """The data the page embeds: per run what `export --format json` gives, and the verdicts."""
-    return {"format": FORMAT, "version": VERSION, "generated_at": generated_at.isoformat(),
-            "runs": [{"run": d.run, "environment": d.env, "results": [r.as_row() for r in d.results]} for d in datas],
+def document(datas: list[ReportData], verdicts: list[Verdict], generated_at: datetime,
+             machines: Mapping[str, Sequence[MachineShare]] | None = None) -> dict[str, Any]:
+    """The data the page embeds: per run what `export --format json` gives, and the verdicts; a run whose
+    results came from several machines (`machines`, by run id) also holds each machine: its id, label, the
+    environment ids its results name and its environment (a result's `env_id` names its machine)."""
+    runs = []
+    for d in datas:
+        run = {"run": d.run, "environment": d.env, "results": [r.as_row() for r in d.results]}
+        shares = list((machines or {}).get(d.run["id"]) or [])
+        if len(shares) > 1:
+            run["machines"] = [{"machine_id": s.machine_id, "label": s.label, "name": s.name,
+                                "env_ids": list(s.env_ids), "environment": s.env} for s in shares]
+        runs.append(run)
+    return {"format": FORMAT, "version": VERSION, "generated_at": generated_at.isoformat(), "runs": runs,
             "verdicts": [dataclasses.asdict(v) for v in verdicts]}
 
 

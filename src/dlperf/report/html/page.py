@@ -9,6 +9,7 @@ with autoescape on, so every string from a study file, an environment or a store
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -21,6 +22,7 @@ from dlperf.report.html.commands import reproduce
 from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.registry import study_sections
 from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
@@ -50,41 +52,48 @@ def verdict_blocks(verdicts: list[Verdict]) -> list[dict[str, Any]]:
                         row_classes=[VERDICT_CLASS[v.verdict] for v in verdicts])]
 
 
-def overview_blocks(datas: list[ReportData]) -> list[dict[str, Any]]:
-    """One row per run: what it is, how it ended, how its cases fared, and where it ran."""
+def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[MachineShare]] | None = None
+                    ) -> list[dict[str, Any]]:
+    """One row per run: what it is, how it ended, how its cases fared, and where it ran (a run on several
+    machines: how many, and their names as its table's machine column gives them)."""
     rows, classes = [], []
     for d in datas:
+        names = share_names((machines or {}).get(d.run["id"]) or [])
         res = d.results
         ok = sum(r.ok for r in res)
         failed = sum(r.status in FAILED for r in res)
         flagged = sum(r.ok and r.m.validity not in (None, "valid") for r in res)
         gpus = ", ".join(str(g.get("name")) for g in d.env.get("gpus") or []) or "no GPU"
+        where = (f"{len(set(names.values()))} machines: {', '.join(sorted(set(names.values())))}" if names
+                 else f"{d.env.get('cpu_model')}; {gpus}")
         started = d.run.get("started_at")
         rows.append([str(d.run["id"]), f"{d.run.get('study')} ({d.run.get('variant')})", str(d.run.get("status")),
                      f"{len(res)}/{d.run.get('n_cases')}", str(ok), str(failed), str(flagged),
-                     f"{d.env.get('cpu_model')}; {gpus}",
-                     f"{started:%Y-%m-%d %H:%M} UTC" if isinstance(started, datetime) else str(started)])
+                     where, f"{started:%Y-%m-%d %H:%M} UTC" if isinstance(started, datetime) else str(started)])
         classes.append("st-error" if failed else "")
     return [table_block(["run", "study", "status", "stored", "ok", "failed", "not valid", "machine",
                          "started"], rows, text_cols=(7,), row_classes=classes)]
 
 
-def run_part(index: int, data: ReportData, history: list[Section] | None = None) -> dict[str, Any]:
+def run_part(index: int, data: ReportData, history: list[Section] | None = None,
+             machines: Sequence[MachineShare] | None = None) -> dict[str, Any]:
     """One run's part of the page: its id for links, its title, and each subsection's HTML (`history`: the
-    study's timeline on this run's machine, when the store holds other runs of it there)."""
+    study's timeline on each of this run's machines, when the store holds other runs of it there; `machines`:
+    the run's shares by machine, a machine column and every machine's environment where there are several)."""
     anchor = f"run-{index}"
     commands, caveats = reproduce(data.run, data.env)
     study = blocks(study_sections(data), prefix=f"r{index}s")
     samples = blocks(sample_sections(data.results, data.plot_dir, f"samples-{data.run['id']}"), prefix=f"r{index}b")
     subsections = [
-        ("results", "Results", parts.run_table_blocks(data.run, data.results)),
+        ("results", "Results", parts.run_table_blocks(data.run, data.results, machines)),
         ("study", "Study report", study or [{"kind": "p", "text": "no study report for this run's workloads"}]),
         ("samples", "Raw samples per case", samples),
         ("flags", "Validity and noise flags", parts.flag_blocks(data.results)),
-        ("env", "Environment", parts.environment_blocks(data.env)),
+        ("env", "Environment", parts.environment_blocks(data.env, machines)),
     ]
     if history:
-        subsections.append(("history", "History of this study on this machine", blocks(history, prefix=f"r{index}h")))
+        where = "its machines" if share_names(machines or []) else "this machine"
+        subsections.append(("history", f"History of this study on {where}", blocks(history, prefix=f"r{index}h")))
     return {"anchor": anchor, "run": data.run,
             "title": f"Run {data.run['id']}: study {data.run.get('study')} ({data.run.get('variant')})",
             "subsections": [{"anchor": f"{anchor}-{key}", "title": title, "html": render_blocks(items)}
@@ -105,16 +114,20 @@ def _page(template: str, title: str, doc: dict[str, Any], generated_at: datetime
 
 
 def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None,
-                histories: dict[str, list[Section]] | None = None) -> str:
+                histories: dict[str, list[Section]] | None = None,
+                machines: dict[str, Sequence[MachineShare]] | None = None) -> str:
     """The whole page for these runs (at least one) and the verdicts on them, as one HTML string
-    (`histories`: by run id, the sections of its study's history on its machine)."""
+    (`histories`: by run id, the sections of its study's history on its machines; `machines`: by run id, its
+    results by the machine that ran them, `cli.readers.run_machines`; None: each run on its own machine)."""
     if not datas:
         raise ValueError("render_page needs at least one run")
     when = generated_at or datetime.now(UTC)
-    runs = [run_part(i, d, (histories or {}).get(d.run["id"])) for i, d in enumerate(datas, 1)]
+    shares = machines or {}
+    runs = [run_part(i, d, (histories or {}).get(d.run["id"]), shares.get(d.run["id"])) for i, d in enumerate(datas, 1)]
     title = f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
-    return _page("page.html.j2", title, document(datas, verdicts, when), when, runs=runs,
-                 overview=render_blocks(overview_blocks(datas)), verdicts=render_blocks(verdict_blocks(verdicts)),
+    return _page("page.html.j2", title, document(datas, verdicts, when, shares), when, runs=runs,
+                 overview=render_blocks(overview_blocks(datas, shares)),
+                 verdicts=render_blocks(verdict_blocks(verdicts)),
                  n_results=sum(len(d.results) for d in datas))
 
 

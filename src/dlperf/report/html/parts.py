@@ -1,18 +1,22 @@
 """The page's own parts of one run, as render.py blocks: the run table (what `show` prints), the validity
-and noise flags per case, the environment with the peaks used and their sources."""
+and noise flags per case, the environment with the peaks used and their sources. A run whose results came
+from several machines (a fleet run) has a `machine` column in its table, as `show` has, and its environment
+part lists every machine with each one's environment; a run on one machine has neither."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from dlperf.core.result import CaseResult
 from dlperf.report.html.render import table_block, text_blocks
+from dlperf.report.machines import MachineShare, describe_machine, share_names
 from dlperf.report.tables import (
     ACROSS_COLUMNS,
-    COLUMNS,
     FAILED,
     across_processes,
+    columns,
     energy_reasons,
     environment_lines,
     result_rows,
@@ -29,10 +33,14 @@ def status_class(r: CaseResult) -> str:
     return f"st-{r.status}"
 
 
-def run_table_blocks(run: dict[str, Any], results: list[CaseResult]) -> list[dict[str, Any]]:
-    """The run table with every note whole, the validity counts, repetitions across processes, energy."""
-    rows = result_rows(results)
-    out = [table_block(list(COLUMNS), [[row[c] for c in COLUMNS] for row in rows],
+def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
+                     machines: Sequence[MachineShare] | None = None) -> list[dict[str, Any]]:
+    """The run table with every note whole, the validity counts, repetitions across processes, energy;
+    `machines`: the run's shares by machine (a machine column where there is more than one)."""
+    names = share_names(machines or [])
+    cols = columns(names)
+    rows = result_rows(results, names)
+    out = [table_block(list(cols), [[row[c] for c in cols] for row in rows],
                        caption=f"{len(results)} of {run.get('n_cases')} cases stored; times per call (median, "
                                "IQR/median, samples x calls per sample)", text_cols=(-1,),
                        row_classes=[status_class(r) for r in results])]
@@ -138,6 +146,23 @@ def environment_rows(env: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def environment_blocks(env: dict[str, Any]) -> list[dict[str, Any]]:
-    """The environment table; the whole stored record is in the embedded JSON (and the details below it)."""
-    return [table_block(["what", "value", "source"], environment_rows(env), text_cols=(1, 2))]
+def environment_blocks(env: dict[str, Any], machines: Sequence[MachineShare] | None = None
+                       ) -> list[dict[str, Any]]:
+    """The environment table; the whole stored record is in the embedded JSON (and the details below it).
+    For a run on several machines: the run's own environment (the machine that submitted it), a table of the
+    machines its results came from, and the environment table of each machine but the submitting one."""
+    own = table_block(["what", "value", "source"], environment_rows(env), text_cols=(1, 2))
+    names = share_names(machines or [])
+    if not machines or not names:
+        return [own]
+    out = text_blocks([f"The results of this run came from {len(machines)} machines (a fleet run); the first "
+                       "table is the run's own environment (where it was submitted), then each other machine's."])
+    out += [own, table_block(["machine", "machine id", "identity", "results", "environment ids"],
+                             [[names[s.env_ids[0]], s.machine_id, describe_machine(s.env), str(len(s.results)),
+                               ", ".join(map(str, s.env_ids))] for s in machines],
+                             heading="### Machines of this run", text_cols=(0, 1, 2, 4))]
+    for s in (s for s in machines if s.env != env):  # the submitting machine's is the table above
+        out.append(table_block(["what", "value", "source"], environment_rows(s.env), text_cols=(1, 2),
+                               heading=f"### Machine {names[s.env_ids[0]]}",
+                               intro=f"{s.label}: {len(s.results)} result{'s' * (len(s.results) != 1)}"))
+    return out
