@@ -147,3 +147,21 @@ def test_retry_failed_deletes_only_failures(db_path):
     store.add_result(result_row(run_id, key="b", status="timeout"))
     assert store.delete_results(run_id, ["timeout", "error"]) == 1
     assert store.done_cases(run_id) == {("a", 0)}
+
+
+def test_a_run_id_drawn_twice_in_one_second_is_drawn_again(tmp_path, monkeypatch):
+    """Run ids are study-second-4 hex digits: a synthetic store that makes many runs in one second can draw an id
+    twice; the second run gets another id instead of failing on the unique key."""
+    from dlperf.store import db as store_db
+
+    store = Store(str(tmp_path / "s.db"))
+    env = store.environment_id({"cpu_model": "x"}, "h1")
+    draws = iter(["abcd", "abcd", "abcd", "ef01"])
+    monkeypatch.setattr(store_db.secrets, "token_hex", lambda n: next(draws))
+    fixed = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
+    monkeypatch.setattr(store_db, "now", lambda: fixed)  # both runs start in the same second
+    kwargs = dict(study="s", variant="full", study_hash="h", study_path="p", filters={}, settings={}, env_id=env,
+                  n_cases=1, dlperf_version="0")
+    first, second = store.create_run(**kwargs), store.create_run(**kwargs)
+    assert first == "s-20261123-120000-abcd" and second == "s-20261123-120000-ef01"
+    assert {r["id"] for r in store.runs_of_study("s")} == {first, second}

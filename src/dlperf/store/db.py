@@ -50,6 +50,8 @@ def now() -> datetime:
 
 #: The first bytes of every SQLite 3 database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: How many run ids `create_run` draws before giving up (the 4 hex digits of an id can repeat within a second).
+RUN_ID_ATTEMPTS = 8
 
 
 def _check_sqlite_file(url: str) -> None:
@@ -187,16 +189,26 @@ class Store:
         identity (hardware.identity.derived), kept with the run for its reports. With `lease` (owner,
         token), the run is created with its lease in one transaction: never `running` without an owner."""
         started = now()
-        run_id = f"{study}-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-        with self.engine.begin() as conn:
-            conn.execute(insert(runs).values(
-                id=run_id, study=study, variant=variant, study_hash=study_hash, study_path=study_path,
-                filters=filters, settings=settings, env_id=env_id, status="running", n_cases=n_cases,
-                dlperf_version=dlperf_version, started_at=started, derived=derived,
-            ))
-            if lease is not None:
-                conn.execute(insert(run_leases).values(**leases.lease_values(run_id, *lease, leases.db_now(conn))))
-        return run_id
+        for attempt in range(RUN_ID_ATTEMPTS):
+            # study, second, 4 hex digits: two runs of one study started in the same second draw again
+            run_id = f"{study}-{started:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(insert(runs).values(
+                        id=run_id, study=study, variant=variant, study_hash=study_hash, study_path=study_path,
+                        filters=filters, settings=settings, env_id=env_id, status="running", n_cases=n_cases,
+                        dlperf_version=dlperf_version, started_at=started, derived=derived,
+                    ))
+                    if lease is not None:
+                        conn.execute(insert(run_leases).values(**leases.lease_values(run_id, *lease,
+                                                                                     leases.db_now(conn))))
+                return run_id
+            except IntegrityError:
+                with self.engine.connect() as conn:
+                    taken = conn.execute(select(runs.c.id).where(runs.c.id == run_id)).first() is not None
+                if attempt == RUN_ID_ATTEMPTS - 1 or not taken:
+                    raise  # not an id taken by another run: a real constraint failure
+        raise AssertionError("unreachable")
 
     def find_resumable(self, *, study: str, variant: str, study_hash: str, filters: dict[str, Any],
                        env_id: int | None) -> str | None:
