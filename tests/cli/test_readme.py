@@ -100,8 +100,19 @@ EXPECTED_EXIT = [(lambda argv: argv[0] == "compare" and "--fail-on-regression" i
                   "closed on a contended run, which a busy CI machine makes)")]
 
 
+#: README commands that are not run here, each with its reason and the test that runs exactly that setup instead:
+#: (a test on the argv, the reason). Any other dlperf line in the README runs.
+EXCLUDED_DLPERF = [
+    (lambda argv: argv[:2] in (["fleet", "scheduler"], ["fleet", "worker"]),
+     "a Dask scheduler or worker: a server that runs until stopped; tests/fleet/test_fleet.py starts both (a "
+     "scheduler and two labelled workers) and stops them"),
+    (lambda argv: "--executor" in argv and "dask" in argv,
+     "needs a live Dask scheduler and a PostgreSQL server (HOST, DBHOST); tests/fleet/test_fleet.py runs this "
+     "command against its own scheduler, workers and PostgreSQL"),
+]
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
-PLANNED = plan(BLOCKS)
+EXCLUDED = [p for p in plan(BLOCKS) if any(test(p.template) for test, _ in EXCLUDED_DLPERF)]
+PLANNED = [p for p in plan(BLOCKS) if p not in EXCLUDED]
 
 
 def value_options(command: str) -> set[str]:
@@ -278,6 +289,16 @@ def test_make_lines_are_excluded_with_a_reason() -> None:
         target = text.split()[1] if len(text.split()) > 1 else ""
         assert target in EXCLUDED_MAKE, (f"README.md:{no}: `{text}` is neither run by this test nor excluded "
                                          f"with a reason in EXCLUDED_MAKE")
+
+
+def test_excluded_commands_are_run_by_their_own_test() -> None:
+    """Every README dlperf line left out here names the test that runs it, and that test exists."""
+    for item in EXCLUDED:
+        reasons = [why for test, why in EXCLUDED_DLPERF if test(item.template)]
+        assert reasons, item.shown.text
+        for why in reasons:
+            named = re.search(r"tests/[\w/]+\.py", why)
+            assert named and (README.parent / named.group(0)).is_file(), why
 
 
 # -- commands ----------------------------------------------------------------------------------------------------
