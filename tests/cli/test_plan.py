@@ -95,7 +95,7 @@ def test_the_estimate_is_the_median_stored_wall_time_of_each_case(dlperf_main, t
     assert all(r["stored_repetitions"] == 2 for r in plan["rows"]) and len(plan["rows"]) == 12
     text = dlperf_main("plan", str(STUDIES / "many_ok.yaml"), "--budget", "0.2", db=db).stdout
     assert "estimate: " in text and "in workers for 12 of 12 case-repetitions" in text
-    # the study's own budget (0.3 s) is not what was stored: no estimate, and why
+    # the study's own budget (0.05 s) is not what was stored: no estimate, and why
     plan = json.loads(dlperf_main("plan", str(STUDIES / "many_ok.yaml"), "--format", "json", db=db).stdout)
     assert plan["estimate"]["seconds"] is None
     assert plan["estimate"]["cases_timed_only_elsewhere"] == plan["estimate"]["cases_without_stored_time"] == 12
