@@ -56,7 +56,7 @@ def add_rows_run(store: Store, number: int, run_env: dict[str, Any],
         stats = Measurement.from_dict(measurement).summary()
         metrics = Metrics(threads=1, validity="valid", validity_reason="valid on purpose",
                           **{k: stats[k] for k in ("n_samples", "total_iters", "block_size", "median_s",
-                                                           "iqr_rel")}).as_dict()
+                                                     "iqr_rel")}).as_dict()
         store.add_result(CaseResult.from_row({
             "run_id": run_id, "case_key": key, "repetition": rep, "workload": "ops", "framework": "numpy",
             "device": "cpu", "params": params_of(key), "status": "ok", "reason": None,
