@@ -7,6 +7,9 @@ The store `fleet_store` builds (study `hist`, cases K1 and K2, per-call times lo
   and 0 of K2 on M2 (label `w2`), 30% slower (1.3 ms, 2.6 ms);
 - hour 2: a run imported from a bundle of M3 (label `jetson`, aarch64 with a GPU), K1 at 5 ms, K2 at 9 ms;
 - hour 5: a newer fleet run, interrupted, with results on M1 and M2: never a column (not complete).
+
+Each result stores its raw samples and the statistics they give (as a worker stores them), so that loading it
+recomputes its median and IQR from the samples (`CaseResult.from_row`) and every table has its figures.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dlperf.core.result import CaseResult, Metrics
 from dlperf.hardware.identity import identity_hash
 from dlperf.store import Store
 from dlperf.store.schema import runs
+from dlperf.timing.measurement import Measurement
 from tests.history_store import KEY, STUDY, T0, environment, params_of
 
 K1, K2 = KEY.format(1), KEY.format(2)
@@ -48,11 +52,15 @@ def add_rows_run(store: Store, number: int, run_env: dict[str, Any],
     rng = np.random.default_rng(seed)
     for key, rep, env, level in rows:
         times = list(level * rng.lognormal(0.0, 0.03, samples))
+        measurement = {"sample_times_s": times, "sample_iters": [1] * samples}
+        stats = Measurement.from_dict(measurement).summary()
+        metrics = Metrics(threads=1, validity="valid", validity_reason="valid on purpose",
+                          **{k: stats[k] for k in ("n_samples", "total_iters", "block_size", "median_s",
+                                                     "iqr_rel")}).as_dict()
         store.add_result(CaseResult.from_row({
             "run_id": run_id, "case_key": key, "repetition": rep, "workload": "ops", "framework": "numpy",
             "device": "cpu", "params": params_of(key), "status": "ok", "reason": None,
-            "measurement": {"sample_times_s": times, "sample_iters": [1] * samples},
-            "metrics": Metrics(threads=1, validity="valid", validity_reason="valid on purpose").as_dict(),
+            "measurement": measurement, "metrics": metrics,
             "env_id": env_id(store, env), "wall_s": 1.0, "started_at": started, "finished_at": started}))
     with store.engine.begin() as conn:
         conn.execute(update(runs).where(runs.c.id == run_id).values(

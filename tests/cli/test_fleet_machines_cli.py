@@ -104,3 +104,61 @@ def test_the_matrix_has_a_column_per_machine_of_a_fleet_run(dlperf_main, fleet):
     doc = json.loads(dlperf_main("matrix", STUDY, "--format", "json", db=db).stdout)
     assert sorted((m["run_id"], m["run_machines"]) for m in doc["machines"]) == sorted(
         [(ids.fleet, 2), (ids.fleet, 2), (ids.bundle, 1)])
+
+
+def _median_ms(line: str) -> float:
+    """The median cell of a run table row ('1.3 ms')."""
+    return float(re.search(r"│\s+([\d.]+) ms │", line).group(1))  # type: ignore[union-attr]
+
+
+def test_show_and_report_give_each_machines_figures_and_its_own_study_report(dlperf_main, fleet):
+    db, ids = fleet
+    res = dlperf_main("show", ids.fleet, db=db)
+    assert res.returncode == 0, res.stderr
+    rows = {(m, k): x for x in res.stdout.splitlines() for m in ("w2", machine_id(M1)[:8])
+            for k in ("size_mb=1.0", "size_mb=2.0") if f"│ {m} " in x and k in x}
+    assert len(rows) == 4  # each machine's median, recomputed from its samples
+    assert _median_ms(rows[("w2", "size_mb=1.0")]) == pytest.approx(1.3, rel=0.03)
+    assert _median_ms(rows[(machine_id(M1)[:8], "size_mb=1.0")]) == pytest.approx(1.0, rel=0.03)
+    assert _median_ms(rows[("w2", "size_mb=2.0")]) == pytest.approx(2.6, rel=0.03)
+    assert "repetitions in separate worker processes" not in res.stdout  # one process per case and machine
+    rep = dlperf_main("report", ids.fleet, db=db)
+    assert rep.returncode == 0, rep.stderr
+    lines = rep.stdout.splitlines()
+    heads = [i for i, x in enumerate(lines) if x.startswith(("machine w2: ", f"machine {machine_id(M1)[:8]}: "))]
+    assert len(heads) == 2 and "never pooled" in lines[heads[0] - 1]
+    md = dlperf_main("report", ids.fleet, "--format", "markdown", db=db)
+    assert "## machine w2: " in md.stdout and f"## machine {machine_id(M1)[:8]}: " in md.stdout
+    local = dlperf_main("report", ids.local, db=db)  # one machine: no heading, no machine column
+    assert not any(x.startswith(("machine ", "this run's results came from")) for x in local.stdout.splitlines())
+
+
+def test_verdicts_judge_one_machine_of_a_fleet_run(dlperf_main, fleet):
+    db, ids = fleet
+    assert_one_line_error(dlperf_main("verdicts", ids.fleet, db=db), f"run {ids.fleet} ran on 2 machines",
+                          f"{ids.fleet}@MACHINE")
+    res = dlperf_main("verdicts", f"{ids.fleet}@w2", "--format", "json", db=db)
+    assert res.returncode == 0, res.stderr
+    assert [r["id"] for r in json.loads(res.stdout)["runs"]] == [f"{ids.fleet}@w2"]
+    store = Store(db)
+    with store.engine.begin() as conn:  # the fleet run and the local one as runs of a claim study
+        from sqlalchemy import update
+
+        from dlperf.store.schema import runs
+        conn.execute(update(runs).where(runs.c.id.in_([ids.fleet, ids.local])).values(study="ops"))
+    res = dlperf_main("verdicts", "--format", "json", db=db)  # the newest ops run spans machines: passed over
+    doc = json.loads(res.stdout)
+    assert [r["id"] for r in doc["runs"]] == [ids.local] and doc["passed_over_several_machines"] == [ids.fleet]
+    line = " ".join(dlperf_main("verdicts", db=db).stdout.split())
+    assert f"passed over (results from several machines, never judged pooled; judge one machine's share as " \
+           f"RUN@MACHINE): {ids.fleet}" in line
+
+
+def test_the_html_report_draws_each_machines_study_report(dlperf_main, fleet, tmp_path):
+    db, ids = fleet
+    out = tmp_path / "fleet.html"
+    res = dlperf_main("report", ids.fleet, "--format", "html", "-o", str(out), db=db)
+    assert res.returncode == 0, res.stderr
+    page = out.read_text()
+    assert page.count("machine w2: ") >= 1 and f"machine {machine_id(M1)[:8]}: " in page
+    assert f"Not judged: {ids.fleet} ran on several machines" in page

@@ -262,8 +262,8 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: Path | None, db: str | None) -> None:
     """A report of RUN: tables (terminal or Markdown) and, for an ops run, the study layout and a roofline plot;
     with --format html, one page for one or more RUNs (verdicts, tables, plots, samples, environment, raw data)."""
-    from dlperf.cli.readers import report_data, run_machines
-    from dlperf.report.registry import study_sections
+    from dlperf.cli.readers import machine_reports, report_data, run_machines
+    from dlperf.report.registry import machine_sections
     from dlperf.report.sections import render_markdown as sections_markdown
     from dlperf.report.sections import render_terminal as sections_terminal
     from dlperf.report.tables import render_markdown, render_terminal
@@ -276,7 +276,7 @@ def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: P
     store = open_store(db, create=False)
     data = report_data(store, run_refs[0], plot_dir)
     machines = run_machines(store, data)
-    sections = study_sections(data)
+    sections = machine_sections(data, machine_reports(store, data, machines))  # a fleet run: one per machine
     if fmt == "markdown":
         md_dir = output.parent if output else Path.cwd()
         write_output(render_markdown(data.run, data.env, data.results, machines)
@@ -290,11 +290,13 @@ def report(run_refs: tuple[str, ...], fmt: str, output: Path | None, plot_dir: P
 def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path | None, db: str | None) -> None:
     """`report --format html`: read each run, evaluate the claims on them, write one page, say where and its size.
     Plots are drawn in a scratch folder and inlined, unless --plot-dir keeps them (one subfolder per run when
-    there are several)."""
+    there are several). A run on several machines (a fleet run) has one study report per machine, and the
+    claims are judged on the runs of one machine only (`dlperf verdicts RUN@MACHINE` judges one machine's
+    share; the page says which runs were left out)."""
     import tempfile
 
     from dlperf.cli.history import run_histories
-    from dlperf.cli.readers import report_data, run_machines
+    from dlperf.cli.readers import machine_reports, report_data, run_machines
     from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
 
@@ -305,8 +307,10 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
         machines = {d.run["id"]: run_machines(store, d) for d in datas}  # a fleet run: its results by machine
-        page = render_page(datas, evaluate(datas), histories=run_histories(store, datas, machines),
-                           machines=machines)
+        per_machine = {d.run["id"]: machine_reports(store, d, machines[d.run["id"]]) for d in datas}
+        judged = [d for d in datas if not per_machine[d.run["id"]]]  # never a claim on two machines pooled
+        page = render_page(datas, evaluate(judged), histories=run_histories(store, datas, machines),
+                           machines=machines, per_machine=per_machine)
     more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
     write_html(page, output or Path("reports") / f"{run_ids[0]}{more}.html")
 

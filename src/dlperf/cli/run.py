@@ -65,8 +65,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, executor: str,
         scheduler: str | None, max_cases: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
-    from dlperf.cli.readers import report_data, run_machines
-    from dlperf.report.registry import study_sections
+    from dlperf.cli.readers import machine_reports, report_data, run_machines
+    from dlperf.report.registry import machine_sections
     from dlperf.report.sections import render_terminal as render_sections
     from dlperf.report.tables import render_terminal
     from dlperf.studies import load_study
@@ -99,8 +99,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         counters=counters, wait_idle_s=wait_idle_s, scheduler=scheduler,
     )
     data = report_data(store, summary.run_id, None)
-    render_terminal(data.run, data.env, data.results, console, run_machines(store, data))  # fleet: machine column
-    render_sections(study_sections(data), console)
+    machines = run_machines(store, data)
+    render_terminal(data.run, data.env, data.results, console, machines)  # fleet: machine column
+    render_sections(machine_sections(data, machine_reports(store, data, machines)), console)  # fleet: per machine
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html | "
                   f"dlperf verdicts {summary.run_id} | dlperf export {summary.run_id} --format csv", highlight=False)

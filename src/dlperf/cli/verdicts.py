@@ -3,6 +3,11 @@
 With RUNs, those runs are judged; with none, the newest complete run with at least one ok case of each
 study a claim needs (mlp, cnn, ops, backends). Read-only: the store is opened without creating anything,
 and no plot is drawn.
+
+A claim is never judged on two machines' results pooled: a run whose results came from several machines
+(a fleet run) is judged one machine's share at a time, named as `compare` names it, RUN@MACHINE (a machine
+id prefix or a machine label); a plain RUN on several machines is refused with compare's one line, and the
+default choice passes such a run over (the runs line names it).
 """
 
 from __future__ import annotations
@@ -20,22 +25,33 @@ CLAIM_STUDIES = ("mlp", "cnn", "ops", "backends")
 VERDICT_STYLE = {"holds": "green", "does not hold": "red", "cannot check here": "yellow"}
 
 
-def default_runs(store: Any) -> tuple[list[str], list[str], list[str]]:
-    """(ids of the newest complete run of each claim study with at least one ok case, the studies with no
-    complete run, the newer complete runs passed over because they stored no ok case)."""
-    chosen, never, skipped = [], [], []
+def default_runs(store: Any) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(ids of the newest complete run of each claim study with at least one ok case that ran on one machine,
+    the studies with no such run, the newer complete runs passed over because they stored no ok case, those
+    passed over because their results came from several machines)."""
+    from dlperf.cli.readers import run_shares
+
+    chosen, never, skipped, several = [], [], [], []
     for study in CLAIM_STUDIES:
-        complete = [r for r in store.runs_of_study(study) if r["status"] == "complete"]  # newest first
-        run = next((r for r in complete if any(c.ok for c in store.results(str(r["id"])))), None)
+        run = None
+        for r in (r for r in store.runs_of_study(study) if r["status"] == "complete"):  # newest first
+            _, results, shares = run_shares(store, str(r["id"]))
+            if not any(c.ok for c in results):
+                skipped.append(str(r["id"]))
+            elif len(shares) > 1:
+                several.append(str(r["id"]))
+            else:
+                run = r
+                break
         if run is None:
             never.append(study)
         else:
             chosen.append(str(run["id"]))
-        skipped += [str(r["id"]) for r in complete[: complete.index(run) if run else len(complete)]]
-    return chosen, never, skipped
+    return chosen, never, skipped, several
 
 
-def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool, skipped: list[str] | None = None) -> str:
+def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool, skipped: list[str] | None = None,
+              several: list[str] | None = None) -> str:
     """Which runs were judged, and how they were chosen."""
     used = ", ".join(f"{r['id']} ({r['study']}{', ' + r['variant'] if r.get('variant') else ''}, {r['status']})"
                      for r in runs) or "none"
@@ -43,39 +59,50 @@ def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool, skipped
     line = f"runs judged ({how}): {used}"
     if skipped:
         line += f"; passed over (complete, no ok case): {', '.join(skipped)}"
+    if several:
+        line += (f"; passed over (results from several machines, never judged pooled; judge one machine's share "
+                 f"as RUN@MACHINE): {', '.join(several)}")
     if never:
         line += f"; no complete run with an ok case of {', '.join(never)} in this store"
     return line
 
 
 @click.command("verdicts")
-@click.argument("run_refs", nargs=-1, metavar="[RUN]...")
+@click.argument("run_refs", nargs=-1, metavar="[RUN[@MACHINE]]...")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--long", "long_", is_flag=True, help="the table with each claim's text and what it compares")
 @db_option
 def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -> None:
     """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
-    study with an ok case): holds, does not hold (by how much), or cannot check here (and what is missing)."""
-    from dlperf.cli.readers import report_data
+    study with an ok case): holds, does not hold (by how much), or cannot check here (and what is missing).
+    A run whose results came from several machines is judged one machine at a time: RUN@MACHINE."""
+    from dlperf.cli.readers import share_report
     from dlperf.report.claims import evaluate
 
     store = open_store(db, create=False)
     if run_refs:
-        ids = list(dict.fromkeys(store.resolve_run(ref) for ref in run_refs))  # an unknown run: one line, exit 2
+        refs = list(run_refs)
         never: list[str] = []
         skipped: list[str] = []
+        several: list[str] = []
     else:
-        ids, never, skipped = default_runs(store)
-    # report_data reads only; its plot_dir is where reports would draw, and nothing here draws
-    datas = [report_data(store, run_id, None) for run_id in ids]
+        refs, never, skipped, several = default_runs(store)
+    # an unknown run, a plain RUN on several machines, an unknown machine: one line, exit 2. share_report reads
+    # only; its plot_dir is where reports would draw, and nothing here draws
+    named: dict[tuple[str, str], Any] = {}
+    for ref in refs:  # a run (or one machine's share) given twice is judged once
+        data = share_report(store, ref, None)
+        named.setdefault((str(data.run["id"]), ref.rpartition("@")[2] if "@" in ref else ""), data)
+    datas = list(named.values())
     found = evaluate(datas)
-    runs = [d.run for d in datas]
+    runs = [{**d.run, "id": f"{run_id}@{machine}"} if machine else d.run for (run_id, machine), d in named.items()]
     if fmt == "json":
         click.echo(json.dumps({"runs": [{k: r.get(k) for k in ("id", "study", "variant", "status")} for r in runs],
                                "studies_never_run": never, "passed_over": skipped,
+                               "passed_over_several_machines": several,
                                "verdicts": [dataclasses.asdict(v) for v in found]}, indent=2, default=str))
         return
-    print_table(found, runs_line(runs, never, bool(run_refs), skipped), long_)
+    print_table(found, runs_line(runs, never, bool(run_refs), skipped, several), long_)
 
 
 def print_table(found: list[Any], line: str, long_: bool = False) -> None:

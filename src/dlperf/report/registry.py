@@ -8,7 +8,7 @@ the same sections, after the run table, in this order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from dlperf.report import (
     backends_report,
@@ -22,7 +22,8 @@ from dlperf.report import (
     serving_report,
     transformer_report,
 )
-from dlperf.report.sections import Note, Section
+from dlperf.report.machines import MachineShare, share_names
+from dlperf.report.sections import Heading, Note, Section
 from dlperf.report.study import ReportData
 
 REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
@@ -64,6 +65,23 @@ def study_sections(data: ReportData) -> list[Section]:
     if defer and study is not None:
         out += study(data)
     return out + notes
+
+
+def machine_sections(data: ReportData, per_machine: Sequence[tuple[MachineShare, ReportData]] = ()) -> list[Section]:
+    """A run's study sections: `study_sections(data)` for a run on one machine (`per_machine` empty); for a run
+    on several (a fleet run), each machine's report on its own results and environment (`cli.readers.
+    machine_reports`), under a heading naming the machine as the run table's machine column does: a figure
+    that compares cases (a speed-up, a scaling efficiency, a roofline's ceilings) never mixes two machines."""
+    if len(per_machine) < 2:
+        return study_sections(data)
+    names = share_names([share for share, _ in per_machine])
+    out: list[Section] = [Note(f"this run's results came from {len(per_machine)} machines: each machine's study "
+                               "report follows on its own (its results, its environment), never pooled")]
+    for share, share_data in per_machine:
+        title = f"machine {names[share.env_ids[0]]}: {share.describe()}"
+        out += [Heading(f"## {title}"), Note(title, markdown="")]
+        out += study_sections(share_data) or [Note("no study report for this machine's results")]
+    return out
 
 
 #: The most characters of case keys the validity line names; longer keys (a ddp case's) are left to `dlperf show`.

@@ -7,8 +7,6 @@ row and the machines are listed under the environment; a run on one machine has 
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +18,7 @@ from rich.table import Table
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
 from dlperf.report.machines import MachineShare, share_names
+from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
 #: The note column is never narrower than this; a note longer than NOTE_CELL_CHARS is cut in the table, with
@@ -34,8 +33,6 @@ ERRORS_HINT = "dlperf show {run} --errors"
 
 COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
            "first call", "energy/call", "note")
-#: The column a run on several machines has, after `device`.
-MACHINE_COLUMN = "machine"
 
 
 def columns(names: dict[int, str]) -> tuple[str, ...]:
@@ -159,31 +156,6 @@ def validity_line(results: list[CaseResult]) -> str:
         line += (f"; {short} served case(s) {SHORTENED} (shortened in the validity column: LoadGen judged them "
                  "against shorter durations or fewer queries than MLPerf's, so they are not MLPerf results)")
     return line
-
-
-def across_processes(results: list[CaseResult]) -> list[list[str]]:
-    """Per case run in several worker processes: the median of their medians, the spread within one process
-    (median IQR/median) and across processes ((max - min) / median of the medians); [] when none repeats."""
-    groups: dict[str, list[CaseResult]] = {}
-    for r in results:
-        if r.ok and r.m.median_s:
-            groups.setdefault(r.case_key, []).append(r)
-    rows = []
-    for key, group in groups.items():
-        if len(group) < 2:
-            continue
-        medians = sorted(float(r.m.median_s) for r in group)  # type: ignore[arg-type]
-        within = sorted(float(r.m.iqr_rel or 0.0) for r in group)
-        mid = statistics.median(medians)
-        across = (medians[-1] - medians[0]) / mid if mid > 0 else math.inf
-        flags = sorted({r.m.validity for r in group if r.m.validity not in (None, "valid")})
-        rows.append([key, str(len(group)), format_time(mid), format_iqr(statistics.median(within)),
-                     format_iqr(across), ", ".join(flags) or "-"])
-    return rows
-
-
-ACROSS_COLUMNS = ("case", "processes", "median of medians", "spread within one (IQR)", "spread across (max-min)",
-                  "flags")
 
 
 def environment_lines(env: dict[str, Any]) -> list[str]:
@@ -331,11 +303,12 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
     console.print(escape(validity_line(results)), highlight=False)
-    across = across_processes(results)
+    across = across_processes(results, names)
     if across:
         rep_table = Table(title="repetitions in separate worker processes", title_justify="left")
-        for col in ACROSS_COLUMNS:
-            rep_table.add_column(col, justify="left" if col in ("case", "flags") else "right", overflow="fold")
+        for col in across_columns(names):
+            rep_table.add_column(col, justify="left" if col in ("case", MACHINE_COLUMN, "flags") else "right",
+                                 overflow="fold")
         for row in across:
             rep_table.add_row(*(escape(x) for x in row))
         console.print(rep_table)
@@ -390,9 +363,10 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[Case
     out.append("|" + "|".join("---" for _ in cols) + "|")
     for row in result_rows(results, names):
         out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in cols) + " |")
-    across = across_processes(results)
+    across = across_processes(results, names)
     if across:
+        rep_cols = across_columns(names)
         out += ["", "### Repetitions in separate worker processes", "",
-                "| " + " | ".join(ACROSS_COLUMNS) + " |", "|" + "|".join("---" for _ in ACROSS_COLUMNS) + "|"]
+                "| " + " | ".join(rep_cols) + " |", "|" + "|".join("---" for _ in rep_cols) + "|"]
         out += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in across]
     return "\n".join(out) + "\n"

@@ -23,7 +23,7 @@ from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.machines import MachineShare, share_names
-from dlperf.report.registry import study_sections
+from dlperf.report.registry import machine_sections
 from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
 from dlperf.report.study import ReportData
@@ -37,16 +37,20 @@ def _asset(name: str) -> str:
     return resources.files("dlperf.report.html").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def verdict_blocks(verdicts: list[Verdict]) -> list[dict[str, Any]]:
-    """The verdicts as one table coloured by verdict, with their counts; a line when there are none."""
+def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The verdicts as one table coloured by verdict, with their counts; a line when there are none; a line
+    naming the runs on several machines the claims were not judged on (`left_out`), and how to judge them."""
+    out = [{"kind": "p", "text": f"Not judged: {', '.join(left_out)} ran on several machines, and a claim is "
+                                 "never judged on two machines' results pooled; `dlperf verdicts RUN@MACHINE` "
+                                 "judges one machine's share."}] if left_out else []
     if not verdicts:
-        return [{"kind": "p", "text": "No verdicts: the claims of the seed studies gave none for these runs "
-                                      "(no claim is checked against them)."}]
+        return out + [{"kind": "p", "text": "No verdicts: the claims of the seed studies gave none for these runs "
+                                            "(no claim is checked against them)."}]
     counts = ", ".join(f"{sum(v.verdict == k for v in verdicts)} {k}" for k in VERDICTS
                        if any(v.verdict == k for v in verdicts))
     rows = [[v.claim_id, v.study, v.text, v.quantity, v.paper, v.measured if v.measured is not None else "-",
              v.verdict, v.detail] for v in verdicts]
-    return [{"kind": "p", "text": f"{len(verdicts)} claims: {counts}."},
+    return out + [{"kind": "p", "text": f"{len(verdicts)} claims: {counts}."},
             table_block(["claim", "study", "claim (as the paper states it)", "quantity", "paper", "this run",
                          "verdict", "detail"], rows, text_cols=(2, 3, 4, 5, 7),
                         row_classes=[VERDICT_CLASS[v.verdict] for v in verdicts])]
@@ -76,13 +80,16 @@ def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[Machin
 
 
 def run_part(index: int, data: ReportData, history: list[Section] | None = None,
-             machines: Sequence[MachineShare] | None = None) -> dict[str, Any]:
+             machines: Sequence[MachineShare] | None = None,
+             per_machine: Sequence[tuple[MachineShare, ReportData]] = ()) -> dict[str, Any]:
     """One run's part of the page: its id for links, its title, and each subsection's HTML (`history`: the
     study's timeline on each of this run's machines, when the store holds other runs of it there; `machines`:
-    the run's shares by machine, a machine column and every machine's environment where there are several)."""
+    the run's shares by machine, a machine column and every machine's environment where there are several;
+    `per_machine`: a run on several machines, each one's report data (`cli.readers.machine_reports`), its
+    study report drawn once per machine)."""
     anchor = f"run-{index}"
     commands, caveats = reproduce(data.run, data.env)
-    study = blocks(study_sections(data), prefix=f"r{index}s")
+    study = blocks(machine_sections(data, per_machine), prefix=f"r{index}s")
     samples = blocks(sample_sections(data.results, data.plot_dir, f"samples-{data.run['id']}"), prefix=f"r{index}b")
     subsections = [
         ("results", "Results", parts.run_table_blocks(data.run, data.results, machines)),
@@ -115,19 +122,25 @@ def _page(template: str, title: str, doc: dict[str, Any], generated_at: datetime
 
 def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_at: datetime | None = None,
                 histories: dict[str, list[Section]] | None = None,
-                machines: dict[str, Sequence[MachineShare]] | None = None) -> str:
+                machines: dict[str, Sequence[MachineShare]] | None = None,
+                per_machine: dict[str, Sequence[tuple[MachineShare, ReportData]]] | None = None) -> str:
     """The whole page for these runs (at least one) and the verdicts on them, as one HTML string
     (`histories`: by run id, the sections of its study's history on its machines; `machines`: by run id, its
-    results by the machine that ran them, `cli.readers.run_machines`; None: each run on its own machine)."""
+    results by the machine that ran them, `cli.readers.run_machines`; None: each run on its own machine;
+    `per_machine`: by run id, a run on several machines' report data per machine, `cli.readers.
+    machine_reports`: its study report per machine, and the verdicts say it was not judged)."""
     if not datas:
         raise ValueError("render_page needs at least one run")
     when = generated_at or datetime.now(UTC)
     shares = machines or {}
-    runs = [run_part(i, d, (histories or {}).get(d.run["id"]), shares.get(d.run["id"])) for i, d in enumerate(datas, 1)]
+    several = per_machine or {}
+    runs = [run_part(i, d, (histories or {}).get(d.run["id"]), shares.get(d.run["id"]), several.get(d.run["id"], ()))
+            for i, d in enumerate(datas, 1)]
     title = f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
     return _page("page.html.j2", title, document(datas, verdicts, when, shares), when, runs=runs,
                  overview=render_blocks(overview_blocks(datas, shares)),
-                 verdicts=render_blocks(verdict_blocks(verdicts)),
+                 verdicts=render_blocks(verdict_blocks(verdicts, [d.run["id"] for d in datas
+                                                                  if len(several.get(d.run["id"], ())) > 1])),
                  n_results=sum(len(d.results) for d in datas))
 
 

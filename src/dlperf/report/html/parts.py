@@ -13,8 +13,8 @@ from dlperf.core.result import CaseResult
 from dlperf.report.html.render import table_block, text_blocks
 from dlperf.report.machines import MachineShare, describe_machine, share_names
 from dlperf.report.tables import (
-    ACROSS_COLUMNS,
     FAILED,
+    across_columns,
     across_processes,
     columns,
     energy_reasons,
@@ -49,9 +49,10 @@ def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
     if failed:
         out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under Validity and "
                             f"noise flags; `dlperf show {run['id']} --errors` prints their stored tracebacks"])
-    across = across_processes(results)
+    across = across_processes(results, names)
     if across:
-        out.append(table_block(list(ACROSS_COLUMNS), across, heading="### Repetitions in separate worker processes"))
+        out.append(table_block(list(across_columns(names)), across,
+                               heading="### Repetitions in separate worker processes"))
     out += text_blocks([f"energy: {reason}" for reason in energy_reasons(results)])
     if any(r.m.energy_estimate is not None for r in results):
         out += text_blocks(["energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement"])
