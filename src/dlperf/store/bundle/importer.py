@@ -1,0 +1,110 @@
+"""A bundle loaded into a store, in one transaction (`import_bundle`), and what it did (`ImportOutcome`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
+from dlperf.store.db import Store
+from dlperf.store.schema import environments, results, runs
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import did to the store."""
+
+    run_id: str
+    new: int  # results added
+    already: int  # results the store held already (left as they were)
+    replaced: int  # stored results replaced by a later re-run of the same case
+    created_run: bool
+    envs_new: int
+    envs_reused: int
+    status_before: str | None  # None: the run was new to the store
+    status_after: str
+
+    def line(self) -> str:
+        """`run X: N new results (M already stored)` and what else changed."""
+        text = f"run {self.run_id}: {self.new} new results ({self.already} already stored)"
+        if self.replaced:
+            text += f"; {self.replaced} replaced by a later re-run of the same case"
+        if self.created_run:
+            text += f"; a new run ({self.status_after})"
+        elif self.status_before != self.status_after:
+            text += f"; status {self.status_before} -> {self.status_after}"
+        if self.envs_new or self.created_run:
+            text += f"; environments: {self.envs_new} new, {self.envs_reused} already stored"
+        return text
+
+
+def import_bundle(store: Store, bundle: Bundle) -> ImportOutcome:
+    """Load `bundle` into `store` in one transaction (see `dlperf.store.bundle`); BundleError where the store
+    holds a run of that id from another study or environment. Retried once where another process inserted
+    the same environment or results at the same moment."""
+    for attempt in (1, 2):
+        try:
+            with store.engine.begin() as conn:
+                return _import(conn, bundle)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _import(conn: Connection, bundle: Bundle) -> ImportOutcome:
+    content, run = bundle.content, bundle.run
+    env_ids: dict[str, int] = {}
+    envs_new = 0
+    for e in content["environments"]:
+        found = conn.execute(select(environments.c.id)
+                             .where(environments.c.fingerprint_hash == e["fingerprint_hash"])).scalar()
+        if found is None:
+            found = conn.execute(insert(environments).values(
+                fingerprint_hash=e["fingerprint_hash"], data=e["data"],
+                created_at=when(e["created_at"], "created_at"))).inserted_primary_key[0]
+            envs_new += 1
+        env_ids[e["fingerprint_hash"]] = int(found)
+    stored = conn.execute(select(runs.c.study_hash, runs.c.status, environments.c.fingerprint_hash)
+                          .select_from(runs.join(environments, runs.c.env_id == environments.c.id))
+                          .where(runs.c.id == run["id"])).first()
+    if stored is not None and stored.study_hash != run["study_hash"]:
+        raise BundleError(f"run {run['id']} is already in this store with another study hash ({stored.study_hash}; "
+                          f"the bundle's: {run['study_hash']}): not the same run; nothing was imported")
+    if stored is not None and stored.fingerprint_hash != run["env_fingerprint_hash"]:
+        raise BundleError(f"run {run['id']} is already in this store from another environment (fingerprint "
+                          f"{stored.fingerprint_hash[:12]}, the bundle's: {run['env_fingerprint_hash'][:12]}): "
+                          f"not the same run; nothing was imported")
+    if stored is None:
+        conn.execute(insert(runs).values(**_row(run, RUN_FIELDS), env_id=env_ids[run["env_fingerprint_hash"]]))
+    have = {(r.case_key, int(r.repetition)): r for r in conn.execute(
+        select(results.c.id, results.c.case_key, results.c.repetition, results.c.finished_at)
+        .where(results.c.run_id == run["id"]))}
+    new = already = replaced = 0
+    for r in content["results"]:
+        values = {**_row(r, RESULT_FIELDS), "run_id": run["id"], "env_id": env_ids[r["env_fingerprint_hash"]]}
+        old = have.get((r["case_key"], r["repetition"]))
+        if old is None:
+            conn.execute(insert(results).values(**values))
+            new += 1
+        elif when(iso(old.finished_at), "stored") < values["finished_at"]:
+            conn.execute(update(results).where(results.c.id == old.id).values(**values))
+            replaced += 1
+        else:
+            already += 1
+    status_before = None if stored is None else str(stored.status)
+    status_after = run["status"] if stored is None else str(stored.status)
+    if stored is not None and (new or replaced or (stored.status == "running" and run["status"] != "running")):
+        status_after = run["status"]
+        conn.execute(update(runs).where(runs.c.id == run["id"]).values(
+            status=run["status"], finished_at=when(run["finished_at"], "finished_at")))
+    return ImportOutcome(run["id"], new, already, replaced, stored is None, envs_new,
+                         len(env_ids) - envs_new, status_before, status_after)
+
+
+def _row(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A bundle's row as the store's columns want it (datetimes parsed)."""
+    return {k: when(data[k], k) if k in TIMES else data[k] for k in fields}
