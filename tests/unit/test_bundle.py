@@ -15,24 +15,27 @@ import pytest
 from sqlalchemy import func, select
 
 from dlperf.core.result import CaseResult
-from dlperf.store import Store
+from dlperf.store import Store, leases
 from dlperf.store.bundle import (
     FORMAT_NAME,
     FORMAT_VERSION,
     RESULT_FIELDS,
     RUN_FIELDS,
+    Bundle,
     BundleError,
+    ImportOutcome,
     export_bundle,
     import_bundle,
     read_bundle,
 )
-from dlperf.store.schema import environments, results, runs
+from dlperf.store.schema import environments, results, run_leases, runs
 
 T0 = datetime(2026, 11, 23, 10, 0, 0, 123456, tzinfo=UTC)
 #: Samples whose decimal forms are awkward: they must come back as the same 64 bits.
 AWKWARD = [0.1 + 0.2, 1e-310, 5e-324, 1 / 3, 2.0**-40 * 3, 123456789.00000012, 1.0000000000000002e-3]
 ENV_SUBMIT = ({"cpu_model": "submitter", "machine_label": "desk"}, "hash-submit")
 ENV_WORKER = ({"cpu_model": "jetson", "machine_label": "bench"}, "hash-worker")
+STALE_S = 120.0  # runner.lifecycle's default stale limit of a lease's heartbeat
 
 
 def _result(store: Store, run_id: str, i: int, env_id: int, *, status: str = "ok",
@@ -63,6 +66,11 @@ def _source(tmp_path: Path, n: int = 3, status: str = "complete") -> tuple[Store
         _result(store, run_id, i, env_a if i == 0 else env_b, samples=AWKWARD if i == 1 else None)
     store.set_run_status(run_id, status)
     return store, run_id, env_a, env_b
+
+
+def _import(store: Store, source: Path | Bundle) -> ImportOutcome:
+    """`source` (a bundle's file, or a bundle read) imported into `store`, leases judged with the default limit."""
+    return import_bundle(store, source if isinstance(source, Bundle) else read_bundle(source), lease_stale_s=STALE_S)
 
 
 def _raw(store: Store, run_id: str) -> list[dict]:
@@ -117,7 +125,7 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     assert not written.partial
 
     dst = Store(tmp_path / "dst.sqlite")
-    outcome = import_bundle(dst, read_bundle(path))
+    outcome = _import(dst, path)
     assert (outcome.new, outcome.already, outcome.created_run, outcome.envs_new) == (3, 0, True, 2)
     assert outcome.line().startswith(f"run {run_id}: 3 new results (0 already stored)")
     assert _raw(dst, run_id) == _raw(src, run_id)
@@ -128,7 +136,7 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     assert dst.run_environment(run_id) == src.run_environment(run_id)
     assert [r.env_id for r in dst.results(run_id)] == [1, 2, 2]
 
-    again = import_bundle(dst, read_bundle(path))
+    again = _import(dst, path)
     assert (again.new, again.already, again.replaced, again.created_run, again.envs_new) == (0, 3, 0, False, 0)
     assert again.line() == f"run {run_id}: 0 new results (3 already stored)"
     assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == (1, 3, 2)
@@ -143,7 +151,7 @@ def test_environments_already_stored_are_reused(tmp_path):
     dst = Store(tmp_path / "dst.sqlite")
     dst.environment_id({"other": 1}, "hash-other")
     worker = dst.environment_id(*ENV_WORKER)
-    outcome = import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    outcome = _import(dst, tmp_path / "b.gz")
     assert (outcome.envs_new, outcome.envs_reused) == (1, 1) and _count(dst, environments) == 3
     assert [r.env_id for r in dst.results(run_id)][1:] == [worker, worker]
 
@@ -153,16 +161,16 @@ def test_a_newer_bundle_of_a_resumed_run_adds_only_what_is_missing(tmp_path):
     export_bundle(src, run_id, tmp_path / "first.gz")
     assert read_bundle(tmp_path / "first.gz").partial
     dst = Store(tmp_path / "dst.sqlite")
-    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).status_after == "running"
+    assert _import(dst, tmp_path / "first.gz").status_after == "running"
     _result(src, run_id, 2, env_b)
     _result(src, run_id, 3, env_b)
     src.set_run_status(run_id, "complete")
     export_bundle(src, run_id, tmp_path / "second.gz")
-    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    outcome = _import(dst, tmp_path / "second.gz")
     assert (outcome.new, outcome.already, outcome.status_before, outcome.status_after) == (2, 2, "running", "complete")
     assert outcome.line() == f"run {run_id}: 2 new results (2 already stored); status running -> complete"
     assert _raw(dst, run_id) == _raw(src, run_id) and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
-    stale = import_bundle(dst, read_bundle(tmp_path / "first.gz"))  # the older bundle again: nothing goes back
+    stale = _import(dst, tmp_path / "first.gz")  # the older bundle again: nothing goes back
     assert (stale.new, stale.already, stale.status_after) == (0, 2, "complete")
     assert dst.run(run_id)["status"] == "complete" and _count(dst, results) == 4
 
@@ -174,11 +182,11 @@ def test_a_later_rerun_of_a_stored_case_replaces_it(tmp_path):
     _result(src, run_id, 0, env_a, samples=[7e-3, 8e-3], finished=T0 + timedelta(hours=1))
     export_bundle(src, run_id, tmp_path / "second.gz")
     dst = Store(tmp_path / "dst.sqlite")
-    import_bundle(dst, read_bundle(tmp_path / "first.gz"))
-    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    _import(dst, tmp_path / "first.gz")
+    outcome = _import(dst, tmp_path / "second.gz")
     assert (outcome.new, outcome.replaced, outcome.already) == (0, 1, 0)
     assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
-    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).already == 1  # the older one does not win back
+    assert _import(dst, tmp_path / "first.gz").already == 1  # the older one does not win back
     assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
 
 
@@ -192,7 +200,7 @@ def bundle_file(tmp_path) -> Path:
 
 def _refused(dst: Store, path: Path, *fragments: str) -> None:
     with pytest.raises(BundleError) as err:
-        import_bundle(dst, read_bundle(path))
+        _import(dst, path)
     line = str(err.value)
     assert "\n" not in line and "nothing was imported" in line
     for f in fragments:
@@ -208,7 +216,7 @@ def test_an_edited_bundle_fails_its_checksum_and_a_reformatted_one_does_not(bund
     _refused(dst, _rewrite(bundle_file, edit), "checksum does not match")
     pretty = tmp_path / "pretty.json"  # uncompressed and re-indented (as `zcat | jq .` leaves it): same content
     pretty.write_text(json.dumps(json.loads(gzip.decompress(bundle_file.read_bytes())), indent=4))
-    assert import_bundle(dst, read_bundle(pretty)).new == 3
+    assert _import(dst, pretty).new == 3
 
 
 def test_a_truncated_bundle_is_refused(bundle_file, tmp_path):
@@ -258,7 +266,7 @@ def test_another_run_under_the_same_id_is_refused_and_nothing_is_written(bundle_
     before = (_count(dst, runs), _count(dst, results), _count(dst, environments))
     why = "another study hash" if clash == "study hash" else "another environment"
     with pytest.raises(BundleError, match=f"already in this store .*{why}"):
-        import_bundle(dst, bundle)
+        _import(dst, bundle)
     assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == before  # the worker's env too
 
 
@@ -273,8 +281,33 @@ def test_floats_that_json_spells_specially_come_back(tmp_path):
     src.add_result(r)
     export_bundle(src, run_id, tmp_path / "b.gz")
     dst = Store(tmp_path / "dst.sqlite")
-    import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    _import(dst, tmp_path / "b.gz")
     got = _raw(dst, run_id)[0]
     assert _bits(got["measurement"]["sample_times_s"]) == _bits([-0.0, 1.5])
     odd = got["metrics"]["odd"]
     assert math.isnan(odd[0]) and odd[1:] == [math.inf, -math.inf]
+
+
+def test_a_run_being_executed_is_left_to_its_executor_until_its_lease_is_gone(tmp_path):
+    """A stale bundle of a run that another process is resuming writes nothing (its status and the cases that
+    process is about to store are its own) while the lease is live; once the owner is gone, it imports."""
+    src, run_id, env_a, env_b = _source(tmp_path, n=1, status="running")
+    export_bundle(src, run_id, tmp_path / "partial.gz")
+    case_1 = _result(src, run_id, 1, env_b)
+    src.set_run_status(run_id, "interrupted")
+    export_bundle(src, run_id, tmp_path / "more.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    _import(dst, tmp_path / "partial.gz")
+    token = leases.new_token()  # the run is resumed on the bench machine, against this store
+    assert leases.acquire(dst.engine, run_id, leases.Owner("bench", 4242, 1.0), token) is None
+    with pytest.raises(BundleError) as err:
+        _import(dst, tmp_path / "more.gz")
+    line = str(err.value)
+    assert line.startswith(f"run {run_id} is being executed by pid 4242 on bench since ") and "\n" not in line
+    assert line.endswith("; import after it ends; nothing was imported")
+    assert dst.run(run_id)["status"] == "running" and _count(dst, results) == 1
+    assert dst.add_result(case_1.model_copy(update={"env_id": dst.run(run_id)["env_id"]}), lease_token=token)
+    with dst.engine.begin() as conn:  # the owner stopped beating long ago: gone
+        conn.execute(run_leases.update().values(heartbeat_at=T0))
+    outcome = _import(dst, tmp_path / "more.gz")
+    assert (outcome.new, outcome.already) == (0, 2)

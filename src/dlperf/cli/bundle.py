@@ -55,12 +55,13 @@ def import_cmd(file: Path, db: str | None) -> None:
     """Load the bundle FILE into the store (made where it does not exist): its environments matched by fingerprint
     (never duplicated), the run under its own id, the results the store lacks. Importing it again adds
     nothing; a newer bundle of the same run adds the missing results and its status. One transaction: a
-    refused bundle (not a bundle, truncated, edited, a newer format, another run under the same id) writes
-    nothing."""
+    refused bundle (not a bundle, truncated, edited, a newer format, another run under the same id, a run
+    that a live process is executing in that store) writes nothing."""
+    from dlperf.runner.lifecycle import lease_stale_s
     from dlperf.store.bundle import import_bundle, read_bundle
 
     loaded = read_bundle(file)  # before the store is opened: a bad file creates no store
-    outcome = import_bundle(open_store(db), loaded)
+    outcome = import_bundle(open_store(db), loaded, lease_stale_s=lease_stale_s())
     click.echo(outcome.line())
     if loaded.partial:
         run = loaded.run

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from dlperf.store import leases
 from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
 from dlperf.store.db import Store
 from dlperf.store.schema import environments, results, runs
@@ -41,21 +42,23 @@ class ImportOutcome:
         return text
 
 
-def import_bundle(store: Store, bundle: Bundle) -> ImportOutcome:
+def import_bundle(store: Store, bundle: Bundle, *, lease_stale_s: float) -> ImportOutcome:
     """Load `bundle` into `store` in one transaction (see `dlperf.store.bundle`); BundleError where the store
-    holds a run of that id from another study or environment. Retried once where another process inserted
-    the same environment or results at the same moment."""
+    holds a run of that id from another study or environment, or where a live process is executing that run
+    (its lease's owner is not provably gone, `lease_stale_s` being the stale limit of its heartbeat: the
+    runner's, `runner.lifecycle.lease_stale_s()`). Retried once where another process inserted the same
+    environment or results at the same moment."""
     for attempt in (1, 2):
         try:
             with store.engine.begin() as conn:
-                return _import(conn, bundle)
+                return _import(conn, bundle, lease_stale_s)
         except IntegrityError:
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
 
 
-def _import(conn: Connection, bundle: Bundle) -> ImportOutcome:
+def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOutcome:
     content, run = bundle.content, bundle.run
     env_ids: dict[str, int] = {}
     envs_new = 0
@@ -101,8 +104,20 @@ def _import(conn: Connection, bundle: Bundle) -> ImportOutcome:
         status_after = run["status"]
         conn.execute(update(runs).where(runs.c.id == run["id"]).values(
             status=run["status"], finished_at=when(run["finished_at"], "finished_at")))
+    if stored is not None:
+        _refuse_if_executed(conn, run["id"], lease_stale_s)
     return ImportOutcome(run["id"], new, already, replaced, stored is None, envs_new,
                          len(env_ids) - envs_new, status_before, status_after)
+
+
+def _refuse_if_executed(conn: Connection, run_id: str, stale_s: float) -> None:
+    """BundleError where a process that may still be alive holds the run's lease: its status is its own, and a
+    result inserted under it would make its own measurement of that case be dropped as already stored.
+    Checked after the writes: on SQLite they hold the database, so no owner can come between."""
+    held = leases.current(conn, run_id)
+    if held is not None and held.gone_reason(stale_s) is None:
+        raise BundleError(f"run {run_id} is being executed by {held.describe()}; import after it ends; nothing "
+                          f"was imported")
 
 
 def _row(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
