@@ -311,3 +311,18 @@ def test_a_run_being_executed_is_left_to_its_executor_until_its_lease_is_gone(tm
         conn.execute(run_leases.update().values(heartbeat_at=T0))
     outcome = _import(dst, tmp_path / "more.gz")
     assert (outcome.new, outcome.already) == (0, 2)
+
+
+def test_a_later_end_of_the_run_is_followed_even_without_a_new_result(tmp_path):
+    """Interrupted after its last result was stored, then resumed to complete with nothing left to run: the
+    newer bundle brings no result, but the run's later end (and only a later one)."""
+    src, run_id, *_ = _source(tmp_path, n=4, status="interrupted")
+    export_bundle(src, run_id, tmp_path / "interrupted.gz")
+    src.set_run_status(run_id, "complete")
+    export_bundle(src, run_id, tmp_path / "complete.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    _import(dst, tmp_path / "interrupted.gz")
+    outcome = _import(dst, tmp_path / "complete.gz")
+    assert outcome.line() == f"run {run_id}: 0 new results (4 already stored); status interrupted -> complete"
+    assert dst.run(run_id)["status"] == "complete" and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
+    assert _import(dst, tmp_path / "interrupted.gz").status_after == "complete"  # an earlier end does not win back

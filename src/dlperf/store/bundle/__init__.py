@@ -27,9 +27,11 @@ re-indenting it changes nothing. A later format adds a step that reads the one b
 An import is one transaction: environments are matched by fingerprint hash (reused, never duplicated), the
 run keeps its own id, results missing from the store are added (case key and repetition name a result; a
 later re-run of a stored case, as `--retry-failed` makes, replaces it), and the run's status and finish time
-follow the bundle when it brought something new. A run that a live process is executing in the store (its
-lease held, the owner not provably gone) is refused: its status and the cases it is about to store are that
-process's own; import once it has ended. Nothing is written when anything is refused.
+follow the bundle when it brought a result, or when its run ended later than the stored one (resumed to its
+end since, even with nothing left to run; a stored run that has not ended counts as older). A run that a
+live process is executing in the store (its lease held, the owner not provably gone) is refused: its status
+and the cases it is about to store are that process's own; import once it has ended. Nothing is written when
+anything is refused.
 """
 
 from dlperf.store.bundle.base import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
@@ -71,7 +72,7 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
                 created_at=when(e["created_at"], "created_at"))).inserted_primary_key[0]
             envs_new += 1
         env_ids[e["fingerprint_hash"]] = int(found)
-    stored = conn.execute(select(runs.c.study_hash, runs.c.status, environments.c.fingerprint_hash)
+    stored = conn.execute(select(runs.c.study_hash, runs.c.status, runs.c.finished_at, environments.c.fingerprint_hash)
                           .select_from(runs.join(environments, runs.c.env_id == environments.c.id))
                           .where(runs.c.id == run["id"])).first()
     if stored is not None and stored.study_hash != run["study_hash"]:
@@ -100,7 +101,7 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
             already += 1
     status_before = None if stored is None else str(stored.status)
     status_after = run["status"] if stored is None else str(stored.status)
-    if stored is not None and (new or replaced or (stored.status == "running" and run["status"] != "running")):
+    if stored is not None and (new or replaced or _ended_later(run, stored.finished_at)):
         status_after = run["status"]
         conn.execute(update(runs).where(runs.c.id == run["id"]).values(
             status=run["status"], finished_at=when(run["finished_at"], "finished_at")))
@@ -108,6 +109,13 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
         _refuse_if_executed(conn, run["id"], lease_stale_s)
     return ImportOutcome(run["id"], new, already, replaced, stored is None, envs_new,
                          len(env_ids) - envs_new, status_before, status_after)
+
+
+def _ended_later(run: dict[str, Any], stored_end: datetime | None) -> bool:
+    """Whether the bundle's run ended after the stored one (a stored run that has not ended is older): resumed
+    to its end since, even where that brought no new result."""
+    end = when(run["finished_at"], "finished_at")
+    return end is not None and (stored_end is None or end > when(iso(stored_end), "stored"))
 
 
 def _refuse_if_executed(conn: Connection, run_id: str, stale_s: float) -> None:
