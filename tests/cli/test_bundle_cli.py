@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from dlperf.store.bundle import checksum
 from tests.cli.conftest import assert_one_line_error
 from tests.postgres_server import new_database
 
@@ -112,8 +113,15 @@ def test_bad_inputs_are_one_line_and_write_nothing(dlperf_main, two_runs, tmp_pa
     doc = json.loads(gzip.decompress(data))
     newer.write_bytes(gzip.compress(json.dumps({**doc, "format_version": 2}).encode()))
     report.write_text(_ok(dlperf_main("export", run_id, "--format", "json", db=source)))
+    other_env = tmp_path / "other_env.gz"  # another machine's fingerprint under this one's hash, checksum remade
+    env = doc["content"]["environments"][0]
+    env["data"] = {**env["data"], "cpu_model": "another CPU"}
+    other_env.write_bytes(gzip.compress(json.dumps({**doc, "checksum": checksum(doc["content"])}).encode()))
     for path, fragment in ((cut, "truncated"), (report, "is not a dlperf bundle"),
-                           (newer, "bundle format 2 is newer than this dlperf reads (1): upgrade dlperf")):
+                           (newer, "bundle format 2 is newer than this dlperf reads (1): upgrade dlperf"),
+                           (other_env, f"environment {env['fingerprint_hash'][:12]}'s fingerprint does not give its "
+                                       f"hash")):
         assert_one_line_error(dlperf_main("bundle", "import", str(path), "--db", str(target)), fragment)
     assert not target.exists()  # a refused bundle does not even create the store
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gz", "export.json", "good.gz", "newer.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gz", "export.json", "good.gz", "newer.gz",
+                                                          "other_env.gz"]

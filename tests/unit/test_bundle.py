@@ -326,3 +326,53 @@ def test_a_later_end_of_the_run_is_followed_even_without_a_new_result(tmp_path):
     assert outcome.line() == f"run {run_id}: 0 new results (4 already stored); status interrupted -> complete"
     assert dst.run(run_id)["status"] == "complete" and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
     assert _import(dst, tmp_path / "interrupted.gz").status_after == "complete"  # an earlier end does not win back
+
+
+def _crafted(path: Path, change) -> Path:
+    """The bundle at `path` with `change(content)` applied and its checksum made to match again: content that
+    no dlperf wrote, which only its shape can refuse."""
+    from dlperf.store.bundle import checksum
+
+    def edit(doc):
+        change(doc["content"])
+        doc["checksum"] = checksum(doc["content"])
+    return _rewrite(path, edit)
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    (lambda c: c["results"][0].update(measurement={"x": 1}), "measurement"),
+    (lambda c: c["results"][0].update(measurement={"sample_times_s": [1.0], "sample_iters": [0]}), "measurement"),
+    (lambda c: c["results"][0].update(metrics=[1, 2]), "metrics"),
+    (lambda c: c["results"][0].update(metrics={"p50_s": "fast"}), "cannot be read back"),
+    (lambda c: c["results"][0].update(params=None), "params"),
+    (lambda c: c["results"][0].update(repetition="0"), "repetition"),
+    (lambda c: c["results"][0].update(started_at=None), "started_at"),
+    (lambda c: c["run"].update(started_at=None), "the run's started_at"),
+    (lambda c: c["run"].update(started_at="yesterday"), "the run's started_at is not an ISO 8601 time"),
+    (lambda c: c["run"].update(n_cases="many"), "the run's n_cases"),
+    (lambda c: c["run"].update(n_cases=-1), "the run's n_cases"),
+    (lambda c: c["run"].update(filters=None), "the run's filters"),
+    (lambda c: c["run"].update(settings=[]), "the run's settings"),
+    (lambda c: c["run"].update(status="done"), "the run's status"),
+    (lambda c: c["run"].update(id="x" * 129), "the run's id"),
+    (lambda c: c["run"].pop("derived"), "the run's derived"),
+    (lambda c: c["environments"][0].update(data={}), "environment"),
+    (lambda c: c.update(results={}), "results"),
+])
+def test_content_that_would_poison_the_store_is_refused_in_one_line(bundle_file, tmp_path, change, fragment):
+    """A checksum says only that the writer's content is unchanged: what an import writes must be what the
+    store's readers can read (`show` recomputes statistics from the raw samples)."""
+    _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, change), "malformed", fragment)
+
+
+def test_a_store_that_refuses_a_row_is_one_line(bundle_file, tmp_path, monkeypatch):
+    """What the shape lets through but the database refuses (a constraint of a store of another version)
+    is one line, not a traceback."""
+    from sqlalchemy.exc import IntegrityError
+
+    from dlperf.store.bundle import importer
+
+    def refuse(*args, **kwargs):
+        raise IntegrityError("INSERT INTO results ...", {}, Exception("CHECK constraint failed: x\nDETAIL: more"))
+    monkeypatch.setattr(importer, "_import", refuse)
+    _refused(Store(tmp_path / "dst.sqlite"), bundle_file, "the store refused", "CHECK constraint failed: x")

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dlperf.cli.options import db_option, open_store
+
+if TYPE_CHECKING:
+    from dlperf.store.bundle import Bundle
 
 
 @click.group()
@@ -61,9 +65,24 @@ def import_cmd(file: Path, db: str | None) -> None:
     from dlperf.store.bundle import import_bundle, read_bundle
 
     loaded = read_bundle(file)  # before the store is opened: a bad file creates no store
+    check_environments(loaded, str(file))
     outcome = import_bundle(open_store(db), loaded, lease_stale_s=lease_stale_s())
     click.echo(outcome.line())
     if loaded.partial:
         run = loaded.run
         click.echo(f"partial: the bundle holds {len(loaded.content['results'])} of {run['n_cases']} cases of a "
                    f"run that was {run['status']} when exported")
+
+
+def check_environments(loaded: Bundle, name: str) -> None:
+    """Each environment's fingerprint gives its hash (`hardware.identity.identity_hash`, which the store
+    cannot import): an environment is matched by its hash, so a bundle's edited fingerprint would otherwise
+    be stored, or dropped for the one already under that hash, without a word."""
+    from dlperf.hardware.identity import identity_hash
+    from dlperf.store.bundle import BundleError
+
+    for env in loaded.content["environments"]:
+        got = identity_hash(env["data"])
+        if got != env["fingerprint_hash"]:
+            raise BundleError(f"{name}: environment {env['fingerprint_hash'][:12]}'s fingerprint does not give its "
+                              f"hash (it gives {got[:12]}): edited, or not written by dlperf; nothing was imported")

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import select
 
 from dlperf import __version__
@@ -26,7 +25,7 @@ from dlperf.store.bundle.base import (
     checksum,
     iso,
 )
-from dlperf.store.bundle.shape import check_shape
+from dlperf.store.bundle.shape import Malformed, check_shape
 from dlperf.store.db import Store
 from dlperf.store.schema import environments, results
 
@@ -141,11 +140,6 @@ def loads(data: bytes, name: str) -> Bundle:
                           f"after it was written){nothing}")
     try:
         check_shape(content)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise BundleError(f"{name}: the bundle's content is malformed (a result's {'.'.join(map(str, first['loc']))}: "
-                          f"{first['msg']}){nothing}") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BundleError(f"{name}: the bundle's content is malformed ({type(exc).__name__}: {exc}){nothing}") \
-            from None
+    except Malformed as exc:
+        raise BundleError(f"{name}: the bundle's content is malformed ({exc}){nothing}") from None
     return Bundle(content, version, str(doc.get("written_by")), str(doc.get("written_at")))

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from dlperf.store import leases
 from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
@@ -53,10 +53,18 @@ def import_bundle(store: Store, bundle: Bundle, *, lease_stale_s: float) -> Impo
         try:
             with store.engine.begin() as conn:
                 return _import(conn, bundle, lease_stale_s)
-        except IntegrityError:
+        except IntegrityError as exc:
             if attempt == 2:
-                raise
+                raise _refused(bundle, exc) from None
+        except DBAPIError as exc:  # a value the database cannot hold (PostgreSQL: DataError)
+            raise _refused(bundle, exc) from None
     raise AssertionError("unreachable")
+
+
+def _refused(bundle: Bundle, exc: DBAPIError) -> BundleError:
+    """The database's refusal in one line (its first: PostgreSQL adds DETAIL lines)."""
+    why = (str(exc.orig) or type(exc.orig).__name__).strip().splitlines()[0]
+    return BundleError(f"run {bundle.run['id']}: the store refused the bundle's rows ({why}); nothing was imported")
 
 
 def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOutcome:

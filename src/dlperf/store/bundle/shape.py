@@ -1,38 +1,138 @@
-"""A bundle's content checked before anything is written: every field an import writes is there and typed
-as the store wants it."""
+"""A bundle's content checked before anything is written: every field an import writes is there, typed as the
+store's columns want it (their widths included: PostgreSQL enforces them), and readable by the store's readers
+(a result's raw samples parse as a `Measurement`, and `CaseResult.from_row` reads the row back). A checksum says
+only that the writer's content is unchanged, not that the writer was dlperf."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from dlperf.core.result import CaseResult
-from dlperf.core.status import check_run_status
-from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, when
+from dlperf.core.status import CaseStatus, RunStatus
+from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
+from dlperf.timing import Measurement
+
+#: The largest value of an `Integer` column (PostgreSQL's is 32 bits).
+_INT_MAX = 2**31 - 1
+
+
+class Malformed(ValueError):
+    """What is wrong with a bundle's content, in words (`loads` makes it the one line)."""
+
+
+class _Row(BaseModel):
+    """Strict: a string is not an integer, null is not a dict (nothing is coerced: the raw values are written)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class RunRow(_Row):
+    id: str = Field(min_length=1, max_length=128)
+    study: str = Field(max_length=128)
+    variant: str = Field(max_length=16)
+    study_hash: str = Field(max_length=64)
+    study_path: str
+    filters: dict[str, Any]
+    settings: dict[str, Any]
+    status: RunStatus
+    n_cases: int = Field(ge=0, le=_INT_MAX)
+    dlperf_version: str = Field(max_length=32)
+    started_at: str
+    finished_at: str | None
+    derived: dict[str, Any] | None
+    env_fingerprint_hash: str
+
+
+class EnvironmentRow(_Row):
+    fingerprint_hash: str = Field(min_length=1, max_length=64)
+    data: dict[str, Any] = Field(min_length=1)  # a fingerprint; the CLI checks that it gives its hash
+    created_at: str
+
+
+class ResultRow(_Row):
+    case_key: str = Field(min_length=1)
+    repetition: int = Field(ge=0, le=_INT_MAX)
+    workload: str = Field(max_length=64)
+    framework: str = Field(max_length=64)
+    device: str = Field(max_length=32)
+    params: dict[str, Any]
+    status: CaseStatus
+    reason: str | None
+    measurement: dict[str, Any] | None
+    metrics: dict[str, Any] | None
+    wall_s: float | None
+    started_at: str
+    finished_at: str
+    env_fingerprint_hash: str
+
+
+def _valid(model: type[_Row], data: Any, what: str) -> None:
+    """`data` as `model` wants it, else Malformed naming `what` and the first wrong field."""
+    if not isinstance(data, dict):
+        raise Malformed(f"{what} is not an object")
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
+        raise Malformed(f"{what}'s {field}: {first['msg']}{got}") from None
+
+
+def _time(value: Any, what: str) -> None:
+    try:
+        when(value, what)
+    except BundleError as exc:
+        raise Malformed(str(exc)) from None
+
+
+def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
+    what = f"result {r.get('case_key')!r} repetition {r.get('repetition')!r}"
+    _valid(ResultRow, r, what)
+    _time(r["started_at"], f"{what}'s started_at")
+    _time(r["finished_at"], f"{what}'s finished_at")
+    if r["env_fingerprint_hash"] not in hashes:
+        raise Malformed(f"the environment of {what} is not among the bundle's environments")
+    if r["measurement"] is not None:
+        try:
+            Measurement.from_dict(r["measurement"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Malformed(f"{what}'s measurement is not raw samples ({type(exc).__name__}: {exc})") from None
+    try:  # what `dlperf show` does with it: statistics recomputed from the raw samples, the metrics typed
+        CaseResult.from_row({**{k: r[k] for k in RESULT_FIELDS}, "id": None, "run_id": run_id, "env_id": 0})
+    except Exception as exc:  # untrusted content: whatever the reader trips on is refused
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            detail = f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+        else:
+            detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise Malformed(f"{what} cannot be read back ({detail:.160})") from None
 
 
 def check_shape(content: dict[str, Any]) -> None:
-    """Every field an import writes is there and typed as the store wants it (a checksum only says that the
-    writer's content is unchanged, not that the writer was dlperf)."""
+    """Malformed (what is wrong, in words) unless every row is as the store and its readers want it."""
+    for key, kind in (("run", dict), ("environments", list), ("results", list), ("study", dict)):
+        if not isinstance(content.get(key), kind):
+            raise Malformed(f"its {key} is not {'an object' if kind is dict else 'a list'}")
     run = content["run"]
-    missing = [k for k in (*RUN_FIELDS, "env_fingerprint_hash") if k not in run]
-    if missing:
-        raise KeyError(f"the run lacks {', '.join(missing)}")
-    check_run_status(run["status"])
-    when(run["started_at"], "the run's started_at")
-    when(run["finished_at"], "the run's finished_at")
-    hashes = {e["fingerprint_hash"] for e in content["environments"]}
+    _valid(RunRow, run, "the run")
+    _time(run["started_at"], "the run's started_at")
+    _time(run["finished_at"], "the run's finished_at")
     for e in content["environments"]:
-        if not isinstance(e["fingerprint_hash"], str) or not isinstance(e["data"], dict):
-            raise TypeError("an environment's fingerprint_hash or data has the wrong type")
-        when(e["created_at"], "an environment's created_at")
+        _valid(EnvironmentRow, e, "an environment")
+        _time(e["created_at"], f"environment {e['fingerprint_hash'][:12]}'s created_at")
+    hashes = {e["fingerprint_hash"] for e in content["environments"]}
     if run["env_fingerprint_hash"] not in hashes:
-        raise KeyError("the run's environment is not among the bundle's environments")
+        raise Malformed("the run's environment is not among the bundle's environments")
     seen: set[tuple[str, int]] = set()
     for r in content["results"]:
-        if r["env_fingerprint_hash"] not in hashes:
-            raise KeyError(f"the environment of result {r['case_key']!r} is not among the bundle's environments")
-        CaseResult.model_validate({**{k: r[k] for k in RESULT_FIELDS}, "run_id": run["id"], "env_id": 0})
+        _check_result(r, run["id"], hashes)
         key = (r["case_key"], r["repetition"])
         if key in seen:
-            raise ValueError(f"result {key[0]!r} repetition {key[1]} appears twice")
+            raise Malformed(f"result {key[0]!r} repetition {key[1]} appears twice")
         seen.add(key)
+    study = content["study"]
+    if not isinstance(study.get("yaml"), str | None) or not isinstance(study.get("note"), str | None):
+        raise Malformed("its study's yaml or note is not text")
