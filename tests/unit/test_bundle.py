@@ -376,3 +376,64 @@ def test_a_store_that_refuses_a_row_is_one_line(bundle_file, tmp_path, monkeypat
         raise IntegrityError("INSERT INTO results ...", {}, Exception("CHECK constraint failed: x\nDETAIL: more"))
     monkeypatch.setattr(importer, "_import", refuse)
     _refused(Store(tmp_path / "dst.sqlite"), bundle_file, "the store refused", "CHECK constraint failed: x")
+
+
+def _with_odd_floats(tmp_path: Path, **changes) -> tuple[Store, str]:
+    """A SQLite store whose one result has NaN and infinities in its metrics (a meter's NaN mean power), as
+    SQLite holds them; `changes` replace the result's fields."""
+    src, run_id, env_a, _ = _source(tmp_path, n=0)
+    row = {"run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
+           "device": "cpu", "params": {}, "status": "ok",
+           "measurement": {"sample_times_s": [-0.0, 1.5], "sample_iters": [1, 1]},
+           "metrics": {"energy": {"mean_power_w": math.nan, "joules": 2.0}, "odd": [1.0, math.inf, -math.inf]},
+           "env_id": env_a, "started_at": T0, "finished_at": T0}
+    src.add_result(CaseResult.model_validate({**row, **changes}))
+    return src, run_id
+
+
+def test_a_non_finite_raw_sample_is_refused(tmp_path, bundle_file):
+    """Raw samples are never altered: a NaN sample (no timer gives one) is neither exported nor imported,
+    whatever the store."""
+    src, run_id = _with_odd_floats(tmp_path, measurement={"sample_times_s": [1e-3, math.nan], "sample_iters": [1, 1]})
+    with pytest.raises(BundleError, match=r"b\.gz \(not written: run .*'s measurement holds NaN at sample_times_s"
+                                          r"\[1\]: not a raw sample\)$"):
+        export_bundle(src, run_id, tmp_path / "b.gz")
+    assert not (tmp_path / "b.gz").exists()
+
+    def poison(c):
+        c["results"][1]["measurement"]["sample_times_s"][2] = math.inf
+    _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, poison), "malformed",
+             "result 'ops/numpy/cpu/n=1' repetition 0's measurement holds Infinity at sample_times_s[2]")
+
+
+@pytest.mark.postgres
+def test_non_finite_metrics_into_postgresql_are_null_and_said_so(tmp_path, postgres_url):
+    """SQLite (a Jetson's store) holds NaN; PostgreSQL's JSON cannot: the metric is stored as null, its value
+    and why kept beside it in the metrics, the import line says so; the raw samples come back bit-identical.
+    A non-finite value elsewhere than in the metrics (a parameter) is refused in one line."""
+    from tests.postgres_server import new_database
+
+    src, run_id = _with_odd_floats(tmp_path)
+    export_bundle(src, run_id, tmp_path / "b.gz")
+    pg = Store(new_database(postgres_url))
+    outcome = _import(pg, tmp_path / "b.gz")
+    assert outcome.new == 1 and "1 result's non-finite metrics stored as null (PostgreSQL" in outcome.line()
+    got = _raw(pg, run_id)[0]
+    assert _bits(got["measurement"]["sample_times_s"]) == _bits([-0.0, 1.5])
+    metrics = got["metrics"]
+    assert metrics["energy"] == {"mean_power_w": None, "joules": 2.0} and metrics["odd"] == [1.0, None, None]
+    assert metrics["nonfinite"]["values"] == {"energy.mean_power_w": "NaN", "odd[1]": "Infinity",
+                                              "odd[2]": "-Infinity"}
+    assert "PostgreSQL" in metrics["nonfinite"]["reason"]
+    assert pg.results(run_id)[0].metrics is not None  # the store's reader reads it
+    assert (_import(pg, tmp_path / "b.gz").already, _count(pg, results)) == (1, 1)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    src2, run_2 = _with_odd_floats(other, params={"lr": math.inf})
+    export_bundle(src2, run_2, other / "b.gz")
+    with pytest.raises(BundleError) as err:
+        _import(pg, other / "b.gz")
+    assert str(err.value) == (f"run {run_2}: result 'k' repetition 0's params.lr is Infinity, which PostgreSQL's "
+                              f"JSON cannot hold; nothing was imported")
+    assert (_count(pg, runs), _count(pg, results)) == (1, 1)

@@ -24,6 +24,13 @@ SHA-256 of `content` serialized canonically (`canonical`): a truncated or edited
 re-indenting it changes nothing. A later format adds a step that reads the one before (asv's
 `util.update_json`); a bundle newer than `FORMAT_VERSION` is refused with one line.
 
+NaN and infinities: a SQLite store holds them (a meter's NaN mean power), and the file spells them as Python's
+`json` does (`NaN`, `Infinity`). A raw sample is never one (no timer gives one) and is never altered: a bundle
+holding one is neither written nor imported. PostgreSQL's JSON cannot hold them: imported there, a result's
+non-finite metrics are stored as null, with `metrics["nonfinite"] = {"values": {"energy.mean_power_w": "NaN",
+...}, "reason": ...}` saying which, what and why (the import line counts them); one elsewhere (a parameter, the
+run's filters, settings or derived figures, an environment) is refused with one line naming it.
+
 An import is one transaction: environments are matched by fingerprint hash (reused, never duplicated), the
 run keeps its own id, results missing from the store are added (case key and repetition name a result; a
 later re-run of a stored case, as `--retry-failed` makes, replaces it), and the run's status and finish time

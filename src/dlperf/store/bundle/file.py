@@ -82,6 +82,7 @@ def export_bundle(store: Store, run_ref: str, path: Path) -> Bundle:
     """Write run `run_ref`'s bundle to `path` (whole or not at all: a temporary file renamed into place)."""
     content = bundle_content(store, run_ref)
     data = dumps(content)
+    written = loads(data, f"{path} (not written: run {content['run']['id']} in this store)", nothing="")
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
@@ -95,7 +96,7 @@ def export_bundle(store: Store, run_ref: str, path: Path) -> Bundle:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise BundleError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    return loads(data, str(path))
+    return written
 
 
 # -- read --------------------------------------------------------------
@@ -110,9 +111,8 @@ def read_bundle(path: Path) -> Bundle:
     return loads(data, str(path))
 
 
-def loads(data: bytes, name: str) -> Bundle:
-    """A bundle from the file's bytes (gzip-compressed or plain JSON); `name` for the messages."""
-    nothing = "; nothing was imported"
+def loads(data: bytes, name: str, nothing: str = "; nothing was imported") -> Bundle:
+    """A bundle from the file's bytes (gzip-compressed or plain JSON); `name` and `nothing` for the messages."""
     if data.startswith(_GZIP_MAGIC):
         try:
             data = gzip.decompress(data)

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from dlperf.store import leases
 from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
+from dlperf.store.bundle.shape import nonfinite, nulled, spelled
 from dlperf.store.db import Store
 from dlperf.store.schema import environments, results, runs
 
@@ -28,6 +29,7 @@ class ImportOutcome:
     envs_reused: int
     status_before: str | None  # None: the run was new to the store
     status_after: str
+    nulled: int = 0  # results written with their non-finite metrics as null (PostgreSQL)
 
     def line(self) -> str:
         """`run X: N new results (M already stored)` and what else changed."""
@@ -40,6 +42,11 @@ class ImportOutcome:
             text += f"; status {self.status_before} -> {self.status_after}"
         if self.envs_new or self.created_run:
             text += f"; environments: {self.envs_new} new, {self.envs_reused} already stored"
+        if self.nulled:
+            whose = "result's" if self.nulled == 1 else "results'"
+            text += (f"; {self.nulled} {whose} non-finite metrics stored as "
+                     f"null (PostgreSQL's JSON cannot hold NaN or infinity; each value is kept, spelled, in the "
+                     f"result's metrics.nonfinite)")
         return text
 
 
@@ -69,6 +76,9 @@ def _refused(bundle: Bundle, exc: DBAPIError) -> BundleError:
 
 def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOutcome:
     content, run = bundle.content, bundle.run
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        _refuse_nonfinite(content)
     env_ids: dict[str, int] = {}
     envs_new = 0
     for e in content["environments"]:
@@ -95,18 +105,22 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
     have = {(r.case_key, int(r.repetition)): r for r in conn.execute(
         select(results.c.id, results.c.case_key, results.c.repetition, results.c.finished_at)
         .where(results.c.run_id == run["id"]))}
-    new = already = replaced = 0
+    new = already = replaced = nulled = 0
     for r in content["results"]:
         values = {**_row(r, RESULT_FIELDS), "run_id": run["id"], "env_id": env_ids[r["env_fingerprint_hash"]]}
         old = have.get((r["case_key"], r["repetition"]))
+        if old is not None and when(iso(old.finished_at), "stored") >= values["finished_at"]:
+            already += 1
+            continue
+        if postgres and nonfinite(values["metrics"]):
+            values["metrics"] = _finite_metrics(values["metrics"])
+            nulled += 1
         if old is None:
             conn.execute(insert(results).values(**values))
             new += 1
-        elif when(iso(old.finished_at), "stored") < values["finished_at"]:
+        else:
             conn.execute(update(results).where(results.c.id == old.id).values(**values))
             replaced += 1
-        else:
-            already += 1
     status_before = None if stored is None else str(stored.status)
     status_after = run["status"] if stored is None else str(stored.status)
     if stored is not None and (new or replaced or _ended_later(run, stored.finished_at)):
@@ -116,7 +130,33 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
     if stored is not None:
         _refuse_if_executed(conn, run["id"], lease_stale_s)
     return ImportOutcome(run["id"], new, already, replaced, stored is None, envs_new,
-                         len(env_ids) - envs_new, status_before, status_after)
+                         len(env_ids) - envs_new, status_before, status_after, nulled)
+
+
+#: Why a result's metrics hold null where its bundle held NaN or an infinity (`metrics["nonfinite"]["reason"]`).
+NONFINITE_REASON = ("PostgreSQL's JSON cannot hold NaN or infinity: stored as null on import from a bundle (a "
+                    "SQLite store holds them); `values` gives each one, by its path in the metrics, as JSON spells it")
+
+
+def _finite_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """`metrics` with each NaN and infinity as null, and `nonfinite` saying where, what it was and why."""
+    values = {path: spelled(x) for path, x in nonfinite(metrics)}
+    return {**nulled(metrics), "nonfinite": {"values": values, "reason": NONFINITE_REASON}}
+
+
+def _refuse_nonfinite(content: dict[str, Any]) -> None:
+    """BundleError naming the first NaN or infinity that PostgreSQL cannot hold outside the metrics (those are
+    stored as null, `_finite_metrics`; raw samples with one never get this far, `shape`)."""
+    run = content["run"]
+    where = [(f"the run's {k}", run[k]) for k in ("filters", "settings", "derived")]
+    where += [(f"environment {e['fingerprint_hash'][:12]}'s data", e["data"]) for e in content["environments"]]
+    where += [(f"result {r['case_key']!r} repetition {r['repetition']}'s params", r["params"])
+              for r in content["results"]]
+    for what, value in where:
+        bad = nonfinite(value)
+        if bad:
+            raise BundleError(f"run {run['id']}: {what}.{bad[0][0]} is {spelled(bad[0][1])}, which PostgreSQL's "
+                              f"JSON cannot hold; nothing was imported")
 
 
 def _ended_later(run: dict[str, Any], stored_end: datetime | None) -> bool:

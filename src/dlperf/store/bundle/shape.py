@@ -5,6 +5,7 @@ only that the writer's content is unchanged, not that the writer was dlperf."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -88,6 +89,33 @@ def _time(value: Any, what: str) -> None:
         raise Malformed(str(exc)) from None
 
 
+def spelled(x: float) -> str:
+    """A non-finite float as JSON (and Python's `json`) spells it."""
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def nonfinite(value: Any, path: str = "") -> list[tuple[str, float]]:
+    """Every NaN or infinity in a JSON value, by its path (`energy.mean_power_w`, `odd[1]`)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(path, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in nonfinite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in nonfinite(v, f"{path}[{i}]")]
+    return []
+
+
+def nulled(value: Any) -> Any:
+    """A copy of a JSON value with every NaN and infinity replaced by null (keys in their order)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: nulled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nulled(v) for v in value]
+    return value
+
+
 def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
     what = f"result {r.get('case_key')!r} repetition {r.get('repetition')!r}"
     _valid(ResultRow, r, what)
@@ -100,6 +128,9 @@ def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
             Measurement.from_dict(r["measurement"])
         except (KeyError, TypeError, ValueError) as exc:
             raise Malformed(f"{what}'s measurement is not raw samples ({type(exc).__name__}: {exc})") from None
+        bad = nonfinite(r["measurement"])
+        if bad:  # a raw sample is never altered: refused, whatever the store (no timer gives one)
+            raise Malformed(f"{what}'s measurement holds {spelled(bad[0][1])} at {bad[0][0]}: not a raw sample")
     try:  # what `dlperf show` does with it: statistics recomputed from the raw samples, the metrics typed
         CaseResult.from_row({**{k: r[k] for k in RESULT_FIELDS}, "id": None, "run_id": run_id, "env_id": 0})
     except Exception as exc:  # untrusted content: whatever the reader trips on is refused
