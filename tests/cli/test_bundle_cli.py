@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from dlperf.store.bundle import checksum
-from tests.cli.conftest import assert_one_line_error
+from tests.cli.conftest import STUDIES, assert_one_line_error
 from tests.postgres_server import new_database
 
 
@@ -92,6 +92,34 @@ def test_round_trip_through_postgresql(dlperf_main, two_runs, tmp_path, postgres
     assert len(tables) == 1
     contents = [json.loads(gzip.decompress(p.read_bytes()))["content"] for p in (out, back)]
     assert contents[0] == contents[1]  # raw samples, metrics, times, environment: all as they were
+
+
+def test_the_study_text_travels_only_while_its_file_is_what_the_run_ran(dlperf_main, two_runs, tmp_path):
+    """Export reads the file at the run's study path and carries its text only where it still gives the run's
+    study hash; an import says that the store keeps no study text (the bundle does)."""
+    source, _, _ = two_runs
+    run_id, _ = _first_run(source)
+    study, db = tmp_path / "study.yaml", tmp_path / "moved.sqlite"
+    original = (STUDIES / "many_ok.yaml").read_text()
+    study.write_text(original)
+    shutil.copy(source, db)
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # the run as if its study had been this copy
+        conn.execute(text("UPDATE runs SET study_path = :p WHERE id = :r"), {"p": str(study), "r": run_id})
+    engine.dispose()
+    same, changed = tmp_path / "same.gz", tmp_path / "changed.gz"
+    _ok(dlperf_main("bundle", "export", run_id, "-o", str(same), db=db), "study file included")
+    assert _content(same)["study"]["yaml"] == original
+    study.write_text(original.replace("timeout_s: 60", "timeout_s: 61"))  # edited since the run
+    _ok(dlperf_main("bundle", "export", run_id, "-o", str(changed), db=db),
+        f"study file not included (the file at {study} has changed since the run")
+    assert _content(changed)["study"]["yaml"] is None
+    _ok(dlperf_main("bundle", "import", str(same), "--db", str(tmp_path / "t.sqlite")),
+        "; the study file's text is not stored (a store has no place for it: the bundle keeps it)")
+
+
+def _content(bundle: Path) -> dict:
+    return json.loads(gzip.decompress(bundle.read_bytes()))["content"]
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(dlperf_main, two_runs, tmp_path):

@@ -110,7 +110,9 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     (tmp_path / "s.yaml").write_text("name: s\nworkload: ops\n")
     src, run_id, *_ = _source(tmp_path)
     path = tmp_path / "b.dlperf.json.gz"
-    written = export_bundle(src, run_id[:10], path)  # a prefix resolves
+    def reader(row):  # the CLI's checks the file against the run's study hash (tests/cli/test_bundle_cli.py)
+        return Path(row["study_path"]).read_text(), f"read from {row['study_path']}"
+    written = export_bundle(src, run_id[:10], path, study_reader=reader)  # a prefix resolves
     doc = json.loads(gzip.decompress(path.read_bytes()))
     assert list(doc) == ["format", "format_version", "written_by", "written_at", "checksum", "content"]
     assert (doc["format"], doc["format_version"], doc["written_by"]) == (FORMAT_NAME, FORMAT_VERSION, "dlperf 0.1.0")
@@ -128,6 +130,8 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     outcome = _import(dst, path)
     assert (outcome.new, outcome.already, outcome.created_run, outcome.envs_new) == (3, 0, True, 2)
     assert outcome.line().startswith(f"run {run_id}: 3 new results (0 already stored)")
+    assert outcome.line().endswith("; the study file's text is not stored (a store has no place for it: the bundle "
+                                   "keeps it)")
     assert _raw(dst, run_id) == _raw(src, run_id)
     got = dst.results(run_id)[1].measurement["sample_times_s"]
     assert _bits(got) == _bits(AWKWARD)
@@ -140,9 +144,10 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     assert (again.new, again.already, again.replaced, again.created_run, again.envs_new) == (0, 3, 0, False, 0)
     assert again.line() == f"run {run_id}: 0 new results (3 already stored)"
     assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == (1, 3, 2)
-    # the same run exported from the importing store is the same content
-    export_bundle(dst, run_id, tmp_path / "back.dlperf.json.gz")
-    assert read_bundle(tmp_path / "back.dlperf.json.gz").content == written.content
+    # the same run exported from the importing store is the same content; without a reader, no study text
+    back = export_bundle(dst, run_id, tmp_path / "back.dlperf.json.gz").content
+    assert {**back, "study": None} == {**written.content, "study": None}
+    assert back["study"]["yaml"] is None and "not read at export" in back["study"]["note"]
 
 
 def test_environments_already_stored_are_reused(tmp_path):

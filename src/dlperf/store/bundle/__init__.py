@@ -15,8 +15,11 @@ reads it; an uncompressed copy imports too)::
   machines that ran them): `fingerprint_hash`, `data` (the fingerprint as first stored), `created_at`.
 - `results`: every result row (`RESULT_FIELDS`) as the store holds it, raw samples (`measurement`) and metrics
   untouched (not recomputed), oldest first, each with its environment's `env_fingerprint_hash`; no store ids.
-- `study`: `path` (as the run stored it), `yaml` (the file's text where it was readable at export, else null)
-  and `note` (where it was read, or why not). The store has no place for the text: it travels in the bundle.
+- `study`: `path` (as the run stored it), `yaml` (the file's text where, at export, the file at that path
+  still gave the run's study hash, else null) and `note` (where it was read, or why not: "the file at PATH
+  has changed since the run"). A store has no place for the text (no column; a migration would add one): an
+  import does not keep it and says so, the bundle does; an export from that store reads the file at the
+  run's path there, under the same check.
 
 JSON objects keep the store's own key order; datetimes are ISO 8601 in UTC with their offset; floats are
 written as Python's shortest round-trip form, so raw samples come back bit-identical. The checksum is the
@@ -52,9 +55,9 @@ from dlperf.store.bundle.base import (
     canonical,
     checksum,
 )
-from dlperf.store.bundle.file import bundle_content, dumps, export_bundle, loads, read_bundle, read_study_text
+from dlperf.store.bundle.file import StudyReader, bundle_content, dumps, export_bundle, loads, read_bundle
 from dlperf.store.bundle.importer import ImportOutcome, import_bundle
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "RESULT_FIELDS", "RUN_FIELDS", "SUFFIX", "Bundle", "BundleError",
-           "ImportOutcome", "bundle_content", "canonical", "checksum", "dumps", "export_bundle", "import_bundle",
-           "loads", "read_bundle", "read_study_text"]
+           "ImportOutcome", "StudyReader", "bundle_content", "canonical", "checksum", "dumps", "export_bundle",
+           "import_bundle", "loads", "read_bundle"]

@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,23 +34,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 # -- export ------------------------------------------------------------
-def read_study_text(study_path: str) -> tuple[str | None, str]:
-    """(the study file's text, a note saying where it was read) or (None, why it could not be)."""
-    path = Path(study_path).expanduser()
-    if not study_path or not path.is_file():
-        return None, (f"the study file {study_path!r} was not readable at export (not a file here); the run row "
-                      f"holds what the store has: the study's name, variant, hash and resolved settings")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"the study file {path} could not be read at export ({exc}); the run row holds the rest"
-    return text, (f"read from {path.resolve()} at export; the run's study hash names what the run ran, this text "
-                  f"is the file as it was at export")
+#: Reads the study file of a run row: (its text, where it was read) or (None, why not). The CLI's checks the
+#: file against the run's study hash (`dlperf.cli.bundle.checked_study_text`: the store cannot load a study).
+StudyReader = Callable[[dict[str, Any]], tuple[str | None, str]]
+NOT_READ = ("the study file was not read at export (`dlperf bundle export` reads it, where it still gives the run's "
+            "study hash); the run row holds what the store has: the study's name, variant, hash and resolved settings")
 
 
-def bundle_content(store: Store, run_ref: str) -> dict[str, Any]:
+def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None = None) -> dict[str, Any]:
     """Everything run `run_ref` is, read from `store` (the run row first, then its results, then the
-    environments they name: a run still being executed gives a consistent, partial bundle)."""
+    environments they name: a run still being executed gives a consistent, partial bundle), and the study
+    file's text where `study_reader` gives it."""
     row = store.run(run_ref)
     with store.engine.connect() as conn:
         rows = conn.execute(select(results).where(results.c.run_id == row["id"])
@@ -59,7 +54,7 @@ def bundle_content(store: Store, run_ref: str) -> dict[str, Any]:
     hash_of = {i: envs[i].fingerprint_hash for i in env_ids}
     run = {k: iso(row[k]) if k in TIMES else row[k] for k in RUN_FIELDS}
     run["env_fingerprint_hash"] = hash_of[row["env_id"]]
-    text, note = read_study_text(row["study_path"])
+    text, note = study_reader(row) if study_reader is not None else (None, NOT_READ)
     return {
         "run": run,
         "environments": [{"fingerprint_hash": envs[i].fingerprint_hash, "data": envs[i].data,
@@ -78,9 +73,9 @@ def dumps(content: dict[str, Any], *, written_at: datetime | None = None) -> byt
     return gzip.compress(text.encode(), mtime=0)
 
 
-def export_bundle(store: Store, run_ref: str, path: Path) -> Bundle:
+def export_bundle(store: Store, run_ref: str, path: Path, *, study_reader: StudyReader | None = None) -> Bundle:
     """Write run `run_ref`'s bundle to `path` (whole or not at all: a temporary file renamed into place)."""
-    content = bundle_content(store, run_ref)
+    content = bundle_content(store, run_ref, study_reader)
     data = dumps(content)
     written = loads(data, f"{path} (not written: run {content['run']['id']} in this store)", nothing="")
     folder = path.parent if str(path.parent) else Path(".")

@@ -30,6 +30,7 @@ class ImportOutcome:
     status_before: str | None  # None: the run was new to the store
     status_after: str
     nulled: int = 0  # results written with their non-finite metrics as null (PostgreSQL)
+    study_text_dropped: bool = False  # the bundle carried the study file's text, which a store cannot keep
 
     def line(self) -> str:
         """`run X: N new results (M already stored)` and what else changed."""
@@ -42,6 +43,8 @@ class ImportOutcome:
             text += f"; status {self.status_before} -> {self.status_after}"
         if self.envs_new or self.created_run:
             text += f"; environments: {self.envs_new} new, {self.envs_reused} already stored"
+        if self.study_text_dropped:
+            text += "; the study file's text is not stored (a store has no place for it: the bundle keeps it)"
         if self.nulled:
             whose = "result's" if self.nulled == 1 else "results'"
             text += (f"; {self.nulled} {whose} non-finite metrics stored as "
@@ -130,7 +133,8 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
     if stored is not None:
         _refuse_if_executed(conn, run["id"], lease_stale_s)
     return ImportOutcome(run["id"], new, already, replaced, stored is None, envs_new,
-                         len(env_ids) - envs_new, status_before, status_after, nulled)
+                         len(env_ids) - envs_new, status_before, status_after, nulled,
+                         study_text_dropped=stored is None and content["study"].get("yaml") is not None)
 
 
 #: Why a result's metrics hold null where its bundle held NaN or an infinity (`metrics["nonfinite"]["reason"]`).
