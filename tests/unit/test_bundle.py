@@ -442,3 +442,13 @@ def test_non_finite_metrics_into_postgresql_are_null_and_said_so(tmp_path, postg
     assert str(err.value) == (f"run {run_2}: result 'k' repetition 0's params.lr is Infinity, which PostgreSQL's "
                               f"JSON cannot hold; nothing was imported")
     assert (_count(pg, runs), _count(pg, results)) == (1, 1)
+
+
+def test_a_bundle_is_never_written_over_the_store_it_is_read_from(tmp_path):
+    """`-o` naming the store's own SQLite file (or a link to it, or its journal) would replace the store."""
+    src, run_id, *_ = _source(tmp_path)
+    (tmp_path / "link.sqlite").symlink_to(tmp_path / "src.sqlite")
+    for target in (tmp_path / "src.sqlite", tmp_path / "link.sqlite", tmp_path / "src.sqlite-wal"):
+        with pytest.raises(BundleError, match="is this store's own database file"):
+            export_bundle(src, run_id, target)
+    assert len(src.results(run_id)) == 3 and len(Store(tmp_path / "link.sqlite").results(run_id)) == 3

@@ -74,7 +74,12 @@ def dumps(content: dict[str, Any], *, written_at: datetime | None = None) -> byt
 
 
 def export_bundle(store: Store, run_ref: str, path: Path, *, study_reader: StudyReader | None = None) -> Bundle:
-    """Write run `run_ref`'s bundle to `path` (whole or not at all: a temporary file renamed into place)."""
+    """Write run `run_ref`'s bundle to `path` (whole or not at all: a temporary file renamed into place);
+    never over the store's own database file, which the rename would replace."""
+    own = _own_file(store, path)
+    if own is not None:
+        raise BundleError(f"{path} is this store's own database file ({own}): the bundle would replace the store; "
+                          f"write it elsewhere")
     content = bundle_content(store, run_ref, study_reader)
     data = dumps(content)
     written = loads(data, f"{path} (not written: run {content['run']['id']} in this store)", nothing="")
@@ -92,6 +97,20 @@ def export_bundle(store: Store, run_ref: str, path: Path, *, study_reader: Study
         Path(tmp).unlink(missing_ok=True)
         raise BundleError(f"{path}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+def _own_file(store: Store, path: Path) -> Path | None:
+    """The store's SQLite file where `path` is it (by any name: a link, a relative path) or its journal."""
+    database = store.engine.url.database if store.engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    own = Path(database).resolve()
+    if path.resolve() in {own, *(own.with_name(own.name + s) for s in ("-wal", "-shm", "-journal"))}:
+        return own
+    try:
+        return own if path.exists() and os.path.samefile(path, own) else None  # a hard link
+    except OSError:
+        return None
 
 
 # -- read --------------------------------------------------------------
