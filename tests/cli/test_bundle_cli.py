@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.cli.conftest import assert_one_line_error
+from dlperf.store.bundle import checksum
+from tests.cli.conftest import STUDIES, assert_one_line_error
 from tests.postgres_server import new_database
 
 
@@ -93,6 +94,34 @@ def test_round_trip_through_postgresql(dlperf_main, two_runs, tmp_path, postgres
     assert contents[0] == contents[1]  # raw samples, metrics, times, environment: all as they were
 
 
+def test_the_study_text_travels_only_while_its_file_is_what_the_run_ran(dlperf_main, two_runs, tmp_path):
+    """Export reads the file at the run's study path and carries its text only where it still gives the run's
+    study hash; an import says that the store keeps no study text (the bundle does)."""
+    source, _, _ = two_runs
+    run_id, _ = _first_run(source)
+    study, db = tmp_path / "study.yaml", tmp_path / "moved.sqlite"
+    original = (STUDIES / "many_ok.yaml").read_text()
+    study.write_text(original)
+    shutil.copy(source, db)
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # the run as if its study had been this copy
+        conn.execute(text("UPDATE runs SET study_path = :p WHERE id = :r"), {"p": str(study), "r": run_id})
+    engine.dispose()
+    same, changed = tmp_path / "same.gz", tmp_path / "changed.gz"
+    _ok(dlperf_main("bundle", "export", run_id, "-o", str(same), db=db), "study file included")
+    assert _content(same)["study"]["yaml"] == original
+    study.write_text(original.replace("timeout_s: 60", "timeout_s: 61"))  # edited since the run
+    _ok(dlperf_main("bundle", "export", run_id, "-o", str(changed), db=db),
+        f"study file not included (the file at {study} has changed since the run")
+    assert _content(changed)["study"]["yaml"] is None
+    _ok(dlperf_main("bundle", "import", str(same), "--db", str(tmp_path / "t.sqlite")),
+        "; the study file's text is not stored (a store has no place for it: the bundle keeps it)")
+
+
+def _content(bundle: Path) -> dict:
+    return json.loads(gzip.decompress(bundle.read_bytes()))["content"]
+
+
 def test_bad_inputs_are_one_line_and_write_nothing(dlperf_main, two_runs, tmp_path):
     source, _, _ = two_runs
     run_id, _ = _first_run(source)
@@ -112,8 +141,15 @@ def test_bad_inputs_are_one_line_and_write_nothing(dlperf_main, two_runs, tmp_pa
     doc = json.loads(gzip.decompress(data))
     newer.write_bytes(gzip.compress(json.dumps({**doc, "format_version": 2}).encode()))
     report.write_text(_ok(dlperf_main("export", run_id, "--format", "json", db=source)))
+    other_env = tmp_path / "other_env.gz"  # another machine's fingerprint under this one's hash, checksum remade
+    env = doc["content"]["environments"][0]
+    env["data"] = {**env["data"], "cpu_model": "another CPU"}
+    other_env.write_bytes(gzip.compress(json.dumps({**doc, "checksum": checksum(doc["content"])}).encode()))
     for path, fragment in ((cut, "truncated"), (report, "is not a dlperf bundle"),
-                           (newer, "bundle format 2 is newer than this dlperf reads (1): upgrade dlperf")):
+                           (newer, "bundle format 2 is newer than this dlperf reads (1): upgrade dlperf"),
+                           (other_env, f"environment {env['fingerprint_hash'][:12]}'s fingerprint does not give its "
+                                       f"hash")):
         assert_one_line_error(dlperf_main("bundle", "import", str(path), "--db", str(target)), fragment)
     assert not target.exists()  # a refused bundle does not even create the store
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gz", "export.json", "good.gz", "newer.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.gz", "export.json", "good.gz", "newer.gz",
+                                                          "other_env.gz"]

@@ -15,24 +15,27 @@ import pytest
 from sqlalchemy import func, select
 
 from dlperf.core.result import CaseResult
-from dlperf.store import Store
+from dlperf.store import Store, leases
 from dlperf.store.bundle import (
     FORMAT_NAME,
     FORMAT_VERSION,
     RESULT_FIELDS,
     RUN_FIELDS,
+    Bundle,
     BundleError,
+    ImportOutcome,
     export_bundle,
     import_bundle,
     read_bundle,
 )
-from dlperf.store.schema import environments, results, runs
+from dlperf.store.schema import environments, results, run_leases, runs
 
 T0 = datetime(2026, 11, 23, 10, 0, 0, 123456, tzinfo=UTC)
 #: Samples whose decimal forms are awkward: they must come back as the same 64 bits.
 AWKWARD = [0.1 + 0.2, 1e-310, 5e-324, 1 / 3, 2.0**-40 * 3, 123456789.00000012, 1.0000000000000002e-3]
 ENV_SUBMIT = ({"cpu_model": "submitter", "machine_label": "desk"}, "hash-submit")
 ENV_WORKER = ({"cpu_model": "jetson", "machine_label": "bench"}, "hash-worker")
+STALE_S = 120.0  # runner.lifecycle's default stale limit of a lease's heartbeat
 
 
 def _result(store: Store, run_id: str, i: int, env_id: int, *, status: str = "ok",
@@ -63,6 +66,11 @@ def _source(tmp_path: Path, n: int = 3, status: str = "complete") -> tuple[Store
         _result(store, run_id, i, env_a if i == 0 else env_b, samples=AWKWARD if i == 1 else None)
     store.set_run_status(run_id, status)
     return store, run_id, env_a, env_b
+
+
+def _import(store: Store, source: Path | Bundle) -> ImportOutcome:
+    """`source` (a bundle's file, or a bundle read) imported into `store`, leases judged with the default limit."""
+    return import_bundle(store, source if isinstance(source, Bundle) else read_bundle(source), lease_stale_s=STALE_S)
 
 
 def _raw(store: Store, run_id: str) -> list[dict]:
@@ -102,7 +110,9 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     (tmp_path / "s.yaml").write_text("name: s\nworkload: ops\n")
     src, run_id, *_ = _source(tmp_path)
     path = tmp_path / "b.dlperf.json.gz"
-    written = export_bundle(src, run_id[:10], path)  # a prefix resolves
+    def reader(row):  # the CLI's checks the file against the run's study hash (tests/cli/test_bundle_cli.py)
+        return Path(row["study_path"]).read_text(), f"read from {row['study_path']}"
+    written = export_bundle(src, run_id[:10], path, study_reader=reader)  # a prefix resolves
     doc = json.loads(gzip.decompress(path.read_bytes()))
     assert list(doc) == ["format", "format_version", "written_by", "written_at", "checksum", "content"]
     assert (doc["format"], doc["format_version"], doc["written_by"]) == (FORMAT_NAME, FORMAT_VERSION, "dlperf 0.1.0")
@@ -117,9 +127,11 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     assert not written.partial
 
     dst = Store(tmp_path / "dst.sqlite")
-    outcome = import_bundle(dst, read_bundle(path))
+    outcome = _import(dst, path)
     assert (outcome.new, outcome.already, outcome.created_run, outcome.envs_new) == (3, 0, True, 2)
     assert outcome.line().startswith(f"run {run_id}: 3 new results (0 already stored)")
+    assert outcome.line().endswith("; the study file's text is not stored (a store has no place for it: the bundle "
+                                   "keeps it)")
     assert _raw(dst, run_id) == _raw(src, run_id)
     got = dst.results(run_id)[1].measurement["sample_times_s"]
     assert _bits(got) == _bits(AWKWARD)
@@ -128,13 +140,14 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     assert dst.run_environment(run_id) == src.run_environment(run_id)
     assert [r.env_id for r in dst.results(run_id)] == [1, 2, 2]
 
-    again = import_bundle(dst, read_bundle(path))
+    again = _import(dst, path)
     assert (again.new, again.already, again.replaced, again.created_run, again.envs_new) == (0, 3, 0, False, 0)
     assert again.line() == f"run {run_id}: 0 new results (3 already stored)"
     assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == (1, 3, 2)
-    # the same run exported from the importing store is the same content
-    export_bundle(dst, run_id, tmp_path / "back.dlperf.json.gz")
-    assert read_bundle(tmp_path / "back.dlperf.json.gz").content == written.content
+    # the same run exported from the importing store is the same content; without a reader, no study text
+    back = export_bundle(dst, run_id, tmp_path / "back.dlperf.json.gz").content
+    assert {**back, "study": None} == {**written.content, "study": None}
+    assert back["study"]["yaml"] is None and "not read at export" in back["study"]["note"]
 
 
 def test_environments_already_stored_are_reused(tmp_path):
@@ -143,7 +156,7 @@ def test_environments_already_stored_are_reused(tmp_path):
     dst = Store(tmp_path / "dst.sqlite")
     dst.environment_id({"other": 1}, "hash-other")
     worker = dst.environment_id(*ENV_WORKER)
-    outcome = import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    outcome = _import(dst, tmp_path / "b.gz")
     assert (outcome.envs_new, outcome.envs_reused) == (1, 1) and _count(dst, environments) == 3
     assert [r.env_id for r in dst.results(run_id)][1:] == [worker, worker]
 
@@ -153,16 +166,16 @@ def test_a_newer_bundle_of_a_resumed_run_adds_only_what_is_missing(tmp_path):
     export_bundle(src, run_id, tmp_path / "first.gz")
     assert read_bundle(tmp_path / "first.gz").partial
     dst = Store(tmp_path / "dst.sqlite")
-    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).status_after == "running"
+    assert _import(dst, tmp_path / "first.gz").status_after == "running"
     _result(src, run_id, 2, env_b)
     _result(src, run_id, 3, env_b)
     src.set_run_status(run_id, "complete")
     export_bundle(src, run_id, tmp_path / "second.gz")
-    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    outcome = _import(dst, tmp_path / "second.gz")
     assert (outcome.new, outcome.already, outcome.status_before, outcome.status_after) == (2, 2, "running", "complete")
     assert outcome.line() == f"run {run_id}: 2 new results (2 already stored); status running -> complete"
     assert _raw(dst, run_id) == _raw(src, run_id) and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
-    stale = import_bundle(dst, read_bundle(tmp_path / "first.gz"))  # the older bundle again: nothing goes back
+    stale = _import(dst, tmp_path / "first.gz")  # the older bundle again: nothing goes back
     assert (stale.new, stale.already, stale.status_after) == (0, 2, "complete")
     assert dst.run(run_id)["status"] == "complete" and _count(dst, results) == 4
 
@@ -174,11 +187,11 @@ def test_a_later_rerun_of_a_stored_case_replaces_it(tmp_path):
     _result(src, run_id, 0, env_a, samples=[7e-3, 8e-3], finished=T0 + timedelta(hours=1))
     export_bundle(src, run_id, tmp_path / "second.gz")
     dst = Store(tmp_path / "dst.sqlite")
-    import_bundle(dst, read_bundle(tmp_path / "first.gz"))
-    outcome = import_bundle(dst, read_bundle(tmp_path / "second.gz"))
+    _import(dst, tmp_path / "first.gz")
+    outcome = _import(dst, tmp_path / "second.gz")
     assert (outcome.new, outcome.replaced, outcome.already) == (0, 1, 0)
     assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
-    assert import_bundle(dst, read_bundle(tmp_path / "first.gz")).already == 1  # the older one does not win back
+    assert _import(dst, tmp_path / "first.gz").already == 1  # the older one does not win back
     assert dst.results(run_id)[0].measurement["sample_times_s"] == [7e-3, 8e-3]
 
 
@@ -192,7 +205,7 @@ def bundle_file(tmp_path) -> Path:
 
 def _refused(dst: Store, path: Path, *fragments: str) -> None:
     with pytest.raises(BundleError) as err:
-        import_bundle(dst, read_bundle(path))
+        _import(dst, path)
     line = str(err.value)
     assert "\n" not in line and "nothing was imported" in line
     for f in fragments:
@@ -208,7 +221,7 @@ def test_an_edited_bundle_fails_its_checksum_and_a_reformatted_one_does_not(bund
     _refused(dst, _rewrite(bundle_file, edit), "checksum does not match")
     pretty = tmp_path / "pretty.json"  # uncompressed and re-indented (as `zcat | jq .` leaves it): same content
     pretty.write_text(json.dumps(json.loads(gzip.decompress(bundle_file.read_bytes())), indent=4))
-    assert import_bundle(dst, read_bundle(pretty)).new == 3
+    assert _import(dst, pretty).new == 3
 
 
 def test_a_truncated_bundle_is_refused(bundle_file, tmp_path):
@@ -258,7 +271,7 @@ def test_another_run_under_the_same_id_is_refused_and_nothing_is_written(bundle_
     before = (_count(dst, runs), _count(dst, results), _count(dst, environments))
     why = "another study hash" if clash == "study hash" else "another environment"
     with pytest.raises(BundleError, match=f"already in this store .*{why}"):
-        import_bundle(dst, bundle)
+        _import(dst, bundle)
     assert (_count(dst, runs), _count(dst, results), _count(dst, environments)) == before  # the worker's env too
 
 
@@ -273,8 +286,169 @@ def test_floats_that_json_spells_specially_come_back(tmp_path):
     src.add_result(r)
     export_bundle(src, run_id, tmp_path / "b.gz")
     dst = Store(tmp_path / "dst.sqlite")
-    import_bundle(dst, read_bundle(tmp_path / "b.gz"))
+    _import(dst, tmp_path / "b.gz")
     got = _raw(dst, run_id)[0]
     assert _bits(got["measurement"]["sample_times_s"]) == _bits([-0.0, 1.5])
     odd = got["metrics"]["odd"]
     assert math.isnan(odd[0]) and odd[1:] == [math.inf, -math.inf]
+
+
+def test_a_run_being_executed_is_left_to_its_executor_until_its_lease_is_gone(tmp_path):
+    """A stale bundle of a run that another process is resuming writes nothing (its status and the cases that
+    process is about to store are its own) while the lease is live; once the owner is gone, it imports."""
+    src, run_id, env_a, env_b = _source(tmp_path, n=1, status="running")
+    export_bundle(src, run_id, tmp_path / "partial.gz")
+    case_1 = _result(src, run_id, 1, env_b)
+    src.set_run_status(run_id, "interrupted")
+    export_bundle(src, run_id, tmp_path / "more.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    _import(dst, tmp_path / "partial.gz")
+    token = leases.new_token()  # the run is resumed on the bench machine, against this store
+    assert leases.acquire(dst.engine, run_id, leases.Owner("bench", 4242, 1.0), token) is None
+    with pytest.raises(BundleError) as err:
+        _import(dst, tmp_path / "more.gz")
+    line = str(err.value)
+    assert line.startswith(f"run {run_id} is being executed by pid 4242 on bench since ") and "\n" not in line
+    assert line.endswith("; import after it ends; nothing was imported")
+    assert dst.run(run_id)["status"] == "running" and _count(dst, results) == 1
+    assert dst.add_result(case_1.model_copy(update={"env_id": dst.run(run_id)["env_id"]}), lease_token=token)
+    with dst.engine.begin() as conn:  # the owner stopped beating long ago: gone
+        conn.execute(run_leases.update().values(heartbeat_at=T0))
+    outcome = _import(dst, tmp_path / "more.gz")
+    assert (outcome.new, outcome.already) == (0, 2)
+
+
+def test_a_later_end_of_the_run_is_followed_even_without_a_new_result(tmp_path):
+    """Interrupted after its last result was stored, then resumed to complete with nothing left to run: the
+    newer bundle brings no result, but the run's later end (and only a later one)."""
+    src, run_id, *_ = _source(tmp_path, n=4, status="interrupted")
+    export_bundle(src, run_id, tmp_path / "interrupted.gz")
+    src.set_run_status(run_id, "complete")
+    export_bundle(src, run_id, tmp_path / "complete.gz")
+    dst = Store(tmp_path / "dst.sqlite")
+    _import(dst, tmp_path / "interrupted.gz")
+    outcome = _import(dst, tmp_path / "complete.gz")
+    assert outcome.line() == f"run {run_id}: 0 new results (4 already stored); status interrupted -> complete"
+    assert dst.run(run_id)["status"] == "complete" and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
+    assert _import(dst, tmp_path / "interrupted.gz").status_after == "complete"  # an earlier end does not win back
+
+
+def _crafted(path: Path, change) -> Path:
+    """The bundle at `path` with `change(content)` applied and its checksum made to match again: content that
+    no dlperf wrote, which only its shape can refuse."""
+    from dlperf.store.bundle import checksum
+
+    def edit(doc):
+        change(doc["content"])
+        doc["checksum"] = checksum(doc["content"])
+    return _rewrite(path, edit)
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    (lambda c: c["results"][0].update(measurement={"x": 1}), "measurement"),
+    (lambda c: c["results"][0].update(measurement={"sample_times_s": [1.0], "sample_iters": [0]}), "measurement"),
+    (lambda c: c["results"][0].update(metrics=[1, 2]), "metrics"),
+    (lambda c: c["results"][0].update(metrics={"p50_s": "fast"}), "cannot be read back"),
+    (lambda c: c["results"][0].update(params=None), "params"),
+    (lambda c: c["results"][0].update(repetition="0"), "repetition"),
+    (lambda c: c["results"][0].update(started_at=None), "started_at"),
+    (lambda c: c["run"].update(started_at=None), "the run's started_at"),
+    (lambda c: c["run"].update(started_at="yesterday"), "the run's started_at is not an ISO 8601 time"),
+    (lambda c: c["run"].update(n_cases="many"), "the run's n_cases"),
+    (lambda c: c["run"].update(n_cases=-1), "the run's n_cases"),
+    (lambda c: c["run"].update(filters=None), "the run's filters"),
+    (lambda c: c["run"].update(settings=[]), "the run's settings"),
+    (lambda c: c["run"].update(status="done"), "the run's status"),
+    (lambda c: c["run"].update(id="x" * 129), "the run's id"),
+    (lambda c: c["run"].pop("derived"), "the run's derived"),
+    (lambda c: c["environments"][0].update(data={}), "environment"),
+    (lambda c: c.update(results={}), "results"),
+])
+def test_content_that_would_poison_the_store_is_refused_in_one_line(bundle_file, tmp_path, change, fragment):
+    """A checksum says only that the writer's content is unchanged: what an import writes must be what the
+    store's readers can read (`show` recomputes statistics from the raw samples)."""
+    _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, change), "malformed", fragment)
+
+
+def test_a_store_that_refuses_a_row_is_one_line(bundle_file, tmp_path, monkeypatch):
+    """What the shape lets through but the database refuses (a constraint of a store of another version)
+    is one line, not a traceback."""
+    from sqlalchemy.exc import IntegrityError
+
+    from dlperf.store.bundle import importer
+
+    def refuse(*args, **kwargs):
+        raise IntegrityError("INSERT INTO results ...", {}, Exception("CHECK constraint failed: x\nDETAIL: more"))
+    monkeypatch.setattr(importer, "_import", refuse)
+    _refused(Store(tmp_path / "dst.sqlite"), bundle_file, "the store refused", "CHECK constraint failed: x")
+
+
+def _with_odd_floats(tmp_path: Path, **changes) -> tuple[Store, str]:
+    """A SQLite store whose one result has NaN and infinities in its metrics (a meter's NaN mean power), as
+    SQLite holds them; `changes` replace the result's fields."""
+    src, run_id, env_a, _ = _source(tmp_path, n=0)
+    row = {"run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
+           "device": "cpu", "params": {}, "status": "ok",
+           "measurement": {"sample_times_s": [-0.0, 1.5], "sample_iters": [1, 1]},
+           "metrics": {"energy": {"mean_power_w": math.nan, "joules": 2.0}, "odd": [1.0, math.inf, -math.inf]},
+           "env_id": env_a, "started_at": T0, "finished_at": T0}
+    src.add_result(CaseResult.model_validate({**row, **changes}))
+    return src, run_id
+
+
+def test_a_non_finite_raw_sample_is_refused(tmp_path, bundle_file):
+    """Raw samples are never altered: a NaN sample (no timer gives one) is neither exported nor imported,
+    whatever the store."""
+    src, run_id = _with_odd_floats(tmp_path, measurement={"sample_times_s": [1e-3, math.nan], "sample_iters": [1, 1]})
+    with pytest.raises(BundleError, match=r"b\.gz \(not written: run .*'s measurement holds NaN at sample_times_s"
+                                          r"\[1\]: not a raw sample\)$"):
+        export_bundle(src, run_id, tmp_path / "b.gz")
+    assert not (tmp_path / "b.gz").exists()
+
+    def poison(c):
+        c["results"][1]["measurement"]["sample_times_s"][2] = math.inf
+    _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, poison), "malformed",
+             "result 'ops/numpy/cpu/n=1' repetition 0's measurement holds Infinity at sample_times_s[2]")
+
+
+@pytest.mark.postgres
+def test_non_finite_metrics_into_postgresql_are_null_and_said_so(tmp_path, postgres_url):
+    """SQLite (a Jetson's store) holds NaN; PostgreSQL's JSON cannot: the metric is stored as null, its value
+    and why kept beside it in the metrics, the import line says so; the raw samples come back bit-identical.
+    A non-finite value elsewhere than in the metrics (a parameter) is refused in one line."""
+    from tests.postgres_server import new_database
+
+    src, run_id = _with_odd_floats(tmp_path)
+    export_bundle(src, run_id, tmp_path / "b.gz")
+    pg = Store(new_database(postgres_url))
+    outcome = _import(pg, tmp_path / "b.gz")
+    assert outcome.new == 1 and "1 result's non-finite metrics stored as null (PostgreSQL" in outcome.line()
+    got = _raw(pg, run_id)[0]
+    assert _bits(got["measurement"]["sample_times_s"]) == _bits([-0.0, 1.5])
+    metrics = got["metrics"]
+    assert metrics["energy"] == {"mean_power_w": None, "joules": 2.0} and metrics["odd"] == [1.0, None, None]
+    assert metrics["nonfinite"]["values"] == {"energy.mean_power_w": "NaN", "odd[1]": "Infinity",
+                                              "odd[2]": "-Infinity"}
+    assert "PostgreSQL" in metrics["nonfinite"]["reason"]
+    assert pg.results(run_id)[0].metrics is not None  # the store's reader reads it
+    assert (_import(pg, tmp_path / "b.gz").already, _count(pg, results)) == (1, 1)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    src2, run_2 = _with_odd_floats(other, params={"lr": math.inf})
+    export_bundle(src2, run_2, other / "b.gz")
+    with pytest.raises(BundleError) as err:
+        _import(pg, other / "b.gz")
+    assert str(err.value) == (f"run {run_2}: result 'k' repetition 0's params.lr is Infinity, which PostgreSQL's "
+                              f"JSON cannot hold; nothing was imported")
+    assert (_count(pg, runs), _count(pg, results)) == (1, 1)
+
+
+def test_a_bundle_is_never_written_over_the_store_it_is_read_from(tmp_path):
+    """`-o` naming the store's own SQLite file (or a link to it, or its journal) would replace the store."""
+    src, run_id, *_ = _source(tmp_path)
+    (tmp_path / "link.sqlite").symlink_to(tmp_path / "src.sqlite")
+    for target in (tmp_path / "src.sqlite", tmp_path / "link.sqlite", tmp_path / "src.sqlite-wal"):
+        with pytest.raises(BundleError, match="is this store's own database file"):
+            export_bundle(src, run_id, target)
+    assert len(src.results(run_id)) == 3 and len(Store(tmp_path / "link.sqlite").results(run_id)) == 3

@@ -1,0 +1,74 @@
+"""What every part of a bundle shares: the format's name and version, the fields carried, the checksum, the
+error, and the `Bundle` read back (the format itself is described in `dlperf.store.bundle`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from dlperf.errors import DlperfError
+
+FORMAT_NAME = "dlperf-bundle"
+FORMAT_VERSION = 1
+SUFFIX = ".dlperf.json.gz"
+#: The run row's fields in a bundle (the store's `runs` columns but env_id) and the results' (`results` but
+#: id, run_id and env_id); a schema change that adds a column decides here whether bundles carry it.
+RUN_FIELDS = ("id", "study", "variant", "study_hash", "study_path", "filters", "settings", "status", "n_cases",
+              "dlperf_version", "started_at", "finished_at", "derived")
+RESULT_FIELDS = ("case_key", "repetition", "workload", "framework", "device", "params", "status", "reason",
+                 "measurement", "metrics", "wall_s", "started_at", "finished_at")
+TIMES = ("started_at", "finished_at", "created_at")
+
+
+class BundleError(DlperfError):
+    """A bundle that cannot be written, read or imported: one line, nothing written."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle read and checked: its content, and who wrote it when."""
+
+    content: dict[str, Any]
+    format_version: int
+    written_by: str
+    written_at: str
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return self.content["run"]
+
+    @property
+    def partial(self) -> bool:
+        """Whether the run had not ended well when exported (running, interrupted, failed): cases may be missing."""
+        return self.run["status"] != "complete"
+
+
+def canonical(content: dict[str, Any]) -> bytes:
+    """The bytes the checksum covers: compact JSON, keys in their own order, floats in shortest round-trip form."""
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode()
+
+
+def checksum(content: dict[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical(content)).hexdigest()
+
+
+def iso(value: datetime | None) -> str | None:
+    """A stored datetime as ISO 8601 in UTC (SQLite hands back naive UTC, PostgreSQL aware)."""
+    if value is None:
+        return None
+    return (value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)).isoformat()
+
+
+def when(value: Any, what: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise BundleError(f"{what} is not an ISO 8601 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise BundleError(f"{what} has no time zone: {value!r}")
+    return parsed.astimezone(UTC)

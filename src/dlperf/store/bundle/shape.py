@@ -1,0 +1,169 @@
+"""A bundle's content checked before anything is written: every field an import writes is there, typed as the
+store's columns want it (their widths included: PostgreSQL enforces them), and readable by the store's readers
+(a result's raw samples parse as a `Measurement`, and `CaseResult.from_row` reads the row back). A checksum says
+only that the writer's content is unchanged, not that the writer was dlperf."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dlperf.core.result import CaseResult
+from dlperf.core.status import CaseStatus, RunStatus
+from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
+from dlperf.timing import Measurement
+
+#: The largest value of an `Integer` column (PostgreSQL's is 32 bits).
+_INT_MAX = 2**31 - 1
+
+
+class Malformed(ValueError):
+    """What is wrong with a bundle's content, in words (`loads` makes it the one line)."""
+
+
+class _Row(BaseModel):
+    """Strict: a string is not an integer, null is not a dict (nothing is coerced: the raw values are written)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class RunRow(_Row):
+    id: str = Field(min_length=1, max_length=128)
+    study: str = Field(max_length=128)
+    variant: str = Field(max_length=16)
+    study_hash: str = Field(max_length=64)
+    study_path: str
+    filters: dict[str, Any]
+    settings: dict[str, Any]
+    status: RunStatus
+    n_cases: int = Field(ge=0, le=_INT_MAX)
+    dlperf_version: str = Field(max_length=32)
+    started_at: str
+    finished_at: str | None
+    derived: dict[str, Any] | None
+    env_fingerprint_hash: str
+
+
+class EnvironmentRow(_Row):
+    fingerprint_hash: str = Field(min_length=1, max_length=64)
+    data: dict[str, Any] = Field(min_length=1)  # a fingerprint; the CLI checks that it gives its hash
+    created_at: str
+
+
+class ResultRow(_Row):
+    case_key: str = Field(min_length=1)
+    repetition: int = Field(ge=0, le=_INT_MAX)
+    workload: str = Field(max_length=64)
+    framework: str = Field(max_length=64)
+    device: str = Field(max_length=32)
+    params: dict[str, Any]
+    status: CaseStatus
+    reason: str | None
+    measurement: dict[str, Any] | None
+    metrics: dict[str, Any] | None
+    wall_s: float | None
+    started_at: str
+    finished_at: str
+    env_fingerprint_hash: str
+
+
+def _valid(model: type[_Row], data: Any, what: str) -> None:
+    """`data` as `model` wants it, else Malformed naming `what` and the first wrong field."""
+    if not isinstance(data, dict):
+        raise Malformed(f"{what} is not an object")
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
+        raise Malformed(f"{what}'s {field}: {first['msg']}{got}") from None
+
+
+def _time(value: Any, what: str) -> None:
+    try:
+        when(value, what)
+    except BundleError as exc:
+        raise Malformed(str(exc)) from None
+
+
+def spelled(x: float) -> str:
+    """A non-finite float as JSON (and Python's `json`) spells it."""
+    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def nonfinite(value: Any, path: str = "") -> list[tuple[str, float]]:
+    """Every NaN or infinity in a JSON value, by its path (`energy.mean_power_w`, `odd[1]`)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(path, value)]
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in nonfinite(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in nonfinite(v, f"{path}[{i}]")]
+    return []
+
+
+def nulled(value: Any) -> Any:
+    """A copy of a JSON value with every NaN and infinity replaced by null (keys in their order)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: nulled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nulled(v) for v in value]
+    return value
+
+
+def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
+    what = f"result {r.get('case_key')!r} repetition {r.get('repetition')!r}"
+    _valid(ResultRow, r, what)
+    _time(r["started_at"], f"{what}'s started_at")
+    _time(r["finished_at"], f"{what}'s finished_at")
+    if r["env_fingerprint_hash"] not in hashes:
+        raise Malformed(f"the environment of {what} is not among the bundle's environments")
+    if r["measurement"] is not None:
+        try:
+            Measurement.from_dict(r["measurement"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Malformed(f"{what}'s measurement is not raw samples ({type(exc).__name__}: {exc})") from None
+        bad = nonfinite(r["measurement"])
+        if bad:  # a raw sample is never altered: refused, whatever the store (no timer gives one)
+            raise Malformed(f"{what}'s measurement holds {spelled(bad[0][1])} at {bad[0][0]}: not a raw sample")
+    try:  # what `dlperf show` does with it: statistics recomputed from the raw samples, the metrics typed
+        CaseResult.from_row({**{k: r[k] for k in RESULT_FIELDS}, "id": None, "run_id": run_id, "env_id": 0})
+    except Exception as exc:  # untrusted content: whatever the reader trips on is refused
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            detail = f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+        else:
+            detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise Malformed(f"{what} cannot be read back ({detail:.160})") from None
+
+
+def check_shape(content: dict[str, Any]) -> None:
+    """Malformed (what is wrong, in words) unless every row is as the store and its readers want it."""
+    for key, kind in (("run", dict), ("environments", list), ("results", list), ("study", dict)):
+        if not isinstance(content.get(key), kind):
+            raise Malformed(f"its {key} is not {'an object' if kind is dict else 'a list'}")
+    run = content["run"]
+    _valid(RunRow, run, "the run")
+    _time(run["started_at"], "the run's started_at")
+    _time(run["finished_at"], "the run's finished_at")
+    for e in content["environments"]:
+        _valid(EnvironmentRow, e, "an environment")
+        _time(e["created_at"], f"environment {e['fingerprint_hash'][:12]}'s created_at")
+    hashes = {e["fingerprint_hash"] for e in content["environments"]}
+    if run["env_fingerprint_hash"] not in hashes:
+        raise Malformed("the run's environment is not among the bundle's environments")
+    seen: set[tuple[str, int]] = set()
+    for r in content["results"]:
+        _check_result(r, run["id"], hashes)
+        key = (r["case_key"], r["repetition"])
+        if key in seen:
+            raise Malformed(f"result {key[0]!r} repetition {key[1]} appears twice")
+        seen.add(key)
+    study = content["study"]
+    if not isinstance(study.get("yaml"), str | None) or not isinstance(study.get("note"), str | None):
+        raise Malformed("its study's yaml or note is not text")
