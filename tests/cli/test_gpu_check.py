@@ -246,19 +246,21 @@ def test_whole_check_against_a_stand_in_nvidia_smi(tmp_path):
 @pytest.mark.e2e
 def test_a_planned_study_is_run_reported_and_summarised(tmp_path):
     """The chain a cuda study goes through (run, show, report as text and Markdown, export, summary), here on
-    the CPU with the smoke study, into a store of its own."""
+    the CPU with the README's two-case stand-in for the smoke study (a derived file's path, as a plan for a study
+    with a cuda grid gets), into a store of its own."""
     from dlperf.studies import load_study
 
-    n = len(load_study("smoke", quick=True).cases)
+    study = ROOT / "tests" / "studies" / "readme_smoke.yaml"
+    n = len(load_study(str(study), quick=True).cases)
     check = _check(tmp_path)
     check.env.update(PYTHONPATH=str(ROOT / "src"), COLUMNS="200")
-    plan = StudyPlan("smoke", "quick", "a CPU stand-in for a cuda study", "smoke", ["cpu"], n)
+    plan = StudyPlan("smoke", "quick", "a CPU stand-in for a cuda study", str(study), ["cpu"], n)
     o = gpu_check.run_planned(check, plan, tmp_path / "store.db", counters=False)
     assert [x.name for x in check.outcomes] == ["study:smoke", "report:smoke:show", "report:smoke:text",
                                                 "report:smoke:markdown", "report:smoke:export"]
     assert all(not x.failed for x in check.outcomes), [(x.name, x.exit_status, x.note) for x in check.outcomes]
     (run_id,) = gpu_check.run_ids(tmp_path / "store.db")
-    assert o.command.startswith(f"{sys.executable} -m dlperf.cli run smoke --quick --device cpu --new --db ")
+    assert o.command.startswith(f"{sys.executable} -m dlperf.cli run {study} --quick --device cpu --new --db ")
     assert o.details[0] == f"run {run_id}: complete, {n} of {n} cases stored ({n} ok)"
     assert o.details[1].startswith("energy measured in ")
     where = tmp_path / "runs" / "smoke"
