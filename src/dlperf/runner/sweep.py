@@ -165,12 +165,13 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
     events.run_opened(run_id, resumed=resumed, n_cases=len(cases), n_stored=summary.n_skipped,
                       what=f"study {study.name} ({study.variant})")
 
-    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     if executor is not None:
         _sweep_elsewhere(todo, summary, executor, CaseBatch(
-            todo=[], settings=settings, run=run, store_url=store.url, frameworks=sorted({c.framework for c in cases}),
-            counters=counters, wait_idle_s=wait_idle_s, events=events), oom_at, env_id)
+            todo=list(todo), settings=settings, run=run, store_url=store.url,
+            frameworks=sorted({c.framework for c in cases}), counters=counters, wait_idle_s=wait_idle_s,
+            events=events))
         return summary
+    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
             run.check_lease()
@@ -190,22 +191,13 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
     return summary
 
 
-def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch,
-                     oom_at: dict[Any, int], env_id: int) -> None:
-    """The sweep through `executor`: cases past a stored out-of-memory boundary are stored here without
-    running (as in the local sweep, from the boundaries known when it starts); the rest run elsewhere."""
+def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch) -> None:
+    """The sweep through `executor`: every case the run lacks runs elsewhere. Nothing is skipped after an
+    out-of-memory case here: that boundary is one machine's, and this process cannot know which machine a case
+    goes to (a row stored here would carry this machine's environment, not the one it was judged on)."""
     run, events, total = batch.run, batch.events, summary.n_cases
     index = summary.n_skipped
     with events.cases(total, summary.n_skipped):
-        for case in todo:
-            row = _skip_after_oom(case, oom_at, run.run_id, env_id)
-            if row is None:
-                batch.todo.append(case)
-                continue
-            run.store_result(row)
-            index += 1
-            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
-            events.case_done(index, total, row)
         for row in executor.run_cases(batch):
             index += 1
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
