@@ -70,7 +70,9 @@ def worker(scheduler: str, label: str | None, devices: tuple[str, ...]) -> None:
               help="the port to listen on (0: any free one)")
 @click.option("--scheduler-file", default=None, metavar="FILE",
               help="also write the scheduler's address to FILE (JSON, its 'address' key)")
-def scheduler(port: int, scheduler_file: str | None) -> None:
+@click.option("--dashboard-address", default=":8787", show_default=True, metavar="[HOST]:PORT",
+              help="where Dask's diagnostics dashboard listens (:0: any free port)")
+def scheduler(port: int, scheduler_file: str | None, dashboard_address: str) -> None:
     """Run a Dask scheduler for a fleet (this is `dask scheduler --port PORT`: any Dask scheduler will do).
 
     Workers join it with `dlperf fleet worker --scheduler tcp://THIS_HOST:PORT`; runs are sent to it with
@@ -79,7 +81,7 @@ def scheduler(port: int, scheduler_file: str | None) -> None:
     from dlperf.fleet.workers import scheduler_argv
 
     _need_distributed()
-    argv = scheduler_argv(port, scheduler_file)
+    argv = scheduler_argv(port, scheduler_file, ["--dashboard-address", dashboard_address])
     os.execv(argv[0], argv)
 
 

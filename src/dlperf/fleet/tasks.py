@@ -14,9 +14,10 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dlperf import __version__
 from dlperf.core.result import CaseResult, Metrics
@@ -28,6 +29,11 @@ from dlperf.studies import Case
 PLUGIN_NAME = "dlperf-fleet"
 #: How often a running case checks that its run still holds its lease (a client stopped: the case is ended).
 LEASE_POLL_S = 2.0
+#: Tries of a store call that fails with OperationalError (the store briefly unreachable), and the first pause.
+STORE_TRIES = 4
+STORE_PAUSE_S = 1.0
+
+T = TypeVar("T")
 
 
 class FleetError(DlperfError):
@@ -117,7 +123,10 @@ def worker_identity(worker: Any) -> dict[str, str]:
 
 def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -> dict[str, Any]:
     """Run on every worker before a sweep (`Client.run`, which passes `dask_worker`): can it run dlperf's cases
-    into this store? {"ok": True, ...identity} or {"ok": False, "error": one line}."""
+    into this store? {"ok": True, "frameworks": those installed here, ...identity} or {"ok": False, "error": one
+    line}. The client sends a case only to workers that have its framework."""
+    from dlperf.frameworks import REGISTRY, get_framework
+
     worker = dask_worker
     info: dict[str, Any] = worker_identity(worker) | {"label": os.environ.get("DLPERF_MACHINE_LABEL")}
     if dlperf_version != __version__:
@@ -127,7 +136,7 @@ def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -
         (state if isinstance(state, FleetState) else FleetState()).store(store_url).check_writable()
     except Exception as exc:
         return info | {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    return info | {"ok": True}
+    return info | {"ok": True, "frameworks": sorted(n for n in REGISTRY if get_framework(n).available())}
 
 
 def run_fleet_case(job: FleetCase) -> dict[str, Any]:
@@ -141,9 +150,9 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
         raise FleetError(f"worker {worker.name} runs dlperf {__version__}, the client {job.dlperf_version}")
     store = state.store(job.store_url)
     case = job.case
-    if (case.key, case.repetition) in store.done_cases(job.run_id):  # run again after a worker died: done
+    if (case.key, case.repetition) in retrying(store.done_cases, job.run_id):  # run again after a worker died: done
         return {"stored": False, "already": True, "worker": str(worker.name), "row": None}
-    held = leases.current(store.engine, job.run_id)
+    held = retrying(leases.current, store.engine, job.run_id)
     if held is None or held.token != job.lease_token:
         raise LeaseLostError(f"run {job.run_id} is no longer owned by the client that sent this case")
     env_id = state.env_id(store, job.frameworks, job.settings.threads)
@@ -157,8 +166,23 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
     if waited is not None:
         row = with_wait(row, waited)
     row = with_fleet(row, worker_identity(worker))
-    stored = store.add_result(row, lease_token=job.lease_token)  # LeaseLostError: the run was taken over
+    stored = retrying(store.add_result, row, lease_token=job.lease_token)  # LeaseLostError: taken over
     return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}
+
+
+def retrying(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)`, tried again (up to STORE_TRIES times, a growing pause between) where the store
+    is briefly unreachable (SQLAlchemy's OperationalError: a dropped connection, a restarting server)."""
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(1, STORE_TRIES + 1):
+        try:
+            return call(*args, **kwargs)
+        except OperationalError:
+            if attempt == STORE_TRIES:
+                raise
+            time.sleep(STORE_PAUSE_S * attempt)
+    raise AssertionError("unreachable")
 
 
 def with_fleet(row: CaseResult, fleet: dict[str, str]) -> CaseResult:
