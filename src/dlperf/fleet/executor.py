@@ -181,7 +181,8 @@ class DaskExecutor:
             for addr in new:
                 probe = probes.get(addr)
                 if isinstance(probe, dict) and probe.get("ok"):
-                    self.workers[addr] = live[addr] | {"frameworks": set(probe.get("frameworks") or ())}
+                    self.workers[addr] = live[addr] | {"frameworks": set(probe.get("frameworks") or ()),
+                                                       "hostname": probe.get("host")}
                     joined.append(addr)
                     continue
                 why = probe.get("error") if isinstance(probe, dict) else f"{type(probe).__name__}: {probe}"
@@ -191,10 +192,11 @@ class DaskExecutor:
         return gone, joined
 
     def _warn_shared_hosts(self) -> None:
-        """Two machine-workers on one host would each run a case at once (contended rows): say so."""
+        """Two machine-workers on one host (its name as the worker sees it) would each run a case at once
+        (contended rows): say so."""
         by_host: dict[str, list[str]] = {}
         for w in self.workers.values():
-            by_host.setdefault(str(w.get("host")), []).append(str(w.get("name")))
+            by_host.setdefault(str(w.get("hostname") or w.get("host")), []).append(str(w.get("name")))
         for host, names in sorted(by_host.items()):
             if len(names) > 1:
                 self._warn(f"fleet: workers {', '.join(sorted(names))} run on one host ({host}): each runs a case "
