@@ -251,9 +251,10 @@ def first_sweep(fleet: Fleet, db: str, proc: subprocess.Popen[str], watch: Watch
 
 def test_a_device_no_worker_has_is_not_sent_and_the_run_stays_interrupted(fleet: Fleet, db: str,
                                                                          tmp_path: Path) -> None:
+    # no threads: each worker chooses its own
     study = tmp_path / "cpu_and_cuda.yaml"
     study.write_text("name: fleet_cuda\nworkload: faults\nframeworks: [numpy]\ndevices: [cpu, cuda]\n"
-                     "params:\n  - {mode: ok}\nbudget_s: 0.02\nmin_run_time_s: 0.01\ntimeout_s: 60\nthreads: 1\n")
+                     "params:\n  - {mode: ok}\nbudget_s: 0.02\nmin_run_time_s: 0.01\ntimeout_s: 60\n")
     fleet.ensure("w1", "w2")
     proc = start_run(fleet, db, study=str(study))
     try:
@@ -269,7 +270,11 @@ def test_a_device_no_worker_has_is_not_sent_and_the_run_stays_interrupted(fleet:
     from dlperf.store import Store
 
     store = Store(db)
-    assert store.run(rows[0][4])["status"] == "interrupted"
+    run = store.run(rows[0][4])
+    assert run["status"] == "interrupted" and run["settings"].get("threads") is None
+    row = store.results(run["id"])[0]
+    chosen = row.metrics.model_extra["fleet"]["threads"]  # the worker chose them, and fingerprinted with them
+    assert chosen >= 1 and store.environment(row.env_id)["threads"] == chosen
     store.engine.dispose()
 
 

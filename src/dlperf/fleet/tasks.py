@@ -64,6 +64,7 @@ class FleetState:
         self._stores: dict[str, Any] = {}
         self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
+        self._threads: dict[str, int] = {}  # run id -> the threads this machine chose for it
         self._lock = threading.Lock()
 
     def setup(self, worker: Any) -> None:  # WorkerPlugin hook
@@ -89,6 +90,19 @@ class FleetState:
                 except DlperfError as exc:
                     raise FleetError(f"{socket.gethostname()} cannot open the store: {exc}") from None
             return self._stores[url]
+
+    def threads(self, run_id: str) -> int:
+        """The threads this machine uses for run `run_id` when the run does not set them: its physical cores
+        that other processes leave idle (`runner.threads.idle_threads`), chosen at its first case of the run and
+        kept for the others while this worker lives."""
+        from dlperf.hardware.probe import default_threads
+        from dlperf.meters.activity import busy_cores_now
+        from dlperf.runner.threads import BUSY_PROBE_S, idle_threads
+
+        with self._lock:
+            if run_id not in self._threads:
+                self._threads[run_id] = idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
+            return self._threads[run_id]
 
     def env_id(self, store: Any, frameworks: tuple[str, ...], threads: int | None) -> int:
         """This machine's environment in `store` (fingerprinted here, in a worker process, once per frameworks
@@ -155,17 +169,20 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
     held = retrying(leases.current, store.engine, job.run_id)
     if held is None or held.token != job.lease_token:
         raise LeaseLostError(f"run {job.run_id} is no longer owned by the client that sent this case")
-    env_id = state.env_id(store, job.frameworks, job.settings.threads)
+    settings = job.settings
+    if settings.threads is None:  # the run did not set them: this machine's idle physical cores
+        settings = settings.with_threads(state.threads(job.run_id))
+    env_id = state.env_id(store, job.frameworks, settings.threads)
     waited = None
     if job.wait_idle_s:
         from dlperf.meters.activity import wait_idle
 
         waited = wait_idle(job.wait_idle_s)
     with _ended_if_lease_lost(store, job.run_id, job.lease_token):
-        row = run_case(case, job.settings, job.run_id, env_id, job.counters)
+        row = run_case(case, settings, job.run_id, env_id, job.counters)
     if waited is not None:
         row = with_wait(row, waited)
-    row = with_fleet(row, worker_identity(worker))
+    row = with_fleet(row, worker_identity(worker) | {"threads": settings.threads})
     stored = retrying(store.add_result, row, lease_token=job.lease_token)  # LeaseLostError: taken over
     return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}
 
@@ -185,7 +202,7 @@ def retrying(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")
 
 
-def with_fleet(row: CaseResult, fleet: dict[str, str]) -> CaseResult:
+def with_fleet(row: CaseResult, fleet: dict[str, Any]) -> CaseResult:
     """The row with metrics["fleet"] (failed cases too: they get metrics for it)."""
     metrics = row.metrics or Metrics()
     return row.model_copy(update={"metrics": Metrics.model_validate(metrics.model_dump() | {"fleet": fleet})})

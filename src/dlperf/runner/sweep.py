@@ -18,6 +18,7 @@ from dlperf.core.status import FAILED_STATUSES
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import wait_idle
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
@@ -83,7 +84,8 @@ def run_study(
     Repetitions run interleaved (every case once, then every case again: A B C A B C), each in its own
     fresh worker, so one bad moment hits one repetition of several cases rather than all of one case.
     With `executor` (e.g. `dlperf.fleet.DaskExecutor`) the cases run elsewhere, each stored by the machine that
-    ran it under this run's lease; this process still owns the run.
+    ran it under this run's lease; this process still owns the run. Threads not set (study, --threads) are then
+    chosen by each worker for its machine, not here.
     """
     events = events or RunEvents()
     frameworks, devices = list(frameworks or []), list(devices or [])
@@ -95,11 +97,14 @@ def run_study(
         filters["counters"] = True  # a run with counters is not the same run as one without
     if executor is not None:
         filters["executor"] = executor.name  # a fleet run never resumes a local one (nor the reverse)
-    if settings.threads is None:
+    if settings.threads is None and executor is None:
         threads, why = choose_threads(store, study, filters, resume=resume, new=new)
         events.threads_chosen(threads, why)
         settings = settings.with_threads(threads)
-    threads = settings.threads
+    elif settings.threads is None:  # this machine's idle cores say nothing of the workers'
+        events.note("threads: each worker uses the physical cores other processes leave idle there when it "
+                    "starts its first case of the run (recorded in the environment of each row)")
+    threads = settings.threads or default_threads()  # (a fleet's: this machine's fingerprint, the run's env)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
     env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
