@@ -118,3 +118,50 @@ def test_the_case_of_a_worker_gone_goes_to_another(monkeypatch: pytest.MonkeyPat
     sweep.look()
     assert a0.status == "cancelled" and [c.params["i"] for c in sweep.queue] == [0, 2]
     assert [addr for _, addr in sweep.inflight.values()] == ["tcp://b:1"] and batch.not_run == []
+
+
+class OomExecutor:
+    """Stands in for the fleet: 'runs' batch 16384 as oom (storing it as a worker would), leaves the rest
+    not run the first time; records what it was given."""
+
+    name = "dask"
+
+    def __init__(self, first: bool) -> None:
+        self.first = first
+        self.given: list[Case] = []
+
+    def run_cases(self, batch: CaseBatch) -> Any:
+        from datetime import UTC, datetime
+
+        from dlperf.runner.sweep import result_row
+
+        self.given = list(batch.todo)
+        for case in batch.todo:
+            if self.first and case.params["batch"] > 16384:
+                batch.not_run.append("no machine")
+                continue
+            status = "oom" if case.params["batch"] == 16384 else "ok"
+            row = result_row(case, {"status": status, "reason": "fake"}, batch.run.run_id, 1, wall_s=0.0,
+                             started=datetime.now(UTC))
+            batch.run.store_result(row)
+            yield row
+
+
+def test_a_fleet_run_never_skips_after_an_oom_the_client_cannot_place(tmp_path: Any) -> None:
+    """The out-of-memory boundary is one machine's: a resumed fleet run sends the larger batch too, rather
+    than storing it 'oom, not run' under this machine's environment."""
+    from dlperf.runner.sweep import run_study
+    from dlperf.store import Store
+    from dlperf.studies import load_study
+    from tests.conftest import STUDIES
+
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = load_study(str(STUDIES / "cnn_oom.yaml"))
+    first, again = OomExecutor(first=True), OomExecutor(first=False)
+    summary = run_study(study, store, executor=first)
+    assert summary.not_run == ["no machine"] and summary.statuses == {"ok": 1, "oom": 1}
+    summary = run_study(study, store, executor=again)
+    assert summary.resumed and [c.params["batch"] for c in again.given] == [32768]
+    rows = store.results(summary.run_id)
+    assert sorted((r.params["batch"], r.status) for r in rows) == [(256, "ok"), (16384, "oom"), (32768, "ok")]
+    store.engine.dispose()
