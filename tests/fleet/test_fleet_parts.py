@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dlperf.core.result import CaseResult, Metrics
-from dlperf.fleet.executor import device_kind, shared_url
+from dlperf.fleet.executor import shared_url
+from dlperf.fleet.placement import device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import with_fleet
 from dlperf.fleet.workers import parse_devices, scheduler_argv, worker_argv, worker_env
 
@@ -54,3 +55,30 @@ def test_every_row_says_which_worker_ran_it(metrics: Metrics | None) -> None:
     assert out.metrics is not None and out.metrics.model_extra["fleet"] == fleet
     assert out.metrics.median_s == (None if metrics is None else 0.5)
     assert out.env_id == 3
+
+
+def test_a_case_asks_for_every_gpu_it_uses_and_goes_where_its_framework_is() -> None:
+    from dlperf.studies import Case
+
+    ddp = Case("ddp", "torch", "cuda", {"world_size": 4, "workload": "cnn"})
+    assert needs(ddp) == {"machine": 1, "cuda": 4}  # a torchrun job: a GPU per rank
+    assert needs(Case("ops", "torch", "cuda:2", {})) == {"machine": 1, "cuda": 3}
+    assert needs(Case("ops", "torch", "cpu", {})) == {"machine": 1, "cpu": 1}
+    one_gpu = {"resources": {"machine": 1, "cpu": 1, "cuda": 1}, "frameworks": {"torch", "numpy"}}
+    four = {"resources": {"machine": 1, "cuda": 4}, "frameworks": {"numpy"}}
+    assert not offers(one_gpu, ddp) and not offers(four, ddp)  # too few GPUs; no torch
+    assert offers(four | {"frameworks": {"torch"}}, ddp)
+    assert why_none(ddp, [one_gpu]) == "no worker advertises cuda=4"
+    assert why_none(ddp, [one_gpu, four]) == "no worker with cuda=4 has torch installed"
+
+
+@pytest.mark.parametrize("address", ["foo", "http://127.0.0.1:1", "tcp://", "tcp://host"])
+def test_a_malformed_scheduler_address_is_refused_before_connecting(address: str) -> None:
+    pytest.importorskip("distributed")
+    from dlperf.fleet.executor import check_address
+    from dlperf.fleet.tasks import FleetError
+
+    with pytest.raises(FleetError, match="not a Dask scheduler address|no host or port"):
+        check_address(address)
+    check_address("tcp://127.0.0.1:8786")
+    check_address("tls://10.0.0.2:8786")

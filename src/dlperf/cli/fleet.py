@@ -33,6 +33,10 @@ def fleet() -> None:
     1. one machine:      dlperf fleet scheduler            (prints tcp://HOST:8786)
     2. every machine:    dlperf fleet worker --scheduler tcp://HOST:8786 --label NAME
     3. anywhere:         dlperf run STUDY --executor dask --scheduler tcp://HOST:8786 --db postgresql+psycopg://...
+
+    Security: the scheduler accepts anyone who reaches its port, and whoever does can run code on every worker:
+    keep the fleet on a private network (or configure Dask's TLS security). The store URL, with any password in
+    it, is sent to every worker.
     """
 
 
@@ -46,9 +50,11 @@ def fleet() -> None:
 def worker(scheduler: str, label: str | None, devices: tuple[str, ...]) -> None:
     """Run this machine's Dask worker for dlperf: one case at a time, each in dlperf's own worker process.
 
-    It advertises the resources machine=1 and one per device kind (cpu=1, cuda=N), so the scheduler sends it
-    only cases it can run, one at a time. It runs until stopped (Ctrl-C);
-    a case it was running when it died is run again by another worker.
+    It advertises the resources machine=1 and one per device kind (cpu=1, cuda=N); the client sends it one case
+    at a time, only cases it can run. It runs until stopped (Ctrl-C) or until its scheduler goes away (it does
+    not wait for a restarted one: start it again, e.g. under a service manager that restarts it); a case it was
+    running when it died is run again by another worker. Run one per machine: two on one host run two cases at
+    once (the client warns).
     """
     from dlperf.fleet.workers import detected_devices, parse_devices, worker_argv, worker_env
 
@@ -70,8 +76,12 @@ def worker(scheduler: str, label: str | None, devices: tuple[str, ...]) -> None:
               help="the port to listen on (0: any free one)")
 @click.option("--scheduler-file", default=None, metavar="FILE",
               help="also write the scheduler's address to FILE (JSON, its 'address' key)")
-def scheduler(port: int, scheduler_file: str | None) -> None:
+@click.option("--dashboard-address", default=":8787", show_default=True, metavar="[HOST]:PORT",
+              help="where Dask's diagnostics dashboard listens (:0: any free port)")
+def scheduler(port: int, scheduler_file: str | None, dashboard_address: str) -> None:
     """Run a Dask scheduler for a fleet (this is `dask scheduler --port PORT`: any Dask scheduler will do).
+
+    It listens unauthenticated: anyone who can reach PORT can run code on the workers (private network, or TLS).
 
     Workers join it with `dlperf fleet worker --scheduler tcp://THIS_HOST:PORT`; runs are sent to it with
     `dlperf run STUDY --executor dask --scheduler tcp://THIS_HOST:PORT`.
@@ -79,7 +89,7 @@ def scheduler(port: int, scheduler_file: str | None) -> None:
     from dlperf.fleet.workers import scheduler_argv
 
     _need_distributed()
-    argv = scheduler_argv(port, scheduler_file)
+    argv = scheduler_argv(port, scheduler_file, ["--dashboard-address", dashboard_address])
     os.execv(argv[0], argv)
 
 

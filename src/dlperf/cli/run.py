@@ -35,7 +35,8 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads (default: the physical cores other processes leave idle at the start)")
+              help="CPU threads (default: the physical cores other processes leave idle at the start; with "
+                   "--executor dask, each worker's own)")
 @click.option("--wait-idle", "wait_idle_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="before each case, wait up to SECONDS (e.g. 60) for other processes to leave "
                                       "the CPU")
@@ -89,7 +90,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
     refuse_steps_with_budget(steps, budget_s)
-    check_threads(threads)
+    if executor != "dask":  # a fleet's threads run on the workers' cores, not this machine's
+        check_threads(threads)
     loaded = load_study(study, quick=quick)
     store, console, summary = execute_study(
         study, loaded, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume, db=db,
@@ -136,7 +138,8 @@ def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices
 
     logical = os.cpu_count() or 1
     threads = overrides.get("threads")
-    if threads is None and loaded.settings.threads is not None and loaded.settings.threads > logical:
+    if threads is None and scheduler is None and loaded.settings.threads is not None and \
+            loaded.settings.threads > logical:
         raise DlperfError(f"{study_arg}: threads: {loaded.settings.threads} in the study file, but this machine has "
                           f"{logical} logical cores; give --threads N (at most {logical}) to run it here")
     check_case_limit(study_arg, loaded, frameworks, devices, max_cases)

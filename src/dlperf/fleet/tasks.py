@@ -14,9 +14,10 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dlperf import __version__
 from dlperf.core.result import CaseResult, Metrics
@@ -28,6 +29,11 @@ from dlperf.studies import Case
 PLUGIN_NAME = "dlperf-fleet"
 #: How often a running case checks that its run still holds its lease (a client stopped: the case is ended).
 LEASE_POLL_S = 2.0
+#: Tries of a store call that fails with OperationalError (the store briefly unreachable), and the first pause.
+STORE_TRIES = 4
+STORE_PAUSE_S = 1.0
+
+T = TypeVar("T")
 
 
 class FleetError(DlperfError):
@@ -58,6 +64,7 @@ class FleetState:
         self._stores: dict[str, Any] = {}
         self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
+        self._threads: dict[str, int] = {}  # run id -> the threads this machine chose for it
         self._lock = threading.Lock()
 
     def setup(self, worker: Any) -> None:  # WorkerPlugin hook
@@ -83,6 +90,19 @@ class FleetState:
                 except DlperfError as exc:
                     raise FleetError(f"{socket.gethostname()} cannot open the store: {exc}") from None
             return self._stores[url]
+
+    def threads(self, run_id: str) -> int:
+        """The threads this machine uses for run `run_id` when the run does not set them: its physical cores
+        that other processes leave idle (`runner.threads.idle_threads`), chosen at its first case of the run and
+        kept for the others while this worker lives."""
+        from dlperf.hardware.probe import default_threads
+        from dlperf.meters.activity import busy_cores_now
+        from dlperf.runner.threads import BUSY_PROBE_S, idle_threads
+
+        with self._lock:
+            if run_id not in self._threads:
+                self._threads[run_id] = idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
+            return self._threads[run_id]
 
     def env_id(self, store: Any, frameworks: tuple[str, ...], threads: int | None) -> int:
         """This machine's environment in `store` (fingerprinted here, in a worker process, once per frameworks
@@ -117,7 +137,10 @@ def worker_identity(worker: Any) -> dict[str, str]:
 
 def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -> dict[str, Any]:
     """Run on every worker before a sweep (`Client.run`, which passes `dask_worker`): can it run dlperf's cases
-    into this store? {"ok": True, ...identity} or {"ok": False, "error": one line}."""
+    into this store? {"ok": True, "frameworks": those installed here, ...identity} or {"ok": False, "error": one
+    line}. The client sends a case only to workers that have its framework."""
+    from dlperf.frameworks import REGISTRY, get_framework
+
     worker = dask_worker
     info: dict[str, Any] = worker_identity(worker) | {"label": os.environ.get("DLPERF_MACHINE_LABEL")}
     if dlperf_version != __version__:
@@ -127,7 +150,7 @@ def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -
         (state if isinstance(state, FleetState) else FleetState()).store(store_url).check_writable()
     except Exception as exc:
         return info | {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    return info | {"ok": True}
+    return info | {"ok": True, "frameworks": sorted(n for n in REGISTRY if get_framework(n).available())}
 
 
 def run_fleet_case(job: FleetCase) -> dict[str, Any]:
@@ -141,27 +164,45 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
         raise FleetError(f"worker {worker.name} runs dlperf {__version__}, the client {job.dlperf_version}")
     store = state.store(job.store_url)
     case = job.case
-    if (case.key, case.repetition) in store.done_cases(job.run_id):  # run again after a worker died: done
+    if (case.key, case.repetition) in retrying(store.done_cases, job.run_id):  # run again after a worker died: done
         return {"stored": False, "already": True, "worker": str(worker.name), "row": None}
-    held = leases.current(store.engine, job.run_id)
+    held = retrying(leases.current, store.engine, job.run_id)
     if held is None or held.token != job.lease_token:
         raise LeaseLostError(f"run {job.run_id} is no longer owned by the client that sent this case")
-    env_id = state.env_id(store, job.frameworks, job.settings.threads)
+    settings = job.settings
+    if settings.threads is None:  # the run did not set them: this machine's idle physical cores
+        settings = settings.with_threads(state.threads(job.run_id))
+    env_id = state.env_id(store, job.frameworks, settings.threads)
     waited = None
     if job.wait_idle_s:
         from dlperf.meters.activity import wait_idle
 
         waited = wait_idle(job.wait_idle_s)
     with _ended_if_lease_lost(store, job.run_id, job.lease_token):
-        row = run_case(case, job.settings, job.run_id, env_id, job.counters)
+        row = run_case(case, settings, job.run_id, env_id, job.counters)
     if waited is not None:
         row = with_wait(row, waited)
-    row = with_fleet(row, worker_identity(worker))
-    stored = store.add_result(row, lease_token=job.lease_token)  # LeaseLostError: the run was taken over
+    row = with_fleet(row, worker_identity(worker) | {"threads": settings.threads})
+    stored = retrying(store.add_result, row, lease_token=job.lease_token)  # LeaseLostError: taken over
     return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}
 
 
-def with_fleet(row: CaseResult, fleet: dict[str, str]) -> CaseResult:
+def retrying(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)`, tried again (up to STORE_TRIES times, a growing pause between) where the store
+    is briefly unreachable (SQLAlchemy's OperationalError: a dropped connection, a restarting server)."""
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(1, STORE_TRIES + 1):
+        try:
+            return call(*args, **kwargs)
+        except OperationalError:
+            if attempt == STORE_TRIES:
+                raise
+            time.sleep(STORE_PAUSE_S * attempt)
+    raise AssertionError("unreachable")
+
+
+def with_fleet(row: CaseResult, fleet: dict[str, Any]) -> CaseResult:
     """The row with metrics["fleet"] (failed cases too: they get metrics for it)."""
     metrics = row.metrics or Metrics()
     return row.model_copy(update={"metrics": Metrics.model_validate(metrics.model_dump() | {"fleet": fleet})})

@@ -1,6 +1,7 @@
 """Starting the fleet's Dask processes for dlperf: a worker per machine, and a scheduler.
 
-A dlperf worker is a plain `dask worker` with a fixed shape: no nanny and one process with one thread (one case
+A dlperf worker is a plain `dask worker` with a fixed shape: no nanny (a nanny would not outlive a lost scheduler
+either: since Dask dropped worker reconnection, both exit then) and one process with one thread (one case
 per machine at a time: a case's own process may use every core), resources `machine=1` plus one entry per device
 kind it has (`cpu=1`, `cuda=N` where NVML or torch sees N GPUs), the fleet's caches preloaded, and
 DLPERF_MACHINE_LABEL set from --label so that this machine's environment carries the label.

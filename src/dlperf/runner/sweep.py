@@ -18,6 +18,7 @@ from dlperf.core.status import FAILED_STATUSES
 from dlperf.errors import StudyError
 from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
+from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import wait_idle
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
@@ -83,7 +84,8 @@ def run_study(
     Repetitions run interleaved (every case once, then every case again: A B C A B C), each in its own
     fresh worker, so one bad moment hits one repetition of several cases rather than all of one case.
     With `executor` (e.g. `dlperf.fleet.DaskExecutor`) the cases run elsewhere, each stored by the machine that
-    ran it under this run's lease; this process still owns the run.
+    ran it under this run's lease; this process still owns the run. Threads not set (study, --threads) are then
+    chosen by each worker for its machine, not here.
     """
     events = events or RunEvents()
     frameworks, devices = list(frameworks or []), list(devices or [])
@@ -95,11 +97,14 @@ def run_study(
         filters["counters"] = True  # a run with counters is not the same run as one without
     if executor is not None:
         filters["executor"] = executor.name  # a fleet run never resumes a local one (nor the reverse)
-    if settings.threads is None:
+    if settings.threads is None and executor is None:
         threads, why = choose_threads(store, study, filters, resume=resume, new=new)
         events.threads_chosen(threads, why)
         settings = settings.with_threads(threads)
-    threads = settings.threads
+    elif settings.threads is None:  # this machine's idle cores say nothing of the workers'
+        events.note("threads: each worker uses the physical cores other processes leave idle there when it "
+                    "starts its first case of the run (recorded in the environment of each row)")
+    threads = settings.threads or default_threads()  # (a fleet's: this machine's fingerprint, the run's env)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
     env_id = store.environment_id(fp, identity_hash(fp))  # identity only: peaks and commit are the run's
@@ -165,12 +170,13 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
     events.run_opened(run_id, resumed=resumed, n_cases=len(cases), n_stored=summary.n_skipped,
                       what=f"study {study.name} ({study.variant})")
 
-    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     if executor is not None:
         _sweep_elsewhere(todo, summary, executor, CaseBatch(
-            todo=[], settings=settings, run=run, store_url=store.url, frameworks=sorted({c.framework for c in cases}),
-            counters=counters, wait_idle_s=wait_idle_s, events=events), oom_at, env_id)
+            todo=list(todo), settings=settings, run=run, store_url=store.url,
+            frameworks=sorted({c.framework for c in cases}), counters=counters, wait_idle_s=wait_idle_s,
+            events=events))
         return summary
+    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
             run.check_lease()
@@ -190,22 +196,13 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
     return summary
 
 
-def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch,
-                     oom_at: dict[Any, int], env_id: int) -> None:
-    """The sweep through `executor`: cases past a stored out-of-memory boundary are stored here without
-    running (as in the local sweep, from the boundaries known when it starts); the rest run elsewhere."""
+def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch) -> None:
+    """The sweep through `executor`: every case the run lacks runs elsewhere. Nothing is skipped after an
+    out-of-memory case here: that boundary is one machine's, and this process cannot know which machine a case
+    goes to (a row stored here would carry this machine's environment, not the one it was judged on)."""
     run, events, total = batch.run, batch.events, summary.n_cases
     index = summary.n_skipped
     with events.cases(total, summary.n_skipped):
-        for case in todo:
-            row = _skip_after_oom(case, oom_at, run.run_id, env_id)
-            if row is None:
-                batch.todo.append(case)
-                continue
-            run.store_result(row)
-            index += 1
-            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
-            events.case_done(index, total, row)
         for row in executor.run_cases(batch):
             index += 1
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
