@@ -18,7 +18,7 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.distributed.bandwidth import OPS, bandwidths, bus_factor
 from dlperf.report.ddp_report import interval_text, status_cell, validity_mark
-from dlperf.report.inference_report import latency
+from dlperf.report.inference_report import failure_mark, latency
 from dlperf.report.ops_report import VALIDITY_MARKS_NOTE
 from dlperf.report.scaling_plots import busbw_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -93,13 +93,8 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
                "checked"] + (["status"] if statuses else []))
     rows, notes = [], []
     for (size, n), rs in cases.items():
-        lat, failed = latency(rs), [r for r in rs if not r.ok]
-        mark = ""
-        if failed:
-            notes.append(f"[{len(notes) + 1}] {format_size(size)} on {n} ranks: "
-                         + (f"{len(failed)} of {len(rs)} repetitions " if lat is not None else "")
-                         + f"{failed[0].status}: {failed[0].reason or 'no reason stored'}")
-            mark = f" [{len(notes)}]"
+        lat = latency(rs)
+        mark = failure_mark(notes, f"{format_size(size)} on {n} ranks", rs, lat is not None)
         status = [status_cell(rs)] if statuses else []
         factor = format_number(bus_factor(op, n), ".3g") if op in OPS and n > 0 else MISSING
         if lat is None:

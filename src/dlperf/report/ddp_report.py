@@ -21,7 +21,7 @@ from collections import defaultdict
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.report.inference_report import latency, sample_unit
+from dlperf.report.inference_report import failure_mark, latency, sample_unit
 from dlperf.report.ops_report import VALIDITY_MARKS, VALIDITY_MARKS_NOTE
 from dlperf.report.scaling_plots import scaling_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -196,13 +196,8 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     rows, notes = [], []
     for n, rs in by_n.items():
         glob, per = batches(rs[0].params)
-        lat, failed = latency(rs), [r for r in rs if not r.ok]
-        mark = ""
-        if failed:
-            notes.append(f"[{len(notes) + 1}] world size {n}: "
-                         + (f"{len(failed)} of {len(rs)} repetitions " if lat is not None else "")
-                         + f"{failed[0].status}: {failed[0].reason or 'no reason stored'}")
-            mark = f" [{len(notes)}]"
+        lat = latency(rs)
+        mark = failure_mark(notes, f"world size {n}", rs, lat is not None)
         status = [status_cell(rs)] if statuses else []
         ident = [str(n), str(glob) if glob else MISSING, str(per) if per else MISSING]
         if lat is None:

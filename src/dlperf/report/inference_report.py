@@ -87,6 +87,18 @@ def latency(rs: list[CaseResult]) -> dict[str, Any] | None:
             "n": len(times), "samples": ok[0].m.samples_per_call}
 
 
+def failure_mark(notes: list[str], label: str, rs: list[CaseResult], measured: bool) -> str:
+    """A case's failed repetitions as a numbered note appended to `notes` ("[k] LABEL: n of m repetitions STATUS:
+    reason", the count only where some repetition was `measured`), and its mark for the table cell ("" where none
+    failed)."""
+    failed = [r for r in rs if not r.ok]
+    if not failed:
+        return ""
+    notes.append(f"[{len(notes) + 1}] {label}: " + (f"{len(failed)} of {len(rs)} repetitions " if measured else "")
+                 + f"{failed[0].status}: {failed[0].reason or 'no reason stored'}")
+    return f" [{len(notes)}]"
+
+
 def memory_cells(rs: list[CaseResult]) -> tuple[str, str]:
     """(host memory above the framework's baseline, device peak with its source), the largest over repetitions."""
     ok = [r for r in rs if r.ok]
@@ -136,13 +148,7 @@ def model_table(model: str, cases: dict[tuple[str, str, str, int], list[CaseResu
     for (fw, dev, prec, batch), rs in cases.items():
         lat = latency(rs)
         host, device = memory_cells(rs)
-        failed = [r for r in rs if not r.ok]
-        mark = ""
-        if failed:
-            notes.append(f"[{len(notes) + 1}] {fw} {dev} {prec} batch {batch}: "
-                         + (f"{len(failed)} of {len(rs)} repetitions " if lat is not None else "")
-                         + f"{failed[0].status}: {failed[0].reason or 'no reason stored'}")
-            mark = f" [{len(notes)}]"
+        mark = failure_mark(notes, f"{fw} {dev} {prec} batch {batch}", rs, lat is not None)
         if lat is None:
             rows.append([fw, dev, prec, str(batch), f"{MISSING}{mark}", MISSING, MISSING, MISSING, MISSING, host]
                         + ([device] if on_device else []))
