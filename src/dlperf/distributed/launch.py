@@ -233,11 +233,10 @@ def _signal_group(pid: int, sig: int) -> None:
 def _rank_pids(base: Path) -> list[int]:
     """The pids the ranks wrote at start, where that process is still a rank of this job (not a reused pid)."""
     out = []
-    for path in base.glob("rank*.pid"):
+    for pid in _started_ranks(base).values():
         try:
-            pid = int(path.read_text())
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
+        except OSError:
             continue
         if str(base).encode() in cmdline:
             out.append(pid)
