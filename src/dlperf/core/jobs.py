@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from dlperf.core.settings import RunSettings
 
+#: The environment variable in which `runner.process.run_worker` hands a worker the time (`time.time()`) it was
+#: started, from which its time-out counts: what a driven case plans against (`serving.plan.Budget`).
+WORKER_STARTED_AT_ENV = "DLPERF_WORKER_STARTED_AT"
+
 
 class CaseSpec(BaseModel):
     """One case as a worker builds it: which workload, on which framework and device, with which params."""

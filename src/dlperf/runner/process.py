@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.core.jobs import Job, as_job
+from dlperf.core.jobs import WORKER_STARTED_AT_ENV, Job, as_job
 from dlperf.hardware.probe import env_threads_vars
 from dlperf.meters.oom import oom_kill_count
 
@@ -75,6 +75,7 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
             env.update(env_threads_vars(threads))
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         oom_before = oom_kill_count()
+        env[WORKER_STARTED_AT_ENV] = repr(time.time())
         start = time.perf_counter()
         with open(stderr_path, "wb") as err:
             argv = [sys.executable, "-m", "dlperf.runner.worker", str(spec_path)]

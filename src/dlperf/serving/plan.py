@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from dlperf.core.jobs import WORKER_STARTED_AT_ENV
 from dlperf.errors import ConfigError
 
 #: Kept free after the last LoadGen run: the worker's activity window after it, its footprint, the result file.
@@ -24,14 +25,14 @@ RUN_MARGIN = 1.3
 RUN_OVERHEAD_S = 2.0
 
 
-def _process_age_s() -> float | None:
-    """Seconds since this process started (None where it cannot be read)."""
+def _worker_age_s() -> float | None:
+    """Seconds since the runner started this worker process (None: not a case worker, e.g. a test or a notebook
+    calling the step in-process, whose own age says nothing about any time-out)."""
     try:
-        import psutil
-
-        return max(0.0, time.time() - psutil.Process(os.getpid()).create_time())
-    except Exception:
+        started = float(os.environ[WORKER_STARTED_AT_ENV])
+    except (KeyError, ValueError):
         return None
+    return max(0.0, time.time() - started)
 
 
 class Budget:
@@ -42,9 +43,8 @@ class Budget:
         if not self.timeout_s:
             self.deadline = math.inf
             return
-        age = _process_age_s()
-        # A process older than its time-out is not a worker under it (a test, a notebook): count from now.
-        spent = age if age is not None and age < self.timeout_s else 0.0
+        age = _worker_age_s()
+        spent = 0.0 if age is None else age  # not a case worker: its time-out counts from now
         self.deadline = time.perf_counter() + self.timeout_s - spent - DEADLINE_MARGIN_S
 
     def left_s(self) -> float:
