@@ -125,8 +125,9 @@ def plan(blocks: list[Block]) -> list[Planned]:
 RULE = re.compile(r"^[\s┏┓┗┛┡┩┳┻╇╈━─└┘┌┐┴┬┼├┤╭╮╯╰═]+$")
 LABEL_ONLY = ("threads:", "validity:")  # the rest of these lines is this machine's
 # Lines printed on some runs only, not compared on either side: a line per energy meter that could not measure, the
-# ops tables' legend of validity marks (only when a figure is marked), the roofline's flag notes, the estimate note.
-OPTIONAL = re.compile(r"^(?:energy:|\(c\) contended:|\d+ case\(s\) above |energy marked 'est\.')")
+# ops tables' legend of validity marks (only when a figure is marked), the roofline's flag notes, the estimate note,
+# and a narrow table's numbered notes (`[1] other processes used 1.0 cores while it ran`: a busy machine's).
+OPTIONAL = re.compile(r"^(?:energy:|\(c\) contended:|\d+ case\(s\) above |energy marked 'est\.'|\[\d+\] )")
 SKIPPED_COLUMNS = {"note", "flags", "check", "energy/call"}
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?(?:[kMG](?![A-Za-z]))?")
 

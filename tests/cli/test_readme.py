@@ -14,7 +14,8 @@ What is taken from README.md (fenced blocks only; prose is not read):
   `check` and `energy/call` (measured only where a meter exists) are not compared; lines that depend on the
   machine (`threads:`, `validity:`, and indented lines such as `  CPU: ...`) compare their label; lines printed on
   some runs only (OPTIONAL: `energy:` per meter that could not measure, the ops tables' legend of validity marks,
-  roofline flag notes) are not compared; lines that mask alike in a row count once (cache levels differ).
+  roofline flag notes, a narrow table's numbered notes `[1] ...`) are not compared; lines that mask alike in a
+  row count once (cache levels differ).
 - Not taken: ```python blocks (the timer's uses a placeholder `fn`), and a block with no command line (the ops
   report excerpt, which shows no command to run).
 - How a line is expanded: `[--opt value]` is optional: measuring commands (run, peaks, maxbatch) run once with
@@ -344,3 +345,13 @@ def test_mask_keeps_words_and_drops_numbers() -> None:
     assert shape_mismatch(shown, "head 7\nmiddle\ntail 3\n") is None
     assert "README.md:4" in str(shape_mismatch(shown, "head 7\nmiddle\nother 3\n"))
     assert "README.md:2" in str(shape_mismatch(Shown(1, "dlperf x", [(2, "head 1")]), "head 1\nmore\n"))
+
+
+def test_a_busy_machines_numbered_notes_are_not_compared() -> None:
+    """A narrow run table on a busy machine ends with numbered notes (`[1] other processes used ...`) that an idle
+    machine does not print: they are optional on both sides; a progress line's `[1/12]` is still compared."""
+    shown = Shown(1, "dlperf x", [(2, "table end"), (3, "12 of 12 cases stored")])
+    assert shape_mismatch(shown, "table end\n[1] other processes used 1.01 cores while it ran\n"
+                                 "12 of 12 cases stored\n") is None
+    progress = Shown(1, "dlperf x", [(2, "[1/12] ops: ok"), (3, "done")])
+    assert "README.md:3" in str(shape_mismatch(progress, "[1/12] ops: ok\n[2/12] mlp: ok\ndone\n"))
