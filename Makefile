@@ -46,11 +46,18 @@ run: install-default
 # open the HTML report in headless Chromium (Debian's, never Playwright's download; DLPERF_CHROMIUM=/path names
 # another): both are installed where missing (scripts/ensure_postgres.sh, scripts/ensure_chromium.sh), and
 # DLPERF_REQUIRE_POSTGRES=1 / DLPERF_REQUIRE_CHROMIUM=1 make those tests fail rather than skip where they still cannot run.
+# The tests run in TEST_WORKERS processes at once (pytest-xdist; each test looks only at its own processes, files
+# and ports, so they pass beside each other), a test file's tests in one process (`--dist loadfile`: its module
+# fixtures, a study run or a README command's output, are built once), the slowest files first (tests/conftest.py);
+# then the tests marked `alone`, which check a measurement on an idle machine, by themselves.
+TEST_WORKERS ?= 2
+PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest
 test: install-all
 	$(BIN)/ruff check src tests benchmarks scripts
 	sh scripts/ensure_postgres.sh
 	sh scripts/ensure_chromium.sh
-	DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
+	$(PYTEST) -m alone
 
 # make gpu-check [STEPS="install tests studies"] [STUDIES="peaks ops"] [GPU_PYTHON=/path/to/python3]
 # Each step has a time-out and a failed step does not stop the next; exit 1 if any failed. Without an

@@ -21,6 +21,9 @@ from dlperf.studies.loader import Case
 
 pytest.importorskip("torch")
 
+#: The second half needs an idle machine: `make test` runs this after the rest, by itself.
+pytestmark = pytest.mark.alone
+
 CASE = Case("ops", "torch", "cpu", {"op": "add", "size_mb": 12.0, "dtype": "float32"})
 SETTINGS = RunSettings(threads=2, budget_s=0.6, min_run_time_s=0.3, timeout_s=120, energy=False)
 HOG = "import time\nt = time.time()\nwhile time.time() - t < 60: pass"
@@ -31,6 +34,8 @@ def _contenders(n: int) -> list[subprocess.Popen[bytes]]:
 
 
 def test_contended_case_is_flagged_and_the_same_case_alone_is_valid() -> None:
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail("this test needs the machine to itself: run it by itself (`pytest -m alone`), not under -n")
     hogs = _contenders(os.cpu_count() or 2)
     try:
         busy = run_case(CASE, SETTINGS, "test-run", env_id=1)
