@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from dlperf.core.jobs import WORKER_STARTED_AT_ENV
 from dlperf.core.result import Metrics
 from dlperf.core.status import CaseEnded
 from dlperf.distributed import launch as launch_mod
@@ -176,12 +177,16 @@ def test_classify_timeout_counts_the_ranks_done():
     assert "within 25.9 s (0 of 2 ranks done)" in reason  # the job's time-out, as a time is written
 
 
-def test_remaining_s_is_the_time_out_less_what_this_process_ran_and_the_margin():
-    used = time.time() - psutil.Process().create_time()  # this test process has run for a while
+def test_remaining_s_is_the_time_out_less_what_the_worker_ran_and_the_margin(monkeypatch):
+    used = 100.0  # the runner started this "worker" 100 s ago
+    monkeypatch.setenv(WORKER_STARTED_AT_ENV, repr(time.time() - used))
     left = launch_mod.remaining_s(1000.0)
     assert 1000.0 - used - launch_mod.MARGIN_S - 5 <= left <= 1000.0 - used - launch_mod.MARGIN_S
     assert launch_mod.remaining_s(1000.0, margin_s=0.0) == pytest.approx(left + launch_mod.MARGIN_S, abs=5)
     assert launch_mod.remaining_s(used / 2) == 1.0  # spent already: the least a job gets, never negative
+    # Outside a case worker (this test process, whatever its age) the time-out counts from now.
+    monkeypatch.delenv(WORKER_STARTED_AT_ENV)
+    assert launch_mod.remaining_s(1000.0) == pytest.approx(1000.0 - launch_mod.MARGIN_S, abs=1)
 
 
 def test_classify_a_peer_failing_after_the_time_out_stopped_the_job_is_still_a_timeout():

@@ -7,6 +7,8 @@ The runner writes a job as JSON (`model_dump_json`) and the worker reads it back
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -16,6 +18,17 @@ from dlperf.core.settings import RunSettings
 #: The environment variable in which `runner.process.run_worker` hands a worker the time (`time.time()`) it was
 #: started, from which its time-out counts: what a driven case plans against (`serving.plan.Budget`).
 WORKER_STARTED_AT_ENV = "DLPERF_WORKER_STARTED_AT"
+
+
+def worker_age_s() -> float | None:
+    """Seconds since the runner started this case worker, against whose time-out a case that plans its own time
+    (a LoadGen run, a torchrun job) must finish; None outside a case worker (a test or a notebook calling the step
+    in-process, whose own age says nothing about any time-out)."""
+    try:
+        started = float(os.environ[WORKER_STARTED_AT_ENV])
+    except (KeyError, ValueError):
+        return None
+    return max(0.0, time.time() - started)
 
 
 class CaseSpec(BaseModel):

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dlperf.core.jobs import worker_age_s
 from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
 
 __all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankSpec", "backend_for", "check_job", "launch", "remaining_s"]
@@ -76,13 +77,12 @@ def backend_for(device: str) -> Literal["gloo", "nccl"]:
 
 
 def remaining_s(timeout_s: float, margin_s: float = MARGIN_S) -> float:
-    """Seconds of this worker's case time-out left for a job: the time-out less what this process has run so far
-    and a margin for its own work after (at least 1 s). The parent kills the worker at the time-out; the job must
-    end first, so that the worker itself stores the case as `timeout` with the job's reason (how many ranks were
-    done; the ranks' figures are not kept), rather than being killed with no word from it."""
-    import psutil
-
-    used = time.time() - psutil.Process().create_time()
+    """Seconds of this worker's case time-out left for a job: the time-out less what the worker has run so far
+    (`core.jobs.worker_age_s`; outside a case worker it counts from now) and a margin for its own work after (at
+    least 1 s). The parent kills the worker at the time-out; the job must end first, so that the worker itself
+    stores the case as `timeout` with the job's reason (how many ranks were done; the ranks' figures are not
+    kept), rather than being killed with no word from it."""
+    used = worker_age_s() or 0.0
     return max(1.0, timeout_s - used - margin_s)
 
 

@@ -10,11 +10,10 @@ whose run cannot fit ends the case with an error that says to raise `timeout_s`.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
-from dlperf.core.jobs import WORKER_STARTED_AT_ENV
+from dlperf.core.jobs import worker_age_s
 from dlperf.errors import ConfigError
 
 #: Kept free after the last LoadGen run: the worker's activity window after it, its footprint, the result file.
@@ -25,16 +24,6 @@ RUN_MARGIN = 1.3
 RUN_OVERHEAD_S = 2.0
 
 
-def _worker_age_s() -> float | None:
-    """Seconds since the runner started this worker process (None: not a case worker, e.g. a test or a notebook
-    calling the step in-process, whose own age says nothing about any time-out)."""
-    try:
-        started = float(os.environ[WORKER_STARTED_AT_ENV])
-    except (KeyError, ValueError):
-        return None
-    return max(0.0, time.time() - started)
-
-
 class Budget:
     """What is left of the case's time before the worker's time-out (unlimited without one)."""
 
@@ -43,7 +32,7 @@ class Budget:
         if not self.timeout_s:
             self.deadline = math.inf
             return
-        age = _worker_age_s()
+        age = worker_age_s()
         spent = 0.0 if age is None else age  # not a case worker: its time-out counts from now
         self.deadline = time.perf_counter() + self.timeout_s - spent - DEADLINE_MARGIN_S
 
