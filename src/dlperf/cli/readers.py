@@ -62,37 +62,44 @@ def run_machines(store: Store, data: ReportData) -> list[MachineShare]:
 
 def machine_reports(store: Store, data: ReportData, shares: list[MachineShare] | None = None
                     ) -> list[tuple[MachineShare, ReportData]]:
-    """A run on several machines (a fleet run), one study report's data per machine: that machine's results
-    and environment (`result_environments`: the submitting machine's with the run's derived figures laid over
-    it, as `report_data` reads it, and its measured peaks; any other machine's as fingerprinted there, with
-    the measured peaks of that host's `peaks` runs where it has ops cases), plots in a subfolder per machine.
-    [] for a run on one machine: its report is `data` itself, drawn as it always was. `shares`: the run's
-    shares (`run_machines`), read here when not given."""
+    """A run on several machines (a fleet run), one study report's data per machine (`_share_data`), plots in a
+    subfolder per machine. [] for a run on one machine: its report is `data` itself, drawn as it always was.
+    `shares`: the run's shares (`run_machines`), read here when not given."""
     shares = run_machines(store, data) if shares is None else shares
     if len(shares) < 2:
         return []
-    out = []
-    for share in shares:
-        env = share.env
-        peaks = data.measured_peaks
-        if int(data.run["env_id"]) not in share.env_ids:  # another machine: never the submitting one's peaks
-            peaks = ({}, None)
-            if any(r.workload == "ops" for r in share.results) and not (env.get("ceilings") or {}).get("devices"):
-                peaks = measured_peaks(peaks_runs(store, [env], finished_before=data.run["started_at"]), env)
-        out.append((share, ReportData(data.run, env, share.results, data.plot_dir / f"machine-{share.machine_id}",
-                                      peaks)))
-    return out
+    return [(share, _share_data(store, data, share)) for share in shares]
+
+
+def _share_data(store: Store, data: ReportData, share: MachineShare) -> ReportData:
+    """One machine's report data of a run on several: that machine's results and environment
+    (`result_environments`: the submitting machine's with the run's derived figures laid over it, as `report_data`
+    reads it, and its measured peaks; any other machine's as fingerprinted there, with the measured peaks of that
+    host's `peaks` runs where it has ops cases), plots in its own subfolder."""
+    env = share.env
+    peaks = data.measured_peaks
+    if int(data.run["env_id"]) not in share.env_ids:  # another machine: never the submitting one's peaks
+        peaks = ({}, None)
+        if any(r.workload == "ops" for r in share.results) and not (env.get("ceilings") or {}).get("devices"):
+            peaks = measured_peaks(peaks_runs(store, [env], finished_before=data.run["started_at"]), env)
+    return ReportData(data.run, env, share.results, data.plot_dir / f"machine-{share.machine_id}", peaks)
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """RUN or RUN@MACHINE as (the run's reference, the machine selector or None)."""
+    run_ref, at, selector = ref.rpartition("@")
+    return (run_ref, selector) if at else (ref, None)
 
 
 def share_report(store: Store, ref: str, plot_dir: Path | None) -> ReportData:
     """RUN or RUN@MACHINE as one machine's report data: a run on one machine as `report_data` reads it; one
-    machine's share of a run on several (`machine_reports`); a plain RUN that ran on several machines, or an
+    machine's share of a run on several (`_share_data`); a plain RUN that ran on several machines, or an
     unknown or ambiguous machine: DlperfError, the one line `compare` gives (`report.machines.pick_share`)."""
-    run_ref, at, selector = ref.rpartition("@") if "@" in ref else (ref, "", "")
+    run_ref, selector = split_ref(ref)
     data = report_data(store, run_ref, plot_dir)
     shares = run_machines(store, data)
-    share = pick_share(shares, selector if at else None, str(data.run["id"]))
-    return next((d for s, d in machine_reports(store, data, shares) if s.machine_id == share.machine_id), data)
+    share = pick_share(shares, selector, str(data.run["id"]))
+    return _share_data(store, data, share) if len(shares) > 1 else data
 
 
 def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]], finished_before: datetime | None = None) -> PeaksRuns:

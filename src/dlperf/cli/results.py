@@ -164,12 +164,12 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
 def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
     """RUN or RUN@MACHINE: the run's row and the results of the machine named (a plain RUN: its only machine;
     a run on several machines without @MACHINE, an unknown or ambiguous machine: DlperfError, one line)."""
-    from dlperf.cli.readers import run_shares
+    from dlperf.cli.readers import run_shares, split_ref
     from dlperf.report.machines import pick_share
 
-    run_ref, at, machine = ref.rpartition("@") if "@" in ref else (ref, "", "")
+    run_ref, machine = split_ref(ref)
     run_row, _, shares = run_shares(store, run_ref)
-    return run_row, pick_share(shares, machine if at else None, run_row["id"])
+    return run_row, pick_share(shares, machine, run_row["id"])
 
 
 def _machine_doc(share: Any) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -
     """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
     study with an ok case): holds, does not hold (by how much), or cannot check here (and what is missing).
     A run whose results came from several machines is judged one machine at a time: RUN@MACHINE."""
-    from dlperf.cli.readers import share_report
+    from dlperf.cli.readers import share_report, split_ref
     from dlperf.report.claims import evaluate
 
     store = open_store(db, create=False)
@@ -92,7 +92,7 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -
     named: dict[tuple[str, str], Any] = {}
     for ref in refs:  # a run (or one machine's share) given twice is judged once
         data = share_report(store, ref, None)
-        named.setdefault((str(data.run["id"]), ref.rpartition("@")[2] if "@" in ref else ""), data)
+        named.setdefault((str(data.run["id"]), split_ref(ref)[1] or ""), data)
     datas = list(named.values())
     found = evaluate(datas)
     runs = [{**d.run, "id": f"{run_id}@{machine}"} if machine else d.run for (run_id, machine), d in named.items()]
