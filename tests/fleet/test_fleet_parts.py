@@ -12,7 +12,7 @@ from dlperf.core.result import CaseResult, Metrics
 from dlperf.fleet.executor import shared_url
 from dlperf.fleet.placement import device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import with_fleet
-from dlperf.fleet.workers import parse_devices, scheduler_argv, worker_argv, worker_env
+from dlperf.fleet.workers import detected_devices, parse_devices, scheduler_argv, worker_argv, worker_env
 
 
 def test_a_worker_runs_one_case_at_a_time_and_advertises_its_devices() -> None:
@@ -32,6 +32,20 @@ def test_devices_given_on_the_command_line() -> None:
     for bad in (["cuda=x"], ["=2"], ["cuda=0"]):
         with pytest.raises(ValueError):
             parse_devices(bad)
+
+
+@pytest.mark.parametrize(("visible", "cuda"), [(None, 8), ("0", 1), ("2,5", 2), ("", None), ("-1", None)])
+def test_a_worker_advertises_the_gpus_cuda_visible_devices_leaves(monkeypatch: pytest.MonkeyPatch,
+                                                                  visible: str | None, cuda: int | None) -> None:
+    """As a local run counts them (`runner.cases.cuda_devices_here`): NVML sees 8 here, CUDA only those left."""
+    from dlperf.hardware import probe
+
+    monkeypatch.setattr(probe, "nvidia_gpus", lambda: ([{"index": i} for i in range(8)], "stand-in NVML"))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert detected_devices().get("cuda") == cuda and detected_devices()["cpu"] == 1
 
 
 def test_a_case_asks_for_its_device_kind() -> None:

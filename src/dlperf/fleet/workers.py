@@ -3,8 +3,8 @@
 A dlperf worker is a plain `dask worker` with a fixed shape: no nanny (a nanny would not outlive a lost scheduler
 either: since Dask dropped worker reconnection, both exit then) and one process with one thread (one case
 per machine at a time: a case's own process may use every core), resources `machine=1` plus one entry per device
-kind it has (`cpu=1`, `cuda=N` where NVML or torch sees N GPUs), the fleet's caches preloaded, and
-DLPERF_MACHINE_LABEL set from --label so that this machine's environment carries the label.
+kind it has (`cpu=1`, `cuda=N` where NVML or torch sees N GPUs that CUDA_VISIBLE_DEVICES leaves), the fleet's
+caches preloaded, and DLPERF_MACHINE_LABEL set from --label so that this machine's environment carries the label.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from dlperf.hardware.identity import MACHINE_LABEL_ENV
 
 
 def detected_devices() -> dict[str, int]:
-    """Device kind -> count on this machine: cpu always; cuda where NVML (else torch) sees GPUs."""
-    from dlperf.hardware.probe import nvidia_gpus
+    """Device kind -> count on this machine: cpu always; cuda where NVML (else torch) sees GPUs, as many as
+    CUDA_VISIBLE_DEVICES leaves (`runner.cases.cuda_devices_here`, as a local run counts them)."""
+    from dlperf.runner.cases import cuda_devices_here
 
     found = {"cpu": 1}
-    gpus, _ = nvidia_gpus()
-    if gpus:
-        found["cuda"] = len(gpus)
+    n, _ = cuda_devices_here()
+    if n:
+        found["cuda"] = n
     else:
         try:
             import torch  # only where NVML sees none: a GPU torch can use still counts
