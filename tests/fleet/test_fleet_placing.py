@@ -65,7 +65,7 @@ def setup(n_cases: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Case
     monkeypatch.setattr(ex, "_refresh", lambda say: ([], []))
     cases = [Case("faults", "numpy", "cpu", {"mode": "ok", "i": i}) for i in range(n_cases)]
     run = SimpleNamespace(run_id="r", lease_token="t", check_lease=lambda: None)
-    batch = CaseBatch(todo=cases, settings=RunSettings(), run=run, store_url=ex.store_url, frameworks=["numpy"])
+    batch = CaseBatch(todo=cases, settings=RunSettings(), run=run, frameworks=["numpy"])
     return ex, mod._Sweep(ex, batch, list(cases), {}), batch
 
 

@@ -26,7 +26,6 @@ class CaseBatch:
     todo: list[Case]  # in the order they should start (repetitions interleaved)
     settings: RunSettings
     run: OpenRun  # its run_id and lease_token: every row is stored under that lease
-    store_url: str
     frameworks: list[str]  # every framework of the run (a machine's fingerprint covers them all)
     counters: bool = False
     wait_idle_s: float | None = None

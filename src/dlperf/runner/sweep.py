@@ -171,10 +171,9 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
                       what=f"study {study.name} ({study.variant})")
 
     if executor is not None:
-        _sweep_elsewhere(todo, summary, executor, CaseBatch(
-            todo=list(todo), settings=settings, run=run, store_url=store.url,
-            frameworks=sorted({c.framework for c in cases}), counters=counters, wait_idle_s=wait_idle_s,
-            events=events))
+        _sweep_elsewhere(summary, executor, CaseBatch(
+            todo=todo, settings=settings, run=run, frameworks=sorted({c.framework for c in cases}),
+            counters=counters, wait_idle_s=wait_idle_s, events=events, not_run=summary.not_run))
         return summary
     oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
     with events.cases(len(cases), summary.n_skipped):
@@ -196,7 +195,7 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
     return summary
 
 
-def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch) -> None:
+def _sweep_elsewhere(summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch) -> None:
     """The sweep through `executor`: every case the run lacks runs elsewhere. Nothing is skipped after an
     out-of-memory case here: that boundary is one machine's, and this process cannot know which machine a case
     goes to (a row stored here would carry this machine's environment, not the one it was judged on)."""
@@ -207,8 +206,7 @@ def _sweep_elsewhere(todo: list[Case], summary: SweepSummary, executor: CaseExec
             index += 1
             summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
             events.case_done(index, total, row)
-    summary.not_run = list(batch.not_run)
-    if batch.not_run:
+    if batch.not_run:  # the summary's own list: it says why in the run's last lines
         run.status = "interrupted"  # what was not run stays re-runnable: a rerun resumes it
 
 
