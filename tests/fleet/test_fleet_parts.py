@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.core.result import CaseResult, Metrics
+from dlperf.errors import LeaseLostError
 from dlperf.fleet.executor import shared_url
 from dlperf.fleet.placement import device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import with_fleet
@@ -96,3 +97,41 @@ def test_a_malformed_scheduler_address_is_refused_before_connecting(address: str
         check_address(address)
     check_address("tcp://127.0.0.1:8786")
     check_address("tls://10.0.0.2:8786")
+
+
+def test_a_case_sent_again_after_it_was_stored_is_not_run_again(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case resent after its worker died (the client never heard back) but already stored is reported
+    `already` without running; another repetition of it is run."""
+    from types import SimpleNamespace
+
+    import dlperf.runner.sweep as sweep
+    from dlperf.core.settings import RunSettings
+    from dlperf.fleet import tasks
+    from dlperf.store import Store
+    from dlperf.studies import Case
+    from tests.unit.test_store import make_run, result_row
+
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    store = Store(url)
+    run_id = make_run(store)
+    store.add_result(result_row(run_id, key="ops/numpy/cpu/n=1", rep=0))
+    monkeypatch.setattr(tasks, "fleet_state", lambda: (SimpleNamespace(name="w1"), tasks.FleetState()))
+
+    class Ran(Exception):
+        pass
+
+    def run_case(*args, **kwargs):
+        raise Ran
+
+    monkeypatch.setattr(sweep, "run_case", run_case)
+
+    def job(rep: int) -> tasks.FleetCase:
+        case = Case("ops", "numpy", "cpu", {"n": 1}, repetition=rep)
+        assert case.key == "ops/numpy/cpu/n=1"
+        return tasks.FleetCase(case=case, settings=RunSettings(threads=1), run_id=run_id, lease_token="t",
+                               store_url=url, frameworks=("numpy",))
+
+    assert tasks.run_fleet_case(job(0)) == {"stored": False, "already": True, "worker": "w1", "row": None}
+    with pytest.raises((Ran, LeaseLostError)):  # repetition 1 is not stored: it goes on (to the lease check here)
+        tasks.run_fleet_case(job(1))

@@ -104,6 +104,9 @@ def test_results_never_duplicated(db_path):
     assert store.add_result(result_row(run_id))
     assert not store.add_result(result_row(run_id))
     assert store.done_cases(run_id) == {("ops/numpy/cpu/n=1", 0)}
+    assert store.has_result(run_id, "ops/numpy/cpu/n=1", 0)
+    assert not store.has_result(run_id, "ops/numpy/cpu/n=1", 1) and not store.has_result(run_id, "other", 0)
+    assert not store.has_result("no-such-run", "ops/numpy/cpu/n=1", 0)
 
 
 def test_environment_stored_once(db_path):

@@ -164,7 +164,7 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
         raise FleetError(f"worker {worker.name} runs dlperf {__version__}, the client {job.dlperf_version}")
     store = state.store(job.store_url)
     case = job.case
-    if (case.key, case.repetition) in retrying(store.done_cases, job.run_id):  # run again after a worker died: done
+    if retrying(store.has_result, job.run_id, case.key, case.repetition):  # sent again after a worker died: done
         return {"stored": False, "already": True, "worker": str(worker.name), "row": None}
     held = retrying(leases.current, store.engine, job.run_id)
     if held is None or held.token != job.lease_token:

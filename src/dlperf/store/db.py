@@ -301,6 +301,14 @@ class Store:
             ).all()
         return {(r.case_key, int(r.repetition)) for r in rows}
 
+    def has_result(self, run_id: str, case_key: str, repetition: int) -> bool:
+        """Whether this case-repetition of the run is stored (one indexed row, not the run's whole `done_cases`)."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(results.c.id).where(results.c.run_id == run_id, results.c.case_key == case_key,
+                                           results.c.repetition == repetition).limit(1)
+            ).first() is not None
+
     def add_result(self, result: CaseResult, *, lease_token: str | None = None) -> bool:
         """Insert one case's result; False if that case was already stored (never duplicated).
 
