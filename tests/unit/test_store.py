@@ -168,3 +168,35 @@ def test_a_run_id_drawn_twice_in_one_second_is_drawn_again(tmp_path, monkeypatch
     first, second = store.create_run(**kwargs), store.create_run(**kwargs)
     assert first == "s-20261123-120000-abcd" and second == "s-20261123-120000-ef01"
     assert {r["id"] for r in store.runs_of_study("s")} == {first, second}
+
+
+@pytest.mark.postgres
+def test_a_live_result_with_a_nan_metric_is_stored_in_postgresql_as_null_and_said_so(postgres_url):
+    """A worker's metrics may hold NaN (a meter's mean power over a 0 s window): PostgreSQL's JSON refused the
+    whole row; now the value is null, kept beside it as JSON spells it, with the reason (as a bundle import does)."""
+    import math
+
+    from tests.postgres_server import new_database
+
+    store = Store(new_database(postgres_url))
+    run_id = make_run(store)
+    row = result_row(run_id)
+    row = row.model_copy(update={"metrics": row.metrics.model_copy(update={"energy": {"mean_power_w": math.nan}})})
+    assert store.add_result(row)
+    metrics = store.results(run_id)[0].metrics.as_dict()
+    assert metrics["energy"] == {"mean_power_w": None}
+    assert metrics["nonfinite"]["values"] == {"energy.mean_power_w": "NaN"}
+    assert "PostgreSQL" in metrics["nonfinite"]["reason"]
+    assert metrics["median_s"] == pytest.approx(1.05e-3)  # the finite figures as they were
+
+
+def test_sqlite_keeps_a_nan_metric(db_path):
+    import math
+
+    store = Store(db_path)
+    run_id = make_run(store)
+    row = result_row(run_id)
+    row = row.model_copy(update={"metrics": row.metrics.model_copy(update={"energy": {"mean_power_w": math.nan}})})
+    assert store.add_result(row)
+    metrics = store.results(run_id)[0].metrics.as_dict()
+    assert math.isnan(metrics["energy"]["mean_power_w"]) and "nonfinite" not in metrics

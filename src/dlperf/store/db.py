@@ -17,6 +17,7 @@ from dlperf.core.status import RunStatus, check_run_status
 from dlperf.errors import LeaseLostError, StoreError, UnknownRunError
 from dlperf.store import leases, schema
 from dlperf.store.engines import migration_lock, open_engine, sqlite_path
+from dlperf.store.nonfinite import finite_metrics, nonfinite
 from dlperf.store.schema import MIGRATIONS, environments, meta, results, run_leases, runs
 
 
@@ -317,6 +318,8 @@ class Store:
         row = result.as_row()
         if row["id"] is None:
             del row["id"]  # the store numbers it
+        if self.engine.dialect.name == "postgresql" and nonfinite(row["metrics"]):
+            row["metrics"] = finite_metrics(row["metrics"])  # its JSON cannot hold NaN: null, and said so
         try:
             with self.engine.begin() as conn:
                 if lease_token is not None and not leases.heartbeat(conn, result.run_id, lease_token):

@@ -11,8 +11,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from dlperf.store import leases
 from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
-from dlperf.store.bundle.shape import nonfinite, nulled, spelled
 from dlperf.store.db import Store
+from dlperf.store.nonfinite import finite_metrics, nonfinite, spelled
 from dlperf.store.schema import environments, results, runs
 
 
@@ -116,7 +116,7 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
             already += 1
             continue
         if postgres and nonfinite(values["metrics"]):
-            values["metrics"] = _finite_metrics(values["metrics"])
+            values["metrics"] = finite_metrics(values["metrics"])
             nulled += 1
         if old is None:
             conn.execute(insert(results).values(**values))
@@ -137,20 +137,9 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
                          study_text_dropped=stored is None and content["study"].get("yaml") is not None)
 
 
-#: Why a result's metrics hold null where its bundle held NaN or an infinity (`metrics["nonfinite"]["reason"]`).
-NONFINITE_REASON = ("PostgreSQL's JSON cannot hold NaN or infinity: stored as null on import from a bundle (a "
-                    "SQLite store holds them); `values` gives each one, by its path in the metrics, as JSON spells it")
-
-
-def _finite_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-    """`metrics` with each NaN and infinity as null, and `nonfinite` saying where, what it was and why."""
-    values = {path: spelled(x) for path, x in nonfinite(metrics)}
-    return {**nulled(metrics), "nonfinite": {"values": values, "reason": NONFINITE_REASON}}
-
-
 def _refuse_nonfinite(content: dict[str, Any]) -> None:
     """BundleError naming the first NaN or infinity that PostgreSQL cannot hold outside the metrics (those are
-    stored as null, `_finite_metrics`; raw samples with one never get this far, `shape`)."""
+    stored as null, `store.nonfinite.finite_metrics`; raw samples with one never get this far, `shape`)."""
     run = content["run"]
     where = [(f"the run's {k}", run[k]) for k in ("filters", "settings", "derived")]
     where += [(f"environment {e['fingerprint_hash'][:12]}'s data", e["data"]) for e in content["environments"]]

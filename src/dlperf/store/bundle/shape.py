@@ -5,7 +5,6 @@ only that the writer's content is unchanged, not that the writer was dlperf."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dlperf.core.result import CaseResult
 from dlperf.core.status import CaseStatus, RunStatus
 from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
+from dlperf.store.nonfinite import nonfinite, spelled
 from dlperf.timing import Measurement
 
 #: The largest value of an `Integer` column (PostgreSQL's is 32 bits).
@@ -87,33 +87,6 @@ def _time(value: Any, what: str) -> None:
         when(value, what)
     except BundleError as exc:
         raise Malformed(str(exc)) from None
-
-
-def spelled(x: float) -> str:
-    """A non-finite float as JSON (and Python's `json`) spells it."""
-    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
-
-
-def nonfinite(value: Any, path: str = "") -> list[tuple[str, float]]:
-    """Every NaN or infinity in a JSON value, by its path (`energy.mean_power_w`, `odd[1]`)."""
-    if isinstance(value, float):
-        return [] if math.isfinite(value) else [(path, value)]
-    if isinstance(value, dict):
-        return [hit for k, v in value.items() for hit in nonfinite(v, f"{path}.{k}" if path else str(k))]
-    if isinstance(value, list):
-        return [hit for i, v in enumerate(value) for hit in nonfinite(v, f"{path}[{i}]")]
-    return []
-
-
-def nulled(value: Any) -> Any:
-    """A copy of a JSON value with every NaN and infinity replaced by null (keys in their order)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: nulled(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [nulled(v) for v in value]
-    return value
 
 
 def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
