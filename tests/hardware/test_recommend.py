@@ -249,8 +249,8 @@ def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     """2 vCPUs of a 56-core Xeon: TDP, price and peak are 2/56 of the package's, labelled; the whole
     package stays a separate catalog candidate, and a bare-metal match adds no duplicate."""
     from dlperf.hardware import peak_cache, probe
-    from dlperf.hardware.fma_peak import ClockProbe
     from dlperf.hardware.detect import this_cpu
+    from dlperf.hardware.fma_peak import ClockProbe
     from dlperf.hardware.measured import _power, _price, device_of
 
     monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")

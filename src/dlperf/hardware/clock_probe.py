@@ -48,13 +48,14 @@ TRIAL_S, TRIALS, WARMUP_S = 0.015, 3, 0.015
 #: Wall seconds after which a phase stops adding trials (a busy machine stretches CPU seconds into more).
 PHASE_DEADLINE_S = 0.15
 
+
 class ProbeUnavailable(Exception):
     """The probe could not be built or run here (no compiler, a failed build, a library that will not load)."""
 
 
 def cache_dir() -> Path:
-    """$DLPERF_CACHE_DIR, else $XDG_CACHE_HOME/dlperf, else ~/.cache/dlperf (the ONNX exports' folder too); a
-    per-user temporary folder where that cannot be made. The test suite points DLPERF_CACHE_DIR at its own."""
+    """$DLPERF_CACHE_DIR (as for the ONNX exports), else $XDG_CACHE_HOME/dlperf, else ~/.cache/dlperf; a per-user
+    temporary folder where that cannot be made. The test suite points DLPERF_CACHE_DIR at its own folder."""
     chosen = (os.environ.get("DLPERF_CACHE_DIR") or "").strip()
     xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     base = Path(chosen) if chosen else xdg / "dlperf"
