@@ -109,3 +109,10 @@ def test_dlperf_peaks_prints_theoretical_and_measured(tmp_path):
     cells = [c.strip() for c in row.split("│") if c.strip()]
     assert float(cells[3]) > 1 and float(cells[6]) > 0.5 and float(cells[7]) > 0.5  # GEMM, copy, triad measured
     assert "CPU theoretical peak:" in out
+
+
+def test_a_gemm_above_the_peak_is_said_never_shown_as_a_plain_share():
+    from dlperf.report.peaks_table import _share
+
+    assert _share(238e9, 304e9) == "78%" and _share(None, 304e9) == "-" and _share(238e9, None) == "-"
+    assert _share(372e9, 332.8e9) == "112% (above the peak: the peak is too low)"

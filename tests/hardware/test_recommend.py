@@ -248,9 +248,9 @@ def test_power_and_price_say_where_they_come_from():
 def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
     """2 vCPUs of a 56-core Xeon: TDP, price and peak are 2/56 of the package's, labelled; the whole
     package stays a separate catalog candidate, and a bare-metal match adds no duplicate."""
-    from dlperf.hardware import clock_probe, probe
-    from dlperf.hardware.clock_probe import ClockProbe
+    from dlperf.hardware import peak_cache, probe
     from dlperf.hardware.detect import this_cpu
+    from dlperf.hardware.fma_peak import ClockProbe
     from dlperf.hardware.measured import _power, _price, device_of
 
     monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
@@ -264,8 +264,8 @@ def test_a_vm_slice_of_a_catalog_cpu_is_scaled_not_taken_whole(monkeypatch):
 
     # Where the clock could not be measured (no C compiler), the catalog's figure is scaled to the slice;
     # a measured clock keeps its own figure (tests/hardware/test_clock_probe.py).
-    monkeypatch.setattr(clock_probe, "sustained", lambda: ClockProbe(measured=False, method="no C compiler (test)",
-                                                                      threads=2, seconds=0.0))
+    monkeypatch.setattr(peak_cache, "sustained", lambda: ClockProbe(measured=False, method="no C compiler (test)",
+                                                                     threads=2, seconds=0.0))
     monkeypatch.setattr(probe, "cpu_model", lambda: "AMD EPYC 9654 96-Core Processor")
     epyc = this_cpu()
     assert epyc.value("peak_fp32_tflops") == pytest.approx(find("epyc-9654").value("peak_fp32_tflops") * 2 / 96)

@@ -131,3 +131,20 @@ def test_registered_and_drawn_with_the_run(tmp_path):
     (fig,) = [s for s in sections if isinstance(s, Figure)]
     assert fig.paths[0].name == "transformer-tokens-per-s.png" and fig.paths[0].stat().st_size > 0
     assert tr.sections(_data([], tmp_path)) == []
+
+
+def test_mfu_says_what_the_peak_rests_on_and_never_hides_one_above_it(tmp_path):
+    """The MFU's label carries the FP32 basis (measured, or the model with what it assumed) and the derived
+    dtypes' labels; an MFU above 100% is said to be above the peak, never a bare figure."""
+    cpu = {"fp32_flops_per_s": 2e11, "fp32_source": "measured", "bf16_flops_per_s": 4e11,
+           "fp32_basis": "measured: 4 cores x 50.0 GFLOP/s per core, the AVX-512 FMA loop's throughput",
+           "dtype_peaks_source": {"bf16": "derived (not measured): 4 cores x 3 GHz x 64/cycle"}}
+    env = ENV | {"cpu_peaks_theoretical": cpu}
+    assert "measured: 4 cores x 50.0 GFLOP/s per core" in tr.peak_for(env, "cpu", "float32", threads=4)[1]
+    assert "derived (not measured)" in tr.peak_for(env, "cpu", "bfloat16", threads=4)[1]
+    times = [0.001] * 8  # 1e9 FLOPs per ms: 1 TFLOP/s against a 0.2 TFLOP/s peak
+    fast = _result({"task": "infer", "seq_len": 64, "batch": 4}, times, flops=1e9, tokens=256)
+    header, rows, _ = tr.throughput_rows(ReportData(run={"id": "r"}, env=env, results=[fast],
+                                                    plot_dir=tmp_path / "plots"))
+    mfu = dict(zip(header, rows[0], strict=True))["MFU"]
+    assert mfu.startswith("500.0%") and mfu.endswith("(above the peak: the peak is too low)")

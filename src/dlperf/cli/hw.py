@@ -106,10 +106,20 @@ def _detail(d: Any, title: str, console: Any) -> None:
 
 @hw.command("show")
 @click.argument("name", required=False)
-def hw_show(name: str | None) -> None:
+@click.option("--remeasure", is_flag=True,
+              help="measure this machine's CPU peak again and store it (it is measured once per machine and reused)")
+def hw_show(name: str | None, remeasure: bool) -> None:
     """One device with the source of every figure; without NAME, this machine's CPU and GPUs and their peaks."""
 
     console = new_console()
+    if remeasure:
+        if name:
+            raise DlperfError("hw show: --remeasure measures this machine; it takes no NAME")
+        import os
+
+        from dlperf.hardware.peak_cache import REMEASURE_ENV
+
+        os.environ[REMEASURE_ENV] = "1"  # before the first probe of this process: measured now, then stored
     if name:
         d = _find(name)
         _detail(d, d.id, console)
@@ -192,7 +202,9 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
         tdp = "" if r["power_w"] is None or r["power_source"].startswith("measured") else " (TDP)"
         table.append([r["device"], r["framework"], r["model"], str(r["image_size"]), str(r["batch"]),
                       format_figure(r["images_per_s"]), format_iqr(r.get("iqr_rel"), missing=UNKNOWN),
-                      format_figure(r["real_gflops"]), format_figure(r["pct_of_peak"], ".1f"),
+                      format_figure(r["real_gflops"]),
+                      format_figure(r["pct_of_peak"], ".1f") + (" (above the peak)" if (r["pct_of_peak"] or 0) > 100
+                                                                else ""),
                       format_figure(r["power_w"], ".1f") + tdp, format_figure(r["images_per_j"]) + tdp,
                       format_figure(r["images_per_s_per_kusd"])])
     console = new_console()

@@ -3,8 +3,10 @@ listed before it, and none imports `store`, `report`, `runner` or `cli`:
 
 - `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
 - `caches`: the cache levels the host reports, and the memory level a working set fits in;
-- `clock_probe`: the clock the cores sustain under the widest vector unit and their FMA rate, measured
-  by a small C probe compiled at run time;
+- `fma_peak`: the FP32 peak, the clock under vector load and the FMA units derived from the probe's rates
+  (pure: tested with other machines' recorded rates);
+- `clock_probe`: those rates, measured by a small C probe compiled at run time;
+- `peak_cache`: the probe's result measured once per machine, at a quiet moment, stored and reused;
 - `catalog`: the vendors' figures for 30+ devices, lookup by name;
 - `peaks`: theoretical peaks, derived from the probed facts and read from the catalog;
 - `identity`: the fingerprint, and the fields of it that identify an environment (`identity_hash`);

@@ -5,7 +5,11 @@
  *               independent accumulators so that the FMA latency (4-5 cycles; 6-8 for a multiply
  *               then an add where there is no FMA) is covered on two units.
  * dlperf_chain: a dependent chain of register-register integer adds (latency 1 cycle on every
- *               x86 and Arm core): adds per second of the thread's CPU time = its clock.
+ *               x86 and Arm core): adds per second of the thread's CPU time = its scalar clock.
+ * dlperf_fma_chain: one dependent chain of vector FMAs of the same ISA: FMAs per CPU second x the FMA
+ *               latency in cycles (known per microarchitecture, looked up by the caller) = the clock
+ *               under that ISA's load, which Intel's AVX2/AVX-512 frequency licences set below the
+ *               scalar clock.
  * Both time themselves with the thread's CPU clock (a descheduled thread does not lower the rate)
  * and the monotonic clock, and return the work done (FLOPs, adds).
  */
@@ -102,6 +106,23 @@ double dlperf_fma(int64_t iters, double *wall_s, double *cpu_s) {
     }
     dlperf_sink = total; /* the result is used: the loop cannot be dropped */
     return (double)iters * ACC * LANES * 2.0;
+}
+
+double dlperf_fma_chain(int64_t iters, double *wall_s, double *cpu_s) {
+    volatile float mul = 0.999999f, add = 1e-7f;
+    vec m = VSET(mul), a = VSET(add), x = VSET(1.0f);
+    double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_THREAD_CPUTIME_ID);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) x = VFMA(x, m, a); /* each FMA waits for the one before */
+    }
+    *cpu_s = seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
+    *wall_s = seconds(CLOCK_MONOTONIC) - w0;
+    float lanes[LANES], total = 0.0f;
+    memcpy(lanes, &x, sizeof lanes);
+    for (int k = 0; k < LANES; k++) total += lanes[k];
+    dlperf_sink = total;
+    return (double)iters * 8.0; /* FMAs (instructions) in the chain, not FLOPs */
 }
 
 double dlperf_chain(int64_t iters, double *wall_s, double *cpu_s) {

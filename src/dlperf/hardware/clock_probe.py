@@ -1,42 +1,39 @@
-"""The clock this CPU sustains under its widest vector unit, and its FMA throughput, measured here.
+"""The clock probe: a small C program (clock_probe.c, beside this module) that measures, on every core at
+once, the FP32 FMA throughput of the widest vector unit, a dependent chain of vector FMAs (the clock under that
+ISA's load) and a dependent chain of integer adds (the scalar clock). `hardware.fma_peak` turns these rates into
+the FP32 peak, the vector clock and the FMA units; `hardware.peak_cache` keeps one measurement per machine.
 
-Why: the clock /proc/cpuinfo or cpufreq reports is often the base clock (2.6 GHz on the development VM),
-while the cores run at 3.4-4.1 GHz under vector load; a peak built on the nominal clock sits below what a
-GEMM reaches. So a small C probe (clock_probe.c, beside this module) is compiled at run time with
-`$CC -O2` (default `cc`) for the widest ISA the CPU flags name (AVX-512F, AVX2+FMA, NEON, else plain
-128-bit vector extensions), cached in $XDG_CACHE_HOME/dlperf (or ~/.cache/dlperf) under a hash of the
-source, compiler and flags (written to a temporary file and renamed: two processes compiling at once
-cannot load half a file), loaded with ctypes and run on one Python thread per core at once (ctypes
-releases the GIL), about 0.1-0.2 s in all:
-- an FMA loop with independent accumulators: FLOP/s per second of the thread's CPU time;
-- a dependent chain of register adds (latency 1 cycle): adds per CPU second = the core's clock.
-FMA units per core = FMA FLOP/s per core / (add-chain clock x lanes x 2), rounded; the sustained clock
-under FMA load = FMA FLOP/s per core / (units x lanes x 2). Rates are per CPU second of each thread, so
-a thread descheduled by other work does not lower them; the least CPU/wall share is kept as a sign of
-a busy machine. Where no compiler works, the result says so (`measured` False, `method` the reason) and
-never carries an invented figure. The result is cached per process (`sustained`).
+Why measured: the clock /proc/cpuinfo or cpufreq reports is often the base clock (2.6 GHz on the development
+VM) while the cores run at 3.4-4.1 GHz under vector load; and on Intel the AVX-512 licence clock sits below the
+scalar clock (2.38 against 3.08 GHz on a Cascade Lake VM). The probe is compiled at run time with `$CC -O2`
+(default `cc`) for the widest ISA the CPU flags name (AVX-512F, AVX2+FMA, NEON, else plain 128-bit vector
+extensions), cached in `cache_dir()` under a hash of the source, compiler and flags (written to a temporary
+file and renamed: two processes compiling at once cannot load half a file), loaded with ctypes and run on one
+Python thread per core at once (ctypes releases the GIL), about 0.2-0.4 s in all. Rates are per CPU second of
+each thread, so a thread descheduled by other work does not lower them; the least CPU/wall share is kept as a
+sign of a busy machine. Where no compiler works, the result says so (`measured` False, `method` the reason)
+and never carries an invented figure.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
-import math
 import os
 import platform
 import shlex
-import statistics
 import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import replace
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from dlperf.hardware import probe
+from dlperf.hardware.fma_peak import ISA_NAMES, ClockProbe, ProbeRates, derive
 
 #: (ISA as the C source names it, CPU flags it needs, compiler flags), widest first.
 ISAS: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
@@ -46,52 +43,22 @@ ISAS: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
     ("avx", frozenset({"avx"}), ("-mavx",)),
     ("generic-128", frozenset(), ()),
 )
-ISA_NAMES = {"avx512f": "AVX-512 FMA", "avx2+fma": "AVX2 FMA", "neon": "NEON FMA", "avx": "AVX multiply+add",
-             "generic-128": "128-bit multiply+add"}
 #: Seconds per timed trial, trials per phase, warm-up seconds (lets the clock settle under vector load).
 TRIAL_S, TRIALS, WARMUP_S = 0.015, 3, 0.015
 #: Wall seconds after which a phase stops adding trials (a busy machine stretches CPU seconds into more).
 PHASE_DEADLINE_S = 0.15
-#: What a measured clock (GHz) and FMA-units ratio may be; outside this the probe is not trusted.
-PLAUSIBLE_GHZ, PLAUSIBLE_UNITS = (0.2, 7.0), (0.5, 4.5)
 
 
 class ProbeUnavailable(Exception):
     """The probe could not be built or run here (no compiler, a failed build, a library that will not load)."""
 
 
-@dataclass(frozen=True)
-class ClockProbe:
-    """What the probe found. Rates are per core (per thread of the probe) and in total over its threads."""
-
-    measured: bool
-    method: str  # how it was measured, or why it was not
-    threads: int
-    seconds: float  # wall time the probe took (compile excluded where the library was cached)
-    isa: str | None = None
-    lanes: int | None = None  # FP32 lanes of one vector register of `isa`
-    clock_ghz: float | None = None  # sustained under FMA load: FMA FLOP/s per core / (units x lanes x 2)
-    scalar_clock_ghz: float | None = None  # the dependent add chain's rate
-    fma_flops_per_s_per_core: float | None = None
-    fma_flops_per_s_total: float | None = None
-    fma_units: int | None = None
-    fma_units_ratio: float | None = None  # before rounding
-    cpu_wall_ratio: float | None = None  # least CPU/wall share of a probe thread: well under 1 on a busy machine
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def summary(self) -> str:
-        """One line: 'measured: AVX-512 FMA probe, 2 threads, 3.39 GHz sustained (...)' or why not."""
-        if not self.measured:
-            return f"not measured: {self.method}"
-        return (f"measured: {ISA_NAMES.get(self.isa or '', self.isa)} probe, {self.threads} threads, "
-                f"{self.clock_ghz:.2f} GHz sustained ({self.method})")
-
-
 def cache_dir() -> Path:
-    """$XDG_CACHE_HOME/dlperf or ~/.cache/dlperf; a per-user temporary folder where that cannot be made."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dlperf"
+    """$DLPERF_CACHE_DIR (as for the ONNX exports), else $XDG_CACHE_HOME/dlperf, else ~/.cache/dlperf; a per-user
+    temporary folder where that cannot be made. The test suite points DLPERF_CACHE_DIR at its own folder."""
+    chosen = (os.environ.get("DLPERF_CACHE_DIR") or "").strip()
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = Path(chosen) if chosen else xdg / "dlperf"
     try:
         base.mkdir(parents=True, exist_ok=True)
         if os.access(base, os.W_OK):
@@ -137,7 +104,7 @@ def _load(path: Path) -> Any:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         raise ProbeUnavailable(f"the probe library would not load: {exc}") from None
-    for fn in (lib.dlperf_fma, lib.dlperf_chain):
+    for fn in (lib.dlperf_fma, lib.dlperf_chain, lib.dlperf_fma_chain):
         fn.restype = ctypes.c_double
         fn.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)]
     lib.dlperf_isa.restype = ctypes.c_char_p
@@ -166,31 +133,36 @@ def _iterations(fn: Any, target_s: float) -> int:
         n *= 10
 
 
-def _run(lib: Any, threads: int) -> tuple[list[float], list[float], float]:
-    """Per thread: best FMA FLOP/s and best add-chain adds/s (per CPU second), and the least CPU/wall share."""
-    fma_n, chain_n = _iterations(lib.dlperf_fma, TRIAL_S), _iterations(lib.dlperf_chain, TRIAL_S / 3)
+def _run(lib: Any, threads: int) -> dict[str, Any]:
+    """Per thread: the best FMA FLOP/s, dependent-FMA rate and add-chain rate (per CPU second), every FMA
+    trial, and the least CPU/wall share. The FMA chain runs right after the FMA loop, under the same ISA's load."""
+    fma_n = _iterations(lib.dlperf_fma, TRIAL_S)
+    vchain_n, chain_n = _iterations(lib.dlperf_fma_chain, TRIAL_S / 3), _iterations(lib.dlperf_chain, TRIAL_S / 3)
     barrier = threading.Barrier(threads)
-    fma, chain, shares = [0.0] * threads, [0.0] * threads, [1.0] * threads
+    fma, vchain, chain, shares = [0.0] * threads, [0.0] * threads, [0.0] * threads, [1.0] * threads
+    trials: list[list[float]] = [[] for _ in range(threads)]
     errors: list[BaseException] = []
+
+    def phase(fn: Any, n: int, deadline_s: float, best: list[float], i: int, keep: list[float] | None = None) -> None:
+        deadline = time.perf_counter() + deadline_s
+        for _ in range(TRIALS):
+            work, cpu, wall = _call(fn, n)
+            rate = work / cpu if cpu > 0 else 0.0
+            best[i] = max(best[i], rate)
+            shares[i] = min(shares[i], cpu / wall if wall > 0 else 1.0)
+            if keep is not None:
+                keep.append(rate)
+            if time.perf_counter() > deadline:
+                break
 
     def work(i: int) -> None:
         try:
             barrier.wait()
-            deadline = time.perf_counter() + PHASE_DEADLINE_S
             _call(lib.dlperf_fma, max(1, int(fma_n * WARMUP_S / TRIAL_S)))  # warm-up: the clock settles
-            for _ in range(TRIALS):
-                flops, cpu, wall = _call(lib.dlperf_fma, fma_n)
-                fma[i] = max(fma[i], flops / cpu if cpu > 0 else 0.0)
-                shares[i] = min(shares[i], cpu / wall if wall > 0 else 1.0)
-                if time.perf_counter() > deadline:
-                    break
+            phase(lib.dlperf_fma, fma_n, PHASE_DEADLINE_S, fma, i, trials[i])
+            phase(lib.dlperf_fma_chain, vchain_n, PHASE_DEADLINE_S / 2, vchain, i)
             barrier.wait()
-            deadline = time.perf_counter() + PHASE_DEADLINE_S / 2
-            for _ in range(TRIALS):
-                adds, cpu, _wall = _call(lib.dlperf_chain, chain_n)
-                chain[i] = max(chain[i], adds / cpu if cpu > 0 else 0.0)
-                if time.perf_counter() > deadline:
-                    break
+            phase(lib.dlperf_chain, chain_n, PHASE_DEADLINE_S / 2, chain, i)
         except BaseException as exc:  # reported by the caller, never lost in a thread
             barrier.abort()
             errors.append(exc)
@@ -202,7 +174,8 @@ def _run(lib: Any, threads: int) -> tuple[list[float], list[float], float]:
         t.join()
     if errors:
         raise ProbeUnavailable(f"the probe failed: {errors[0]!r}")
-    return fma, chain, min(shares)
+    return {"fma_flops_per_s": tuple(fma), "fma_chain_per_s": tuple(vchain), "add_chain_per_s": tuple(chain),
+            "cpu_wall_ratio": min(shares), "fma_trials_flops_per_s": tuple(x for t in trials for x in t)}
 
 
 def probe_threads() -> int:
@@ -216,7 +189,7 @@ def probe_threads() -> int:
 
 def measure(*, threads: int | None = None, cc: str | None = None, cache: Path | None = None,
             flags: frozenset[str] | None = None) -> ClockProbe:
-    """Build (or reuse) and run the probe: never raises; a probe that cannot run says why."""
+    """Build (or reuse) and run the probe now: never raises; a probe that cannot run says why."""
     t0 = time.perf_counter()
     threads = threads or probe_threads()
     cc = cc if cc is not None else os.environ.get("CC") or "cc"
@@ -225,50 +198,23 @@ def measure(*, threads: int | None = None, cc: str | None = None, cache: Path | 
     for isa, cflags in choose_isas(flags):
         try:
             lib = _load(compile_probe(cc, cflags, cache or cache_dir()))
-            fma, chain, share = _run(lib, threads)
+            found = _run(lib, threads)
         except (ProbeUnavailable, OSError) as exc:
             failures.append(f"{isa}: {exc}")
             if "no C compiler" in str(exc):
                 break  # no narrower ISA will find a compiler either
             continue
-        return _result(lib, fma, chain, share, threads, cflags, cc, time.perf_counter() - t0)
+        vendor, family, model = probe.cpu_id()
+        rates = ProbeRates(isa=lib.dlperf_isa().decode(), lanes=int(lib.dlperf_lanes()),
+                           accumulators=int(lib.dlperf_accumulators()), vendor=vendor, family=family, model=model,
+                           **found)
+        seconds = time.perf_counter() - t0
+        build = f"{shlex.split(cc)[0]} -O2 {' '.join(cflags)}".rstrip() + f", {seconds:.2f} s"
+        return replace(derive(rates, threads=threads, seconds=seconds, build=build),
+                       measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
     return ClockProbe(measured=False, method="; ".join(failures) or "no ISA to probe", threads=threads,
                       seconds=time.perf_counter() - t0)
 
 
-def _result(lib: Any, fma: list[float], chain: list[float], share: float, threads: int, cflags: tuple[str, ...],
-            cc: str, seconds: float) -> ClockProbe:
-    isa, lanes, acc = lib.dlperf_isa().decode(), int(lib.dlperf_lanes()), int(lib.dlperf_accumulators())
-    per_core, scalar_hz = statistics.median(fma), statistics.median(chain)
-    base = ClockProbe(measured=False, method="", threads=threads, seconds=seconds, isa=isa, lanes=lanes,
-                      scalar_clock_ghz=scalar_hz / 1e9, fma_flops_per_s_per_core=per_core,
-                      fma_flops_per_s_total=sum(fma), cpu_wall_ratio=share)
-    ratio = per_core / (scalar_hz * lanes * 2) if scalar_hz > 0 else 0.0
-    ghz_ok = PLAUSIBLE_GHZ[0] <= scalar_hz / 1e9 <= PLAUSIBLE_GHZ[1]
-    if not (ghz_ok and PLAUSIBLE_UNITS[0] <= ratio <= PLAUSIBLE_UNITS[1]):
-        return _replace(base, fma_units_ratio=ratio,
-                        method=(f"implausible probe result ({scalar_hz / 1e9:.2f} GHz add chain, FMA ratio "
-                                f"{ratio:.2f}): not used"))
-    units = max(1, round(ratio))
-    clock_hz = per_core / (units * lanes * 2)
-    how = f"{per_core / 1e9:.0f} GFLOP/s per core = {units} FMA units x {lanes} lanes x 2 x {clock_hz / 1e9:.2f} GHz"
-    if abs(ratio - units) > 0.2:  # not a whole number of units per cycle: the loop fell short of the units
-        units, clock_hz = math.ceil(ratio), scalar_hz
-        how = (f"{per_core / 1e9:.0f} GFLOP/s per core is {ratio:.2f} units' worth at the add-chain clock, not a whole "
-               f"number: assumed {units} units at {clock_hz / 1e9:.2f} GHz (an upper bound)")
-    method = (f"{how}; dependent-add clock {scalar_hz / 1e9:.2f} GHz; {shlex.split(cc)[0]} -O2 "
-              f"{' '.join(cflags)}".rstrip() + f", {acc} accumulators, {seconds:.2f} s")
-    if share < 0.9:
-        method += f"; busy machine: a probe thread ran {100 * share:.0f}% of the wall time (rates per CPU second)"
-    return _replace(base, measured=True, method=method, clock_ghz=clock_hz / 1e9, fma_units=units,
-                    fma_units_ratio=ratio)
-
-
-def _replace(p: ClockProbe, **changes: Any) -> ClockProbe:
-    return ClockProbe(**{**asdict(p), **changes})
-
-
-@functools.cache
-def sustained() -> ClockProbe:
-    """This machine's probe result, measured once per process (CC and the cache folder as set at first use)."""
-    return measure()
+__all__ = ["ISA_NAMES", "ClockProbe", "ProbeUnavailable", "cache_dir", "choose_isas", "compile_probe", "measure",
+           "probe_threads"]

@@ -5,7 +5,7 @@ their fingerprints differ. A fingerprint holds two kinds of fields:
 - identity (`IDENTITY_KEYS`, and `GPU_IDENTITY_KEYS` of each GPU): the machine and software
   themselves. Only these are hashed (`identity_hash`): the environment a result belongs to.
 - derived: the theoretical peaks (which change with the catalog and the DLPERF_* overrides), the
-  clock probe's measured clock and FMA rate (`hardware.clock_probe`, different on every run), the
+  clock probe's measured clock and FMA rate (`hardware.peak_cache`: measured once per machine and reused), the
   overrides in force, how the GPUs were read, dlperf's version and git commit. Recorded with each
   run (`derived`), never hashed: editing the catalog, setting DLPERF_MEM_BW_GBS or committing leaves
   the environment, and a run started before can be resumed.
@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from dlperf import __version__
-from dlperf.hardware import clock_probe, peaks, probe
+from dlperf.hardware import peak_cache, peaks, probe
 
 #: Top-level fingerprint fields that identify an environment (everything else is derived).
 IDENTITY_KEYS = ("cpu_model", "cpu_flags", "cpu_physical_cores", "cpu_logical_cores", "threads", "ram_bytes", "os",
@@ -58,7 +58,7 @@ def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
         "gpus": [_gpu_record(g) for g in gpus],
         "gpu_source": gpu_source,
         "cpu_peaks_theoretical": peaks.cpu_peaks(),
-        "cpu_clock_probe": clock_probe.sustained().as_dict(),  # measured here: derived, never identity
+        "cpu_clock_probe": peak_cache.sustained().as_dict(),  # this machine's: derived, never identity
         "peaks_overrides": peaks.overrides_in_force(),
         "dlperf_version": __version__,
         "dlperf_git_commit": probe.git_commit(),

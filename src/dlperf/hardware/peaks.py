@@ -1,14 +1,16 @@
 """Theoretical peaks of this machine: FLOP/s by dtype and memory bandwidth, with their assumptions.
 
-A CPU's FP32 peak is cores x clock x FMA units x FP32 lanes x 2. The clock and the FMA units are measured
-(`hardware.clock_probe`: the clock the cores sustain under the widest vector unit, and the FMA throughput),
-because the clock cpufreq or /proc/cpuinfo reports is often the base clock, below the clock under vector load.
-The nominal clock is kept beside it (`nominal_clock_ghz`). Where the probe cannot run (no C compiler), the
-nominal clock is used and the assumptions say so. BF16/AMX, FP16, INT8 and FP64 peaks are derived from the
-same clock and a per-cycle rate written down per instruction (labelled derived, not measured).
+A CPU's FP32 peak is what its cores sustain: the FMA loop of the clock probe (`hardware.clock_probe`,
+derived in `hardware.fma_peak`, kept per machine by `hardware.peak_cache`), per core, times the physical cores.
+It is a measurement, never a model that could sit above it. The clock under vector load (a dependent FMA chain x
+its latency) and the FMA units are recorded beside it, each labelled measured or assumed; so are the scalar
+clock and the nominal clock (`nominal_clock_ghz`). Where the probe cannot run (no C compiler), the peak is
+cores x the nominal clock x 2 FMA units (assumed) x lanes x 2, and the assumptions say so. BF16/AMX, FP16, INT8
+and FP64 peaks are derived from the clock and a per-cycle rate written down per instruction (labelled derived,
+not measured).
 Each figure carries the assumptions it rests on, and can be overridden:
-- DLPERF_CPU_CLOCK_GHZ: the clock the CPU sustains under vector load (replaces the measured clock).
-- DLPERF_CPU_FMA_UNITS: vector FMA units per core (replaces the measured count; 2 where nothing measured).
+- DLPERF_CPU_CLOCK_GHZ: the clock the CPU sustains under vector load (the peak becomes the model's, with it).
+- DLPERF_CPU_FMA_UNITS: vector FMA units per core (the same; 2 assumed where nothing measured).
 - DLPERF_CPU_PEAK_FP32_GFLOPS: the whole FP32 figure, replacing the model.
 - DLPERF_MEM_BW_GBS: the memory bandwidth, which cannot be read inside a VM.
 A value that is not a finite number > 0 (or, for the FMA units, a whole number) is a `ConfigError`.
@@ -29,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.hardware import clock_probe, probe
+from dlperf.hardware import peak_cache, probe
 from dlperf.hardware.catalog import match
-from dlperf.hardware.clock_probe import ClockProbe
+from dlperf.hardware.fma_peak import ISA_NAMES, ClockProbe
 
 #: The environment variables that override a derived peak (recorded with each run).
 OVERRIDES = ("DLPERF_CPU_CLOCK_GHZ", "DLPERF_CPU_FMA_UNITS", "DLPERF_CPU_PEAK_FP32_GFLOPS", "DLPERF_MEM_BW_GBS")
@@ -114,62 +116,96 @@ def _ghz(v: float | None) -> str:
     return "?" if v is None else f"{v:.3g}"
 
 
+def _measured_text(clock: ClockProbe, cores: int) -> str:
+    """What the probe measured, for the FP32 peak's label: the loop, its threads, spread and origin."""
+    per_core, isa = (clock.fma_flops_per_s_per_core or 0) / 1e9, ISA_NAMES.get(clock.isa or "", clock.isa)
+    return (f"measured: {cores} cores x {per_core:.1f} GFLOP/s per core, the {isa} "
+            f"loop's throughput per CPU second ({clock.threads} threads, spread "
+            f"{100 * (clock.fma_spread_rel or 0):.1f}%{', on a busy machine' if clock.busy else ''}; {clock.origin})")
+
+
+def _clock_text(clock: ClockProbe, units: int | None, lanes: int) -> str:
+    """Which clock the peaks use, and the clocks beside it: the FMA loop's own, the vector clock, the scalar one."""
+    scalar = f"scalar add-chain clock {_ghz(clock.scalar_clock_ghz)} GHz (not used for vector work)"
+    vector = f"vector clock {_ghz(clock.vector_clock_ghz)} GHz ({clock.vector_clock_source})"
+    if clock.clock_ghz is None:
+        return f"not determined under FMA load: {vector}; {scalar}"
+    return (f"measured: {_ghz(clock.clock_ghz)} GHz, the FMA loop's own (its throughput / ({units} units x {lanes} "
+            f"lanes x 2)); {vector}; {scalar}")
+
+
 def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
                     clock: ClockProbe | None = None) -> dict[str, Any]:
     """FP32 (and FP64, BF16, FP16, INT8 where the ISA has them) peaks of the CPU, every assumption spelled out.
 
-    `clock` is the clock probe's result (`clock_probe.sustained()`); None, or a probe that could not measure,
-    leaves the nominal clock and 2 FMA units per core, and the assumptions say so.
+    `clock` is the clock probe's result (`peak_cache.sustained()`): its FMA loop's throughput is the FP32 peak.
+    None, or a probe that could not measure, leaves the nominal clock and 2 FMA units per core (assumed), and the
+    assumptions say so. An override of the clock or the units makes the peak the model's, with them.
     """
     check_overrides()
     flags = frozenset(flags)
     nominal, nominal_source = nominal_clock_ghz()
     measured = clock is not None and clock.measured
     if measured:
-        assert clock is not None and clock.lanes and clock.fma_units
+        assert clock is not None and clock.lanes
         lanes, flops_per_lane = clock.lanes, 2  # the probe counts a multiply+add pair as an FMA unit
     else:
         lanes = next((b for flag, b in _VECTOR_BITS if flag in flags), 128) // 32
         flops_per_lane = 2 if {"fma", "avx512f", "asimd"} & flags else 1
     clock_override, units_override = env_number("DLPERF_CPU_CLOCK_GHZ"), env_number("DLPERF_CPU_FMA_UNITS")
     why_not = clock.method if clock is not None and not measured else "no clock probe was run"
-    if clock_override:
-        ghz, clock_source = clock_override, "DLPERF_CPU_CLOCK_GHZ"
-    elif measured:
-        ghz, clock_source = clock.clock_ghz, clock.summary()  # type: ignore[union-attr]
-    else:
-        ghz, clock_source = nominal, f"{nominal_source}: nominal, not measured ({why_not})"
     if units_override:
         units, units_source = int(units_override), "DLPERF_CPU_FMA_UNITS"
-    elif measured:
-        units, units_source = clock.fma_units, "measured by the FMA probe"  # type: ignore[union-attr]
+    elif measured and clock is not None and clock.fma_units:
+        units, units_source = clock.fma_units, str(clock.fma_units_source)
+    elif measured and clock is not None:
+        units, units_source = None, str(clock.fma_units_source)
     else:
         units, units_source = 2, "assumed 2 (not measured; set DLPERF_CPU_FMA_UNITS)"
-    per_cycle = units * lanes * flops_per_lane
+    if clock_override:
+        ghz, clock_source = clock_override, "DLPERF_CPU_CLOCK_GHZ"
+    elif measured and clock is not None:
+        ghz, clock_source = clock.clock_ghz, _clock_text(clock, units, lanes)
+        if units_override:  # the loop's own clock assumed the measured units: the vector clock is the one
+            ghz = clock.vector_clock_ghz or clock.clock_ghz
+            clock_source = f"measured: vector clock {_ghz(ghz)} GHz ({clock.vector_clock_source})"
+    else:
+        ghz, clock_source = nominal, f"{nominal_source}: nominal, not measured ({why_not})"
+    if units is None and (clock_override or not measured):
+        units, units_source = 2, f"assumed 2 ({units_source})"
+    per_cycle = units * lanes * flops_per_lane if units else None
+    model = (f"{physical_cores} cores x {_ghz(ghz)} GHz x {units if units else '?'} FMA units x {lanes} FP32 lanes "
+             f"x {flops_per_lane} (FMA = 2 FLOPs)")
     out: dict[str, Any] = {
         "physical_cores": physical_cores,
         "clock_ghz": ghz,
         "clock_source": clock_source,
-        "clock_measured": measured and not clock_override,
+        "clock_measured": measured and ghz is not None and not clock_override,
         "nominal_clock_ghz": nominal,
         "nominal_clock_source": nominal_source,
         "vector_bits": lanes * 32,
         "fma_units_per_core": units,
         "fma_units_source": units_source,
         "fp32_flops_per_cycle_per_core": per_cycle,
-        "assumptions": (f"{physical_cores} cores x {_ghz(ghz)} GHz x {units} FMA units x {lanes} FP32 lanes "
-                        f"x {flops_per_lane} (FMA = 2 FLOPs); clock: {clock_source}; FMA units: {units_source}; "
-                        f"nominal clock {_ghz(nominal)} GHz ({nominal_source})"),
     }
     if measured and clock is not None:
-        out["measured_fma_flops_per_s"] = clock.fma_flops_per_s_total
+        out.update(measured_fma_flops_per_s=clock.fma_flops_per_s_total, vector_clock_ghz=clock.vector_clock_ghz,
+                   scalar_clock_ghz=clock.scalar_clock_ghz, peak_origin=clock.origin)
     override = env_number("DLPERF_CPU_PEAK_FP32_GFLOPS")
+    named = [n for n, v in (("DLPERF_CPU_CLOCK_GHZ", clock_override), ("DLPERF_CPU_FMA_UNITS", units_override)) if v]
     if override:
         out["fp32_flops_per_s"], out["fp32_source"] = override * 1e9, "DLPERF_CPU_PEAK_FP32_GFLOPS"
-        out["assumptions"] = f"DLPERF_CPU_PEAK_FP32_GFLOPS={override:g} (the model: {out['assumptions']})"
+        out["fp32_basis"] = f"set by DLPERF_CPU_PEAK_FP32_GFLOPS={override:g}, not measured"
+    elif measured and clock is not None and not named:
+        out["fp32_flops_per_s"] = physical_cores * (clock.fma_flops_per_s_per_core or 0.0)
+        out["fp32_source"], out["fp32_basis"] = "measured", _measured_text(clock, physical_cores)
     else:
-        out["fp32_flops_per_s"] = physical_cores * ghz * 1e9 * per_cycle if ghz else None
-        out["fp32_source"] = ("DLPERF_CPU_CLOCK_GHZ" if clock_override else "measured" if measured else "nominal")
+        out["fp32_flops_per_s"] = physical_cores * ghz * 1e9 * per_cycle if ghz and per_cycle else None
+        out["fp32_source"] = "+".join(named) or "nominal"
+        out["fp32_basis"] = (f"model: {model}; set: {', '.join(named)}" if named else
+                             f"model at the nominal clock, not measured: {model}; FMA units: {units_source}")
+    out["assumptions"] = (f"FP32: {out['fp32_basis']}; {model}; clock: {clock_source}; FMA units: {units_source}; "
+                          f"nominal clock {_ghz(nominal)} GHz ({nominal_source})")
     out.update(_dtype_peaks(physical_cores, ghz, flags, units, lanes, per_cycle))
     bw = env_number("DLPERF_MEM_BW_GBS")
     out["mem_bw_bytes_per_s"] = bw * 1e9 if bw else None
@@ -203,16 +239,22 @@ def _dtype_rates(flags: frozenset[str], units: int, lanes: int, fp32: int) -> di
     }
 
 
-def _dtype_peaks(cores: int, ghz: float | None, flags: frozenset[str], units: int, lanes: int,
-                 fp32_per_cycle: int) -> dict[str, Any]:
+def _dtype_peaks(cores: int, ghz: float | None, flags: frozenset[str], units: int | None, lanes: int,
+                 fp32_per_cycle: int | None) -> dict[str, Any]:
     """fp64/bf16/fp16 FLOP/s and int8 op/s from the clock and `_dtype_rates`, each labelled derived."""
     out: dict[str, Any] = {}
     notes: dict[str, str] = {}
+    if not units or not fp32_per_cycle:
+        for key in ("fp64_flops_per_s", "bf16_flops_per_s", "fp16_flops_per_s", "int8_ops_per_s"):
+            out[key] = None
+        why = "no FMA units per core known (the probe could not derive them)"
+        out["dtype_peaks_source"] = {d: why for d in ("fp64", "bf16", "fp16", "int8")}
+        return out
     for dtype, (rate, how) in _dtype_rates(flags, units, lanes, fp32_per_cycle).items():
         key = "int8_ops_per_s" if dtype == "int8" else f"{dtype}_flops_per_s"
         if rate is None or not ghz:
             out[key] = None
-            notes[dtype] = how if rate is None else "no clock known"
+            notes[dtype] = how if rate is None else "no clock under vector load known"
             continue
         out[key] = cores * ghz * 1e9 * rate
         notes[dtype] = f"derived (not measured): {cores} cores x {_ghz(ghz)} GHz x {rate:g}/cycle; {how}"
@@ -262,7 +304,9 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
     out = dict(theoretical)
     dev = match(name) if name else None
     if dev is None or (dev.kind == "cpu") != (kind == "cpu"):
-        out["peaks_source"] = "derived on this machine (no catalog entry matches this device)"
+        out["peaks_source"] = ("FP32 measured on this machine, other dtypes derived from its clock (no catalog entry "
+                               "matches this device)" if theoretical.get("fp32_source") == "measured" else
+                               "derived on this machine (no catalog entry matches this device)")
         return out
     scale = dev.core_share(visible_cores)
     share = f" x {visible_cores}/{dev.cores} cores visible" if scale != 1.0 else ""
@@ -316,7 +360,7 @@ def cpu_peaks() -> dict[str, Any]:
     cores = probe.physical_cores()
     flags = frozenset(probe.cpu_flags()) | (probe.cpu_flag_set() & DTYPE_FLAGS)
     both = env_number("DLPERF_CPU_CLOCK_GHZ") and env_number("DLPERF_CPU_FMA_UNITS")
-    clock = None if both else clock_probe.sustained()
+    clock = None if both else peak_cache.sustained()
     return catalog_peaks(cpu_theoretical(cores, flags, clock), probe.cpu_model(), kind="cpu", visible_cores=cores)
 
 
@@ -326,7 +370,7 @@ def clock_line(peaks: dict[str, Any]) -> str:
     clock = source if source.startswith("measured") else f"{_ghz(peaks.get('clock_ghz'))} GHz ({source})"
     return (f"CPU clock for the peaks: {clock}; nominal clock {_ghz(peaks.get('nominal_clock_ghz'))} GHz "
             f"({peaks.get('nominal_clock_source', 'unknown')}); FP32 peak {_gflops(peaks.get('fp32_flops_per_s'))} "
-            f"GFLOP/s")
+            f"GFLOP/s ({peaks.get('fp32_basis') or peaks.get('fp32_source') or 'unknown'})")
 
 
 def _gflops(v: float | None) -> str:

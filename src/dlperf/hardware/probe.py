@@ -57,6 +57,27 @@ def cpu_flag_set() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_id() -> tuple[str | None, int | None, int | None]:
+    """(vendor_id, cpu family, model) of the first CPU in /proc/cpuinfo; None for each one not found (Arm, not
+    Linux). What the clock probe keys its FMA latency on."""
+    found: dict[str, str] = {}
+    for line in cpuinfo_lines():
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if sep and key in ("vendor_id", "cpu family", "model") and key not in found:
+            found[key] = value.strip()
+        if not line.strip() and found:
+            break
+
+    def number(key: str) -> int | None:
+        try:
+            return int(found[key])
+        except (KeyError, ValueError):
+            return None
+
+    return found.get("vendor_id"), number("cpu family"), number("model")
+
+
 def cpu_mhz() -> list[float]:
     """Every core's 'cpu MHz' line of /proc/cpuinfo (often the base clock in a VM); [] where none."""
     out = []

@@ -10,6 +10,14 @@ from dlperf.report.study import ReportData
 from dlperf.units import format_number, format_pct
 
 
+def _share(achieved: float | None, peak: float | None) -> str:
+    """The GEMM's share of the theoretical peak; above 100% it says so (the peak is too low), never a bare figure."""
+    if achieved is None or not peak:
+        return "-"
+    pct = 100 * achieved / peak
+    return f"{pct:.0f}%" + (" (above the peak: the peak is too low)" if pct > 100 else "")
+
+
 def sections(data: ReportData) -> list[Section]:
     """One row per (device, framework): theoretical FP32 and bandwidth beside measured GEMM, copy and triad."""
     measured: dict[tuple[str, str], dict[str, CaseResult]] = {}
@@ -32,7 +40,7 @@ def sections(data: ReportData) -> list[Section]:
         iqr = "/".join(format_pct(val(k, "iqr_rel")) for k in ("gemm", "copy", "triad"))
         failed = [f"{k}: {r.status}" for k, r in kinds.items() if not r.ok]
         rows.append([device, framework, format_number(fp32, ".1f", scale=1e9), format_number(gemm, ".1f", scale=1e9),
-                     "-" if gemm is None or not fp32 else f"{100 * gemm / fp32:.0f}%",
+                     _share(gemm, fp32),
                      format_number(theo.get("mem_bw_bytes_per_s"), ".1f", scale=1e9),
                      format_number(val("copy", "bytes_per_s"), ".1f", scale=1e9),
                      format_number(val("triad", "bytes_per_s"), ".1f", scale=1e9),

@@ -32,6 +32,9 @@ from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import MISSING, format_pct, format_rate, format_time
 from dlperf.workloads.transformer import PRECISION_DTYPE, TASK_DEFAULTS
 
+#: The short names `hardware.peaks` keys its per-dtype sources by.
+_DTYPE_SHORT = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "int8": "int8"}
+
 
 def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None = None) -> tuple[float | None, str]:
     """(FLOP/s, where it comes from) of `device` for `dtype` in the run's environment; (None, why) without one.
@@ -44,6 +47,10 @@ def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None =
     if not peak:
         return None, f"no {dtype} peak for {device} here"
     source = str(theo.get("peaks_source") or "theoretical, derived on this machine")
+    # What the figure rests on (measured, assumed or derived), where the environment says.
+    basis = (theo.get("fp32_basis") if dtype == "float32" else
+             (theo.get("dtype_peaks_source") or {}).get(_DTYPE_SHORT.get(dtype, dtype)))
+    source += f"; {basis}" if basis else ""
     peak, share = cpu_share(peak, env, device, threads)
     source += f"; {share}" if share else ""
     return peak, f"{dtype} {peak / 1e12:.3g} TFLOP/s ({source})"
@@ -106,6 +113,8 @@ def throughput_rows(data: ReportData) -> tuple[list[str], list[list[str]], list[
             mfu = f"- ({source})"
         else:
             mfu = format_pct(t["flops_per_s"] / peak, ".1f") if t["flops_per_s"] else MISSING
+            if t["flops_per_s"] and t["flops_per_s"] > peak:  # impossible against a true peak: said, not hidden
+                mfu += " (above the peak: the peak is too low)"
         interval = (f"{format_rate(t['low'])}-{format_rate(t['high'])}" if t["low"] and t["high"]
                     else "- (n < 6)")
         rows.append([task, fw, dev, model, prec, str(seq), str(batch), format_rate(t["tokens_per_s"]), interval,

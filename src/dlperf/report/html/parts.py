@@ -124,11 +124,13 @@ def environment_rows(env: dict[str, Any]) -> list[list[str]]:
         rows.append([f"framework {name}", detail, "import in a worker"])
     cpu = env.get("cpu_peaks_theoretical") or {}
     if cpu:
-        rows.append(["CPU clock", f"{cpu.get('clock_ghz') or 0:.2f} GHz", str(cpu.get("clock_source") or "unknown")])
+        clock = f"{cpu['clock_ghz']:.2f} GHz" if cpu.get("clock_ghz") else "not determined"
+        rows.append(["CPU clock", clock, str(cpu.get("clock_source") or "unknown")])
         if cpu.get("nominal_clock_ghz"):
             rows.append(["CPU nominal clock", f"{cpu['nominal_clock_ghz']:.2f} GHz",
                          str(cpu.get("nominal_clock_source") or "unknown")])
         rows.append(["CPU FP32 peak", _rate(cpu.get("fp32_flops_per_s"), "GFLOP/s", 1e9),
+                     str(cpu.get("assumptions")) if cpu.get("fp32_basis") else  # it starts with the basis
                      f"{cpu.get('fp32_source') or 'unknown'}; {cpu.get('assumptions') or ''}".rstrip("; ")])
         sources = cpu.get("dtype_peaks_source") or {}
         for key, unit in (("fp64", "flops"), ("bf16", "flops"), ("fp16", "flops"), ("int8", "ops")):

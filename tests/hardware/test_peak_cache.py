@@ -1,0 +1,114 @@
+"""A machine's CPU peak is measured once, at a quiet moment, stored with its spread and reused (saying from
+when); re-measured on request; never written outside the suite's cache folder."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dlperf.hardware import clock_probe, peak_cache
+from dlperf.hardware.fma_peak import ClockProbe, ProbeRates, derive
+
+
+def _found(share: float) -> ClockProbe:
+    rates = ProbeRates(isa="avx512f", lanes=16, accumulators=16, fma_flops_per_s=(151.6e9, 152.3e9),
+                       add_chain_per_s=(3.08e9,) * 2, fma_chain_per_s=(1 / 1.5e-9,) * 2, cpu_wall_ratio=share,
+                       vendor="GenuineIntel", family=6, model=85)
+    return replace(derive(rates, threads=2, seconds=0.3), measured_at="2026-11-27T10:00:00+00:00")
+
+
+class FakeProbe:
+    """Stands in for `clock_probe.measure`: returns the given results in turn and counts the calls."""
+
+    def __init__(self, *results: ClockProbe) -> None:
+        self.results, self.calls = list(results), 0
+
+    def __call__(self, **_kw: object) -> ClockProbe:
+        self.calls += 1
+        return self.results.pop(0) if len(self.results) > 1 else self.results[0]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(*results: ClockProbe, quiet: bool = True) -> FakeProbe:
+        probe = FakeProbe(*results)
+        monkeypatch.setattr(clock_probe, "measure", probe)
+        monkeypatch.setattr(peak_cache, "quiet_now", lambda: quiet)
+        monkeypatch.setattr(peak_cache, "QUIET_PAUSE_S", 0.0)
+        monkeypatch.delenv(peak_cache.REMEASURE_ENV, raising=False)
+        return probe
+
+    return install
+
+
+def test_measured_once_stored_with_its_spread_and_reused(tmp_path, fake):
+    probe = fake(_found(0.99))
+    first = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert first.origin.startswith("measured now (stored in") and probe.calls == 1
+    [stored] = tmp_path.glob("cpu-peak-*.json")
+    data = json.loads(stored.read_text())
+    assert data["fma_spread_rel"] == pytest.approx(0.7e9 / 151.95e9) and data["measured_at"].startswith("2026-11-27")
+    again = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert probe.calls == 1 and again.origin.startswith("reused from 2026-11-27T10:00:00+00:00 (")
+    assert replace(again, origin="") == replace(first, origin="")  # the same figures, every field
+    fresh = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc", remeasure=True)
+    assert probe.calls == 2 and fresh.origin.startswith("measured now")
+
+
+def test_the_env_var_measures_again(tmp_path, fake, monkeypatch):
+    probe = fake(_found(0.99))
+    peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    monkeypatch.setenv(peak_cache.REMEASURE_ENV, "1")
+    assert peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").origin.startswith("measured now")
+    assert probe.calls == 2
+
+
+def test_a_busy_machine_is_tried_again_and_the_quietest_kept(tmp_path, fake):
+    probe = fake(_found(0.5), _found(0.7), _found(0.95))
+    got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert probe.calls == 3 and got.cpu_wall_ratio == 0.95 and not got.busy and got.method.endswith("; 3 tries")
+    probe = fake(_found(0.5), _found(0.7), _found(0.6))
+    got = peak_cache.machine_peak(cache=tmp_path / "busy", threads=2, cc="cc")
+    assert probe.calls == peak_cache.QUIET_TRIES and got.cpu_wall_ratio == 0.7 and got.busy
+
+
+def test_a_busy_figure_is_measured_again_at_the_first_quiet_moment(tmp_path, fake):
+    fake(_found(0.6))
+    peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")  # stored, busy
+    still_busy = fake(_found(0.97), quiet=False)
+    assert peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").origin.startswith("reused from")
+    assert still_busy.calls == 0
+    quiet = fake(_found(0.97), quiet=True)
+    got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert quiet.calls == 1 and got.origin.startswith("measured now") and not got.busy
+
+
+def test_a_failed_probe_is_never_stored_and_a_broken_file_is_measured_again(tmp_path, fake):
+    fake(ClockProbe(measured=False, method="no C compiler: 'cc' not found (set CC)", threads=2, seconds=0.0))
+    assert not peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").measured
+    assert not list(tmp_path.glob("cpu-peak-*.json"))
+    path = tmp_path / f"cpu-peak-{peak_cache.machine_key(2, 'cc')}.json"
+    path.write_text("{not json")
+    probe = fake(_found(0.99))
+    assert peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").origin.startswith("measured now")
+    assert probe.calls == 1 and json.loads(path.read_text())["measured"]
+
+
+def test_the_key_changes_with_the_machine_label_and_the_compiler(monkeypatch):
+    monkeypatch.delenv("DLPERF_MACHINE_LABEL", raising=False)
+    plain = peak_cache.machine_key(2, "cc")
+    assert peak_cache.machine_key(1, "cc") != plain and peak_cache.machine_key(2, "clang") != plain
+    monkeypatch.setenv("DLPERF_MACHINE_LABEL", "worker-a")
+    assert peak_cache.machine_key(2, "cc") != plain
+
+
+def test_the_cache_folder_follows_dlperf_cache_dir_then_xdg(tmp_path, monkeypatch):
+    assert clock_probe.cache_dir() != Path.home() / ".cache" / "dlperf"  # the suite's own (tests/conftest.py)
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert clock_probe.cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("DLPERF_CACHE_DIR")
+    assert clock_probe.cache_dir() == tmp_path / "xdg" / "dlperf"
