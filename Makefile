@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test venv install-default install-all install-gpu gpu-check gpu-kit bench clean
+.PHONY: run test venv install-default install-all install-gpu gpu-check gpu-kit gpu-kit-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,8 +53,8 @@ run: install-default
 # fixtures, a study run or a README command's output, are built once), the slowest files first (tests/conftest.py);
 # then the tests marked `alone`, which check a measurement on an idle machine, by themselves.
 TEST_WORKERS ?= 2
-PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest
-test: install-all
+PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 DLPERF_REQUIRE_GPU_KIT=1 $(BIN)/python -m pytest
+test: install-all gpu-kit-test
 	$(BIN)/ruff check src tests benchmarks scripts
 	sh scripts/ensure_postgres.sh
 	sh scripts/ensure_chromium.sh
@@ -83,6 +83,20 @@ GPU_KIT_ARGS ?=
 gpu-kit:
 	@$(PYTHON) scripts/gpu_kit.py --python-version $(PYTHON_VERSION) $(if $(GPU_FREEZE),--freeze $(GPU_FREEZE)) \
 		$(GPU_KIT_ARGS)
+
+# The offline install's test (tests/cli/test_gpu_kit_install.py) needs, made here while the index is reachable:
+# image/, the wheels of a stand-in GPU image for this Python (dlperf's dependencies the lent image has, and the
+# local torch wheel), and kit/, gpu_kit.py's kit against them. The test then installs both with --no-index.
+GPU_KIT_TEST := gpu-kit/test-local
+GPU_KIT_TEST_IMAGE := numpy scipy click rich PyYAML psutil threadpoolctl matplotlib scikit-learn Jinja2 torch==2.13.0
+$(GPU_KIT_TEST)/.done: pyproject.toml scripts/gpu_kit.py | $(BIN)/python
+	rm -rf $(GPU_KIT_TEST)
+	$(BIN)/python -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(GPU_KIT_TEST)/image \
+		$(GPU_KIT_TEST_IMAGE)
+	$(BIN)/python scripts/gpu_kit.py --extras torch --target-wheels $(GPU_KIT_TEST)/image --out $(GPU_KIT_TEST)/kit \
+		--python-version $$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])') >/dev/null
+	touch $@
+gpu-kit-test: $(GPU_KIT_TEST)/.done
 
 bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py

@@ -210,6 +210,13 @@ def wheel_dist(path: Path) -> Dist:
     return Dist(msg["Name"], msg["Version"], tuple(msg.get_all("Requires-Dist") or ()))
 
 
+def freeze_of_wheels(folder: Path) -> str:
+    """`pip freeze` of what the wheels in `folder` install: name==version from each file name."""
+    if not folder.is_dir():
+        raise KitError(f"--target-wheels {folder}: no such folder")
+    return "".join(f"{w.name.split('-')[0]}=={w.name.split('-')[1]}\n" for w in sorted(folder.glob("*.whl")))
+
+
 class KitError(Exception):
     """What stops the kit, said in one line."""
 
@@ -292,21 +299,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gpu_kit.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--python-version", default="3.12", help="the target's Python, 3.N (default 3.12)")
     ap.add_argument("--freeze", type=Path, help="the target's `pip freeze` (default: the lent GPU image's list)")
+    ap.add_argument("--target-wheels", type=Path, metavar="DIR",
+                    help="instead of --freeze: the target is what these wheels install (name==version of each)")
+    ap.add_argument("--extras", default=",".join(KIT_EXTRAS), help=f"dlperf's extras to carry (default: "
+                                                                   f"{','.join(KIT_EXTRAS)})")
     ap.add_argument("--out", type=Path, help="the kit's folder (default: gpu-kit/cpXY)")
     ap.add_argument("--machine", default="x86_64", choices=("x86_64", "aarch64"), help="the target's processor")
     ap.add_argument("--glibc", default="2.28", help="the oldest glibc the wheels may need (default 2.28)")
     ap.add_argument("--gpu-extra", default="gpu", choices=("gpu", "gpu-cuda12"),
                     help="the extra of NVML/CuPy/NVTX: gpu for a CUDA 13 driver (default), gpu-cuda12 for CUDA 12")
     args = ap.parse_args(argv)
-    extras = tuple(args.gpu_extra if e == "gpu" else e for e in KIT_EXTRAS)
+    extras = tuple(args.gpu_extra if e == "gpu" else e for e in args.extras.split(",") if e)
     try:
-        source = args.freeze or IMAGE_LIST
+        source = args.freeze or args.target_wheels or IMAGE_LIST
         try:
-            freeze = source.read_text(encoding="utf-8")
+            freeze = freeze_of_wheels(source) if args.target_wheels else source.read_text(encoding="utf-8")
         except OSError as exc:
-            raise KitError(f"cannot read --freeze {source}: {exc.strerror}") from None
+            raise KitError(f"cannot read {source}: {exc.strerror}") from None
         out = args.out or ROOT / "gpu-kit" / ("cp" + args.python_version.replace(".", ""))
-        shown = str(source.relative_to(ROOT)) if source.resolve().is_relative_to(ROOT) else str(source)
+        full = source.resolve()
+        shown = str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(source)
         m = build_kit(out, args.python_version, freeze, shown, args.machine, args.glibc, extras)
     except (KitError, ValueError) as exc:
         print(f"gpu-kit: error: {exc}", file=sys.stderr)
