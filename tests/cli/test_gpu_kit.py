@@ -174,7 +174,7 @@ def test_over_the_limit_or_a_missing_freeze_is_one_line(tmp_path, monkeypatch, c
     res = subprocess.run([sys.executable, str(SCRIPT), "--freeze", str(tmp_path / "absent.txt"), "--out",
                           str(tmp_path / "kit")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and res.stdout == ""
-    assert res.stderr.splitlines() == [f"gpu-kit: error: cannot read --freeze {tmp_path / 'absent.txt'}: "
+    assert res.stderr.splitlines() == [f"gpu-kit: error: cannot read {tmp_path / 'absent.txt'}: "
                                        "No such file or directory"]
     big = {"wheels": [{"file": "huge-1-py3-none-any.whl", "size_bytes": 70 * 2**20, "why": ["dlperf needs huge"]}],
            "total_bytes": 70 * 2**20}
