@@ -3,15 +3,20 @@
 
 Steps (each with a time-out; one failing is recorded and the next still runs; the exit status is 1 when
 any step of this invocation failed):
-  install  `make install-gpu` (the Makefile's venv; skipped with --python, which names an interpreter
-           where dlperf's dependencies are already installed, e.g. a machine with no package registry)
+  install  `make install-gpu` (the Makefile's venv); with --python, the node's interpreter is used as it is, and
+           with --python --wheels DIR the kit of `make gpu-kit` is installed into a temporary folder
+           (--no-index --no-deps --target) put on PYTHONPATH after src/
+  quick    a short job's worth (gpu_steps.QUICK, under 8 minutes): the GPU tests, CUDA events against wall
+           time, one ncu check, peaks and ops on cuda, one mlp/cnn/transformer/nn case, each with its time-out
   tests    `pytest -m gpu` with JUnit XML
   studies  every shipped study's quick variant on cuda into a fresh store (`dlperf run ... --quick --device
            cuda --new`, NVML energy where the meter exists, `--counters` for the ops and peaks studies where
-           ncu exists), then `dlperf show`, `report` (text and Markdown) and `export --format json` per run
-The facts (nvidia-smi -q, the environment fingerprint, `dlperf doctor`) and the README are written by every
-invocation. `--step` and `--study` run a part (a device session limits one command to 10 minutes); the
-README keeps every step's latest outcome (steps.json). Without an NVIDIA GPU: one line, exit 2, nothing written.
+           ncu exists), then `dlperf show`, `report` (text and Markdown) and `export --format json` per run;
+           `studies-N` runs the N-th group of them that fits under 8 minutes, into the same store
+The facts (nvidia-smi -q, the frameworks present, the environment fingerprint, `dlperf doctor`, pip's list) come
+first in every invocation, and the README is rewritten after every step (steps.json keeps each step's latest
+outcome), so a job cut short still leaves its evidence. `--dry-run` prints the plan. Without an NVIDIA GPU:
+one line, exit 2, nothing written.
 
 Runs with the standard library only (it starts before anything is installed); the study plan, which needs
 dlperf, is computed by this file run again under the check's interpreter (`--plan-json`).
