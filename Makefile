@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test venv install-default install-all install-gpu gpu-check bench clean
+.PHONY: run test venv install-default install-all install-gpu gpu-check gpu-kit gpu-kit-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +27,12 @@ $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
 	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev]"
 	touch $@
 
-# The GPU extras (NVML, CuPy, NVTX) on top of everything; GPU_EXTRA_PKGS adds more, e.g. "jax[cuda12]".
+# The GPU extras (NVML, CuPy, NVTX) on top of everything; GPU_EXTRA is `gpu` (CUDA 13) or `gpu-cuda12`;
+# GPU_EXTRA_PKGS adds more, e.g. "jax[cuda13]".
+GPU_EXTRA ?= gpu
 GPU_EXTRA_PKGS ?=
 $(VENV)/.gpu-installed: pyproject.toml $(VENV)/.all-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev,gpu]" $(GPU_EXTRA_PKGS)
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev,$(GPU_EXTRA)]" $(GPU_EXTRA_PKGS)
 	touch $@
 
 install-default: $(VENV)/.default-installed
@@ -51,8 +53,8 @@ run: install-default
 # fixtures, a study run or a README command's output, are built once), the slowest files first (tests/conftest.py);
 # then the tests marked `alone`, which check a measurement on an idle machine, by themselves.
 TEST_WORKERS ?= 2
-PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest
-test: install-all
+PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 DLPERF_REQUIRE_GPU_KIT=1 $(BIN)/python -m pytest
+test: install-all gpu-kit-test
 	$(BIN)/ruff check src tests benchmarks scripts
 	sh scripts/ensure_postgres.sh
 	sh scripts/ensure_chromium.sh
@@ -70,6 +72,31 @@ GPU_CHECK_ARGS ?=
 gpu-check:
 	@$(PYTHON) scripts/gpu_check.py --venv $(VENV) $(addprefix --step ,$(STEPS)) $(addprefix --study ,$(STUDIES)) \
 		$(if $(GPU_PYTHON),--python $(GPU_PYTHON)) $(GPU_CHECK_ARGS)
+
+# make gpu-kit [PYTHON_VERSION=3.12] [GPU_FREEZE=freeze.txt] [GPU_KIT_ARGS=...]: the wheels of dlperf's
+# dependencies that a GPU node's Python lacks (its `pip freeze` in GPU_FREEZE, else the lent GPU image's list,
+# scripts/gpu_image_packages.txt), for manylinux x86_64, into gpu-kit/cpXY/ with MANIFEST.txt; fails over 64 MiB.
+# On the node: python3 scripts/gpu_check.py --python python3 --wheels gpu-kit/cp312 --step quick
+PYTHON_VERSION ?= 3.12
+GPU_FREEZE ?=
+GPU_KIT_ARGS ?=
+gpu-kit:
+	@$(PYTHON) scripts/gpu_kit.py --python-version $(PYTHON_VERSION) $(if $(GPU_FREEZE),--freeze $(GPU_FREEZE)) \
+		$(GPU_KIT_ARGS)
+
+# The offline install's test (tests/cli/test_gpu_kit_install.py) needs, made here while the index is reachable:
+# image/, the wheels of a stand-in GPU image for this Python (dlperf's dependencies the lent image has, and the
+# local torch wheel), and kit/, gpu_kit.py's kit against them. The test then installs both with --no-index.
+GPU_KIT_TEST := gpu-kit/test-local
+GPU_KIT_TEST_IMAGE := numpy scipy click rich PyYAML psutil threadpoolctl matplotlib scikit-learn Jinja2 torch==2.13.0
+$(GPU_KIT_TEST)/.done: pyproject.toml scripts/gpu_kit.py | $(BIN)/python
+	rm -rf $(GPU_KIT_TEST)
+	$(BIN)/python -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(GPU_KIT_TEST)/image \
+		$(GPU_KIT_TEST_IMAGE)
+	$(BIN)/python scripts/gpu_kit.py --extras torch --target-wheels $(GPU_KIT_TEST)/image --out $(GPU_KIT_TEST)/kit \
+		--python-version $$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])') >/dev/null
+	touch $@
+gpu-kit-test: $(GPU_KIT_TEST)/.done
 
 bench: install-all
 	$(BIN)/python benchmarks/timer_fidelity.py

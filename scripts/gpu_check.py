@@ -3,15 +3,20 @@
 
 Steps (each with a time-out; one failing is recorded and the next still runs; the exit status is 1 when
 any step of this invocation failed):
-  install  `make install-gpu` (the Makefile's venv; skipped with --python, which names an interpreter
-           where dlperf's dependencies are already installed, e.g. a machine with no package registry)
+  install  `make install-gpu` (the Makefile's venv); with --python, the node's interpreter is used as it is, and
+           with --python --wheels DIR the kit of `make gpu-kit` is installed into a temporary folder
+           (--no-index --no-deps --target) put on PYTHONPATH after src/
+  quick    a short job's worth (gpu_steps.QUICK, under 8 minutes): the GPU tests, CUDA events against wall
+           time, one ncu check, peaks and ops on cuda, one mlp/cnn/transformer/nn case, each with its time-out
   tests    `pytest -m gpu` with JUnit XML
   studies  every shipped study's quick variant on cuda into a fresh store (`dlperf run ... --quick --device
            cuda --new`, NVML energy where the meter exists, `--counters` for the ops and peaks studies where
-           ncu exists), then `dlperf show`, `report` (text and Markdown) and `export --format json` per run
-The facts (nvidia-smi -q, the environment fingerprint, `dlperf doctor`) and the README are written by every
-invocation. `--step` and `--study` run a part (a device session limits one command to 10 minutes); the
-README keeps every step's latest outcome (steps.json). Without an NVIDIA GPU: one line, exit 2, nothing written.
+           ncu exists), then `dlperf show`, `report` (text and Markdown) and `export --format json` per run;
+           `studies-N` runs the N-th group of them that fits under 8 minutes, into the same store
+The facts (nvidia-smi -q, the frameworks present, the environment fingerprint, `dlperf doctor`, pip's list) come
+first in every invocation, and the README is rewritten after every step (steps.json keeps each step's latest
+outcome), so a job cut short still leaves its evidence. `--dry-run` prints the plan. Without an NVIDIA GPU:
+one line, exit 2, nothing written.
 
 Runs with the standard library only (it starts before anything is installed); the study plan, which needs
 dlperf, is computed by this file run again under the check's interpreter (`--plan-json`).
@@ -29,6 +34,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,27 +45,42 @@ from gpu_evidence import (
     StepOutcome,
     StudyPlan,
     device_kind,
+    is_protected,
     junit_summary,
     load_state,
     render_readme,
     run_summary,
+    wheel_project,
+)
+from gpu_steps import (
+    FACTS_S,
+    INSTALL_TIMEOUT_S,
+    PLAN_TIMEOUT_S,
+    QUICK,
+    QUICK_EXPORT_S,
+    REPORT_TIMEOUT_S,
+    STEP_BUDGET_S,
+    STUDY_TIMEOUT_S,
+    STUDY_TIMEOUTS_S,
+    TESTS_TIMEOUT_S,
+    cuda_studies,
+    facts_budget_s,
+    plan_studies,
+    quick_budget_s,
+    quick_parts,
+    step_names,
+    study_budget_s,
+    study_groups,
 )
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ("install", "tests", "studies")
-#: Seconds each step may take before it is stopped (SIGTERM, then SIGKILL 30 s later). The tests and the
-#: studies add up to 27 minutes at most (the install aside), and each group of steps in
-#: results/evidence/README.md fits a 10-minute command. Not yet checked against real durations on a GPU.
-TIMEOUTS_S = {"install": 1800, "tests": 480, "facts": 120, "report": 120,
-              "study:peaks": 140, "study:ops": 400, "study:backends": 180, "study:mlp": 180, "study:cnn": 240}
-STUDY_TIMEOUT_S = 300  # a shipped study not named above
-#: Studies run with `--counters` where ncu exists: their cost models (FLOPs, DRAM bytes per call) are what
-#: ncu checks. The training studies (cnn, mlp, backends) launch many kernels per step and ncu replays each
-#: several times, which would not fit the time budget: run them with `--counters` by hand.
-COUNTER_STUDIES = ("ops", "peaks")
-#: The order studies run in: peaks first, so that the ops report finds measured peaks in the same store.
-FIRST = ("peaks", "ops")
+#: Seconds each step or part may take before it is stopped (SIGTERM, then SIGKILL 30 s later): gpu_steps.py
+#: plans them so that each step fits a 10-minute command. Chosen, not yet checked against durations on a GPU.
+TIMEOUTS_S = {"install": INSTALL_TIMEOUT_S, "tests": TESTS_TIMEOUT_S, "report": REPORT_TIMEOUT_S, **FACTS_S,
+              "studies:plan": PLAN_TIMEOUT_S,
+              **{f"study:{k}": v for k, v in STUDY_TIMEOUTS_S.items()},
+              **{p.name: p.timeout_s for p in QUICK}}
 GRACE_S = 30
 ENV_NOTE = "PYTHONPATH=src, COLUMNS=200, PYTHONUNBUFFERED=1"
 
@@ -84,57 +105,20 @@ def detect_gpus(nvidia_smi: str | None) -> tuple[list[str], str]:
     return lines, ""
 
 
-def plan_studies(derived_dir: Path) -> list[StudyPlan]:
-    """Every shipped study, in run order, with what the check does with it on cuda and why (needs dlperf)."""
-    import yaml
-
-    from dlperf.errors import StudyError
-    from dlperf.studies import load_study, shipped_studies
-
-    shipped = shipped_studies()
-    order = [n for n in FIRST if n in shipped] + sorted(n for n in shipped if n not in FIRST)
-    plans = []
-    for name in order:
-        full = load_study(name)
-        full_cuda = sorted({c.device for c in full.cases if c.device.startswith("cuda")})
-        if not full_cuda:
-            plans.append(StudyPlan(name, "skip", f"no cuda device in the study (devices: "
-                                                 f"{', '.join(full.settings.devices)})"))
-            continue
-        try:
-            quick = load_study(name, quick=True)
-        except StudyError:
-            plans.append(StudyPlan(name, "skip", "the study has no quick variant"))
-            continue
-        counters = name in COUNTER_STUDIES
-        cuda = [c for c in quick.cases if c.device.startswith("cuda")]
-        if cuda:
-            plans.append(StudyPlan(name, "quick", "its quick variant has cuda cases", name,
-                                   sorted({c.device for c in cuda}), len(cuda), counters))
-            continue
-        raw = yaml.safe_load(shipped[name].read_text(encoding="utf-8"))
-        raw["quick"] = {**(raw.get("quick") or {}), "devices": full_cuda}
-        derived_dir.mkdir(parents=True, exist_ok=True)
-        path = derived_dir / f"{name}-quick-cuda.yaml"
-        path.write_text(f"# Derived by scripts/gpu_check.py from src/dlperf/studies/{name}.yaml: its quick variant\n"
-                        f"# with quick.devices: {full_cuda} (the shipped quick variant lists "
-                        f"{', '.join(quick.settings.devices)} only).\n" + yaml.safe_dump(raw, sort_keys=False),
-                        encoding="utf-8")
-        derived = load_study(str(path), quick=True)
-        rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-        plans.append(StudyPlan(name, "quick-grid-on-cuda",
-                               f"its quick variant lists devices {', '.join(quick.settings.devices)} only; the "
-                               f"study has {', '.join(full_cuda)}, so the quick grid runs there from a derived file",
-                               rel, full_cuda, len(derived.cases), counters))
-    return plans
-
-
 class Check:
     """One invocation: runs steps, records their outcomes, writes the README."""
 
     def __init__(self, out: Path, python: str, commit: str, env: dict[str, str]) -> None:
         self.out, self.python, self.commit, self.env = out, python, commit, env
         self.outcomes: list[StepOutcome] = []
+        self.saver: Callable[[], None] | None = None  # writes steps.json and the README after each step
+
+    def record(self, outcome: StepOutcome) -> StepOutcome:
+        """Keep an outcome and write the evidence's state at once, so that a job cut short still leaves it."""
+        self.outcomes.append(outcome)
+        if self.saver:
+            self.saver()
+        return outcome
 
     def rel(self, path: Path) -> str:
         """A path as the README and the commands show it: from the repository root where it lies inside."""
@@ -168,7 +152,7 @@ class Check:
         outcome = StepOutcome(name, shown, started, round(time.monotonic() - t0, 1), status, self.commit,
                               timeout_s=timeout_s, timed_out=timed_out,
                               log=log.relative_to(self.out).as_posix() if kept else None, note=note)
-        self.outcomes.append(outcome)
+        self.record(outcome)
         print(f"gpu-check: {name}: {'FAILED' if outcome.failed else 'ok'} ({outcome.duration_s:.0f} s)", flush=True)
         return outcome
 
@@ -227,39 +211,130 @@ def git_commit() -> str:
     return sha.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
 
 
-def facts(check: Check, ncu: str | None, nvidia_smi: str) -> None:
-    """What the machine and the software were: nvidia-smi -q, the fingerprint dlperf stores, dlperf doctor."""
-    out, t = check.out, TIMEOUTS_S["facts"]
-    check.step("facts:nvidia-smi", [nvidia_smi, "-q"], t, out / "logs" / "nvidia-smi.log",
+#: Frameworks the GPU tests name: where one is absent, its tests are deselected by name (`-k "not NAME"`) and
+#: the studies record its cases as unsupported. The others must be there: a missing one fails its tests.
+FRAMEWORKS = ("torch", "jax", "cupy", "onnxruntime", "tensorflow", "openvino")
+SKIPPED_WHEN_ABSENT = ("tensorflow", "openvino")
+COUNTERS_TEST = "tests/runner/test_counters.py::test_counters_on_a_real_gpu"
+TIMING_TEST = "tests/cli/test_gpu_timing.py"
+
+
+def find_ncu() -> str | None:
+    """ncu as dlperf.profiling.ncu.find_ncu finds it ($DLPERF_NCU, PATH, the CUDA default), before dlperf imports."""
+    override = os.environ.get("DLPERF_NCU")
+    if override:
+        return None if override.lower() == "none" or not Path(override).exists() else override
+    found = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    return found if Path(found).exists() else None
+
+
+def facts(check: Check, ncu: str | None, nvidia_smi: str) -> list[str]:
+    """What the machine and the software are: nvidia-smi -q, which frameworks import, the fingerprint dlperf
+    stores, dlperf doctor, pip's list, ncu's version. Returns the absent frameworks skipped by name."""
+    out, t = check.out, TIMEOUTS_S
+    check.step("facts:nvidia-smi", [nvidia_smi, "-q"], t["facts:nvidia-smi"], out / "logs" / "nvidia-smi.log",
                stdout=out / "nvidia-smi-q.txt")
+    code = ("import importlib.util as u, json; print(json.dumps({n: u.find_spec(n) is not None for n in "
+            f"{list(FRAMEWORKS)!r}}}))")
+    o = check.step("facts:frameworks", [check.python, "-c", code], t["facts:frameworks"],
+                   out / "logs" / "frameworks.log", stdout=out / "frameworks.json")
+    try:
+        found = json.loads((out / "frameworks.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        found = {}
+    absent = [n for n in SKIPPED_WHEN_ABSENT if found and not found.get(n)]
+    if absent:
+        o.details = [f"not installed, so skipped by name (GPU tests deselected, cases unsupported): "
+                     f"{', '.join(absent)}"]
     code = ("import json; from dlperf.frameworks import REGISTRY; from dlperf.hardware.identity import fingerprint; "
             "print(json.dumps(fingerprint(sorted(REGISTRY)), indent=2, default=str))")
-    check.step("facts:fingerprint", [check.python, "-c", code], t, out / "logs" / "fingerprint.log",
-               stdout=out / "fingerprint.json")
-    check.step("facts:doctor", check.dlperf("doctor"), t, out / "logs" / "doctor.log", stdout=out / "doctor.txt")
-    check.step("facts:pip", [check.python, "-m", "pip", "list", "--format=freeze"], t, out / "logs" / "pip.log",
-               stdout=out / "pip-list.txt")
+    check.step("facts:fingerprint", [check.python, "-c", code], t["facts:fingerprint"],
+               out / "logs" / "fingerprint.log", stdout=out / "fingerprint.json")
+    check.step("facts:doctor", check.dlperf("doctor"), t["facts:doctor"], out / "logs" / "doctor.log",
+               stdout=out / "doctor.txt")
+    check.step("facts:pip", [check.python, "-m", "pip", "list", "--format=freeze"], t["facts:pip"],
+               out / "logs" / "pip.log", stdout=out / "pip-list.txt")
     if ncu:
-        check.step("facts:ncu", [ncu, "--version"], t, out / "logs" / "ncu.log", stdout=out / "ncu-version.txt")
+        check.step("facts:ncu", [ncu, "--version"], t["facts:ncu"], out / "logs" / "ncu.log",
+                   stdout=out / "ncu-version.txt")
+    return absent
 
 
-def tests(check: Check) -> None:
-    """`pytest -m gpu` with JUnit XML; a GPU test skipped on a GPU machine is a failure of the check."""
-    xml, txt = check.out / "pytest-gpu.xml", check.out / "pytest-gpu.txt"
+def tests(check: Check, absent: list[str] | tuple[str, ...] = (), *, name: str = "tests", where: Path | None = None,
+          args: tuple[str, ...] = ()) -> None:
+    """`pytest -m gpu` with JUnit XML, the tests of `absent` frameworks deselected by name; a GPU test skipped on
+    a GPU machine is a failure of the check."""
+    where = where or check.out
+    stem = "pytest-gpu" if name == "tests" else f"pytest-{name.split(':')[-1]}"
+    xml, txt = where / f"{stem}.xml", where / f"{stem}.txt"
     xml.unlink(missing_ok=True)
-    o = check.step("tests", [check.python, "-m", "pytest", "-m", "gpu", "-rA", "-p", "no:cacheprovider",
-                             f"--junitxml={check.rel(xml)}"], TIMEOUTS_S["tests"], check.out / "logs" / "tests.log",
-                   stdout=txt)
+    deselect = ["-k", " and ".join(f"not {n}" for n in absent)] if absent else []
+    env = dict(check.env, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # JAX takes 75% of the GPU per process otherwise
+    o = check.step(name, [check.python, "-m", "pytest", "-m", "gpu", "-rA", "-p", "no:cacheprovider",
+                          f"--junitxml={check.rel(xml)}", *deselect, *args], TIMEOUTS_S[name],
+                   where / "logs" / f"{stem}.log", stdout=txt, env=env)
     if o.exit_status == 5:
         o.note = "pytest collected no GPU test"
     if not xml.exists():
         o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "pytest wrote no JUnit XML"
         return
     lines, _, skipped = junit_summary(xml.read_text(encoding="utf-8"))
-    o.details = lines
+    o.details = lines + ([f"deselected by name (not installed): {', '.join(absent)}"] if absent else [])
     if skipped:
         o.failed_anyway = True
         o.note = f"{skipped} GPU tests were skipped on a GPU machine (see {check.rel(txt)} for the reasons)"
+
+
+def install_kit(check: Check, wheels: Path, target: Path) -> StepOutcome:
+    """The kit's wheels into `target` with the check's Python: no index, no dependencies, nothing compiled;
+    a wheel of the node's frameworks (torch, JAX, CuPy, CUDA libraries) is refused, never installed."""
+    found = sorted(wheels.glob("*.whl"))
+    refused = [w.name for w in found if is_protected(wheel_project(w.name))]
+    use = [check.rel(w) for w in found if w.name not in refused]
+    cmd = [check.python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile",
+           "--disable-pip-version-check", "-q", "--target", str(target), *use]
+    o = check.step("install", cmd, TIMEOUTS_S["quick:install"], check.out / "logs" / "install.log")
+    o.details = [f"{len(use)} wheels from {check.rel(wheels)} into {target}, put on PYTHONPATH after src/"]
+    if refused:
+        o.details.append(f"refused (the node's own build is measured): {', '.join(refused)}")
+    if not use:
+        o.failed_anyway, o.note = True, f"no wheel to install in {check.rel(wheels)}"
+    return o
+
+
+def quick(check: Check, ncu: str | None, absent: list[str]) -> None:
+    """The quick step's parts (gpu_steps.QUICK): the GPU tests, the timing check, one ncu check where ncu is,
+    then one run of each quick study into a fresh quick/store.db with its JSON export."""
+    where = check.out / "quick"
+    tests(check, absent, name="quick:tests", where=where,
+          args=("-n", "4", "--deselect", COUNTERS_TEST, "--ignore", TIMING_TEST))
+    tests(check, name="quick:timing", where=where, args=(TIMING_TEST,))
+    if ncu:
+        tests(check, name="quick:counters", where=where, args=(COUNTERS_TEST,))
+    store = where / "store.db"
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    for part in (p for p in quick_parts(wheels=False, ncu=bool(ncu)) if p.study):
+        run_dir = where / "runs" / part.name.split(":")[1]
+        before = run_ids(store)
+        o = check.step(part.name, check.dlperf("run", part.study, *part.args, "--new", "--db", check.rel(store)),
+                       TIMEOUTS_S[part.name], run_dir / "run.log", stdout=run_dir / "run.txt")
+        new = sorted(run_ids(store) - before)
+        if not new:
+            o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "no run was stored"
+        for run_id in new:
+            export = run_dir / "results.json"
+            e = check.step(f"{part.name}:export", check.dlperf("export", run_id, "--db", check.rel(store), "--format",
+                                                               "json", "-o", check.rel(export)),
+                           QUICK_EXPORT_S, run_dir / "export.log")
+            if e.failed or not export.exists():
+                continue
+            lines, n_failed = run_summary(json.loads(export.read_text(encoding="utf-8")))
+            o.details += lines
+            if n_failed:
+                o.failed_anyway = True
+                o.note = (o.note + "; " if o.note else "") + f"{n_failed} cases ended in error, timeout or crashed"
+        check.saver and check.saver()
 
 
 def studies(check: Check, selected: list[str], counters: bool) -> tuple[list[StudyPlan], str | None]:
@@ -267,7 +342,7 @@ def studies(check: Check, selected: list[str], counters: bool) -> tuple[list[Stu
     out = check.out
     plan_file = out / "plan.json"
     o = check.step("studies:plan", [check.python, str(Path(__file__).resolve().relative_to(ROOT)), "--plan-json",
-                                    check.rel(out / "studies")], TIMEOUTS_S["facts"], out / "logs" / "plan.log",
+                                    check.rel(out / "studies")], TIMEOUTS_S["studies:plan"], out / "logs" / "plan.log",
                    stdout=plan_file)
     if o.failed:
         return [], None
@@ -327,30 +402,62 @@ def reports(check: Check, name: str, run_id: str, store: Path, where: Path, stud
         study.note = (study.note + "; " if study.note else "") + f"{n_failed} cases ended in error, timeout or crashed"
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str], steps: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--step", action="append", choices=STEPS, help="run only this step (repeatable; default: all)")
+    ap.add_argument("--step", action="append", choices=steps,
+                    help="run only this step (repeatable; default: install, tests, studies: everything)")
     ap.add_argument("--study", action="append", default=[], metavar="NAME",
                     help="only this study in the studies step (repeatable); the store then keeps earlier runs")
-    ap.add_argument("--python", help="use this interpreter (dlperf's dependencies installed) instead of the venv")
+    ap.add_argument("--python", help="use this interpreter (the node's, with torch, JAX, CuPy) instead of the venv")
+    ap.add_argument("--wheels", metavar="DIR", help="with --python: install this kit (`make gpu-kit`) into a "
+                                                    "temporary folder with --no-index --no-deps and use it")
     ap.add_argument("--venv", default=".venv", help="the Makefile's venv (default: .venv)")
     ap.add_argument("--out", default="results/evidence", help="evidence root; the device kind is added")
     ap.add_argument("--nvidia-smi", default=shutil.which("nvidia-smi"), help="nvidia-smi's path (default: PATH)")
     ap.add_argument("--timeout", action="append", default=[], metavar="STEP=S",
                     help=f"a step's time-out in seconds, e.g. study:ops=600 (defaults: {TIMEOUTS_S})")
     ap.add_argument("--no-counters", action="store_true", help="no ncu counters even where ncu exists")
+    ap.add_argument("--dry-run", action="store_true", help="print the steps' parts and time-outs; run nothing")
     ap.add_argument("--commit", help="the commit of this tree where it is no git checkout (a copied tree)")
     ap.add_argument("--plan-json", metavar="DIR", help=argparse.SUPPRESS)  # internal: print the plan (needs dlperf)
     return ap.parse_args(argv)
 
 
+def dry_run(steps: list[str], groups: list[list[str]], *, wheels: bool, ncu: bool) -> str:
+    """The plan of `steps` as lines: each part with its time-out, and each step's total against the budget."""
+    facts_s = ", ".join(f"{k} {v:g} s" for k, v in FACTS_S.items() if ncu or k != "facts:ncu")
+    lines = [f"facts (every invocation, first): {facts_s}"]
+    for step in steps:
+        if step == "quick":
+            parts = quick_parts(wheels=wheels, ncu=ncu)
+            # the plan's figure, with the time-outs as given on the command line
+            total = quick_budget_s(parts, ncu) + sum(TIMEOUTS_S[p.name] - p.timeout_s for p in parts) + sum(
+                TIMEOUTS_S[k] - v for k, v in FACTS_S.items() if ncu or k != "facts:ncu")
+            lines.append(f"quick: {total:g} s at most of {STEP_BUDGET_S:g} s"
+                         + (" (OVER: shorten a time-out)" if total > STEP_BUDGET_S else ""))
+            lines += [f"  {p.name}: {TIMEOUTS_S[p.name]:g} s"
+                      + (f" (+ export {QUICK_EXPORT_S:g} s)" if p.study else "") + f": {p.what}" for p in parts]
+        elif step.startswith("studies-"):
+            names = groups[int(step.split("-")[1]) - 1]
+            total = sum(study_budget_s(n) for n in names) + facts_budget_s(ncu) + PLAN_TIMEOUT_S
+            lines.append(f"{step}: {total:g} s at most of {STEP_BUDGET_S:g} s")
+            lines.append(f"  studies:plan: {PLAN_TIMEOUT_S:g} s")
+            lines += [f"  study:{n}: {STUDY_TIMEOUTS_S.get(n, STUDY_TIMEOUT_S):g} s (+ 4 reports "
+                      f"{REPORT_TIMEOUT_S:g} s each)" for n in names]
+        else:
+            lines.append(f"{step}: {TIMEOUTS_S.get(step, 0):g} s" if step != "studies"
+                         else "studies: every study, no budget (the studies-N steps cut it into parts)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    groups = study_groups(cuda_studies())
+    args = parse_args(sys.argv[1:] if argv is None else argv, step_names(groups))
     if args.plan_json:
-        from dlperf.profiling.ncu import find_ncu
+        from dlperf.profiling.ncu import find_ncu as dlperf_find_ncu
 
         plans = plan_studies(Path(args.plan_json).resolve())
-        print(json.dumps({"plans": [p.as_dict() for p in plans], "ncu": find_ncu()}, indent=2))
+        print(json.dumps({"plans": [p.as_dict() for p in plans], "ncu": dlperf_find_ncu()}, indent=2))
         return 0
     for item in args.timeout:
         name, _, seconds = item.partition("=")
@@ -362,50 +469,73 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu-check: error: --timeout {item}: expected STEP=SECONDS, STEP one of "
                   f"{', '.join(TIMEOUTS_S)} or study:NAME", file=sys.stderr)
             return 2
+    wheels = Path(args.wheels).resolve() if args.wheels else None
+    if wheels and (not args.python or not wheels.is_dir()):
+        print(f"gpu-check: error: --wheels {args.wheels}: " + ("needs --python (the node's interpreter)"
+              if not args.python else "no such folder (make gpu-kit writes gpu-kit/cpXY)"), file=sys.stderr)
+        return 2
     gpus, why = detect_gpus(args.nvidia_smi)
     if not gpus:
         print(f"gpu-check: no NVIDIA GPU on this machine ({why}); no evidence written", file=sys.stderr)
         return 2
+    steps = args.step or ["install", "tests", "studies"]
+    ncu = None if args.no_counters else find_ncu()
+    if args.dry_run:
+        print(dry_run(steps, groups, wheels=wheels is not None, ncu=ncu is not None))
+        return 0
     gpu_name = gpus[0].split(",")[0].strip()
     out = (ROOT / args.out / device_kind(gpu_name)).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    src = str(ROOT / "src")
-    env = dict(os.environ, COLUMNS="200", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
-    python = args.python or str(Path(args.venv) / "bin" / "python")
     commit = git_commit()
     if args.commit and commit.startswith("unknown"):
         commit = f"{args.commit} (given with --commit: no git checkout here)"
-    check = Check(out, python, commit, env)
-    steps = args.step or list(STEPS)
+    kit_dir = Path(tempfile.mkdtemp(prefix="dlperf-kit-")) if wheels else None
+    path = [str(ROOT / "src"), *([str(kit_dir)] if kit_dir else []), os.environ.get("PYTHONPATH")]
+    env = dict(os.environ, COLUMNS="200", PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(p for p in path if p))
+    check = Check(out, args.python or str(Path(args.venv) / "bin" / "python"), commit, env)
     print(f"gpu-check: {gpu_name} -> {check.rel(out)}; steps: {', '.join(steps)}", flush=True)
     state_file = out / "steps.json"
     state = load_state(state_file.read_text(encoding="utf-8") if state_file.exists() else None)
-    if "install" in steps:
-        if args.python:
-            check.outcomes.append(StepOutcome("install", "(none: --python given)", now_utc(), 0.0, None, check.commit,
-                                              skipped=True, note=f"used {args.python} as it is"))
-        else:
-            check.step("install", ["make", "--no-print-directory", "install-gpu", f"VENV={args.venv}",
-                                   f"PYTHON={sys.executable}"], TIMEOUTS_S["install"], out / "logs" / "install.log")
-    if "tests" in steps:
-        guarded(check, "tests", tests)
-    plan, ncu = [StudyPlan(**p) for p in state["plan"]], state["meta"].get("ncu")
-    if "studies" in steps:
-        plan, ncu = guarded(check, "studies", studies, args.study, not args.no_counters) or ([], None)
-        if not args.study:  # a fresh store: the earlier runs and their reports are gone
-            state["steps"] = {k: v for k, v in state["steps"].items() if not k.startswith(("study:", "report:"))}
-    guarded(check, "facts", facts, ncu, args.nvidia_smi)
-    for o in check.outcomes:
-        state["steps"][o.name] = o.as_dict()
     meta = {"gpu_name": gpu_name, "gpus": gpus, "kind": out.name, "date_utc": now_utc(), "commit": check.commit,
             "invocation": shlex.join([Path(sys.executable).name, check.rel(Path(__file__)), *sys.argv[1:]]),
-            "ncu": ncu, "env_note": ENV_NOTE}
-    state.update(meta=meta, plan=[p.as_dict() for p in plan] or state["plan"])
-    state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) + ["README.md"]
-    outcomes = [StepOutcome.from_dict(d) for d in state["steps"].values()]
-    (out / "README.md").write_text(render_readme(meta, outcomes, plan, sorted(set(files))), encoding="utf-8")
+            "ncu": ncu, "env_note": ENV_NOTE + (", the kit's folder after src/" if wheels else "")}
+    plan = [StudyPlan(**p) for p in state["plan"]]
+
+    def save() -> None:
+        for o in check.outcomes:
+            state["steps"][o.name] = o.as_dict()
+        state.update(meta=meta, plan=[p.as_dict() for p in plan] or state["plan"])
+        state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) + ["README.md"]
+        outcomes = [StepOutcome.from_dict(d) for d in state["steps"].values()]
+        (out / "README.md").write_text(render_readme(meta, outcomes, plan, sorted(set(files))), encoding="utf-8")
+
+    check.saver = save
+    try:
+        if wheels and kit_dir:
+            install_kit(check, wheels, kit_dir)
+        elif "install" in steps and args.python:
+            check.record(StepOutcome("install", "(none: --python given)", now_utc(), 0.0, None, check.commit,
+                                     skipped=True, note=f"used {args.python} as it is"))
+        elif "install" in steps:
+            check.step("install", ["make", "--no-print-directory", "install-gpu", f"VENV={args.venv}",
+                                   f"PYTHON={sys.executable}"], TIMEOUTS_S["install"], out / "logs" / "install.log")
+        absent = guarded(check, "facts", facts, ncu, args.nvidia_smi) or []
+        if "quick" in steps:
+            guarded(check, "quick", quick, ncu, absent)
+        if "tests" in steps:
+            guarded(check, "tests", tests, absent)
+        selected = list(args.study) + [n for s in steps if s.startswith("studies-")
+                                       for n in groups[int(s.split("-")[1]) - 1]]
+        if "studies" in steps or selected:
+            plan[:], found_ncu = guarded(check, "studies", studies, selected, ncu is not None) or ([], None)
+            meta["ncu"] = found_ncu or meta["ncu"]
+            if not selected:  # a fresh store: the earlier runs and their reports are gone
+                state["steps"] = {k: v for k, v in state["steps"].items() if not k.startswith(("study:", "report:"))}
+        save()
+    finally:
+        if kit_dir:
+            shutil.rmtree(kit_dir, ignore_errors=True)
     failed = [o.name for o in check.outcomes if o.failed]
     print(f"gpu-check: wrote {check.rel(out / 'README.md')}: "
           + (f"{len(failed)} of {len(check.outcomes)} steps failed: {', '.join(failed)}" if failed

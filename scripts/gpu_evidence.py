@@ -19,6 +19,29 @@ from typing import Any
 FAILED_CASE_STATUSES = ("error", "timeout", "crashed")
 
 
+#: The node's frameworks and their CUDA libraries: what the check measures, so the kit never carries them and an
+#: install from a kit never replaces them (names as `canonical_name` writes them). NVML's binding is not one.
+PROTECTED = ("torch", "torchvision", "torchaudio", "triton", "jax", "jaxlib")
+PROTECTED_PREFIXES = ("cupy-", "jax-cuda", "cuda-", "nvidia-cu", "nvidia-nccl", "nvidia-nvjitlink", "nvidia-nvshmem",
+                      "nvidia-nvtx")
+
+
+def canonical_name(name: str) -> str:
+    """A project name as pip compares them: lower case, runs of '-', '_', '.' as one '-'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def is_protected(name: str) -> bool:
+    """Whether a project is one of the node's frameworks or CUDA libraries (see PROTECTED)."""
+    name = canonical_name(name)
+    return name in PROTECTED or name.startswith(PROTECTED_PREFIXES)
+
+
+def wheel_project(filename: str) -> str:
+    """The canonical project name of a wheel file: the part of its name before the first '-'."""
+    return canonical_name(filename.split("-", 1)[0])
+
+
 def device_kind(gpu_name: str) -> str:
     """The folder name of a GPU: nvidia-smi's name, lower case, runs of other characters as one '-'.
     "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""

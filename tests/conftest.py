@@ -98,6 +98,7 @@ def has_cuda() -> bool:
 SLOW_FILES_FIRST = (
     "tests/cli/test_readme.py",  # 153 s
     "tests/runner/test_resume.py",  # 87
+    "tests/cli/test_gpu_kit_install.py",  # 66 (2026-11-27: a fresh venv, the kit, doctor, smoke --quick)
     "tests/workloads/test_cnn.py",  # 83
     "tests/browser/test_report_page.py",  # 61
     "tests/runner/test_two_resumers.py",  # 53

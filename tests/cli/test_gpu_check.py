@@ -225,7 +225,10 @@ def test_whole_check_against_a_stand_in_nvidia_smi(tmp_path):
     smi = _fake_smi(tmp_path, "if '-q' in sys.argv:\n    print('==== fake nvidia-smi -q ====')\n"
                               "else:\n    print('NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB')")
     res = _run("--nvidia-smi", str(smi), "--out", str(tmp_path / "ev"), "--python", sys.executable,
-               "--step", "install", "--step", "studies", "--study", "smoke", "--study", "nope", timeout=300)
+               "--step", "install", "--step", "studies", "--study", "smoke", "--study", "nope",
+               # this orchestration test is not about time: room for a loaded 2-core machine
+               "--timeout", "facts:fingerprint=120", "--timeout", "facts:doctor=120", "--timeout", "studies:plan=120",
+               timeout=300)
     out = tmp_path / "ev" / "nvidia-h100-80gb-hbm3"
     readme = (out / "README.md").read_text()
     assert res.returncode == 1, res.stdout + res.stderr  # the unknown study `nope` fails the plan step
@@ -237,8 +240,9 @@ def test_whole_check_against_a_stand_in_nvidia_smi(tmp_path):
     assert fingerprint["dlperf_version"] and "torch" in fingerprint["frameworks"]
     assert "| facts:fingerprint | 0 |" in readme and "| facts:doctor | 0 |" in readme
     state = json.loads((out / "steps.json").read_text())
-    assert set(state["steps"]) == {"install", "studies:plan", "facts:nvidia-smi", "facts:fingerprint",
-                                   "facts:doctor", "facts:pip"}
+    assert set(state["steps"]) == {"install", "studies:plan", "facts:nvidia-smi", "facts:frameworks",
+                                   "facts:fingerprint", "facts:doctor", "facts:pip"}
+    assert json.loads((out / "frameworks.json").read_text())["torch"] is True
     assert "torch==" in (out / "pip-list.txt").read_text()
     assert not (out / "store.db").exists()
 
