@@ -68,6 +68,11 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
         line = next(x for x in out.splitlines() if f" {name} " in x)
         assert ("yes" if ok else "no") in line and why[:40] in line
     assert ("no energy meter available" in out) == (not any(ok for _, ok, _ in states))
+    from dlperf.hardware.noise import read_noise
+
+    for item in read_noise():  # the noise section: each setting as this machine's files read now
+        line = next(x for x in out.splitlines() if f" {item.name} " in x)
+        assert "noise" in line and item.state[:30] in line, line
 
 
 def test_list_shows_studies_workloads_frameworks():
