@@ -1,10 +1,14 @@
-"""`dlperf doctor`: what this machine has for dlperf, and what is missing with the command to get it."""
+"""`dlperf doctor`: what this machine has for dlperf, and what is missing with the command to get it; and what
+on it makes timings noisy, with what to change (`noise_checks`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from dlperf.hardware.probe import cpu_flags, cpu_model, nvidia_gpus, physical_cores
 
@@ -13,8 +17,16 @@ from dlperf.hardware.probe import cpu_flags, cpu_model, nvidia_gpus, physical_co
 class Check:
     section: str
     name: str
-    ok: bool
+    ok: bool | None  # None: not known (a file that could not be read), shown as such
     detail: str
+
+
+#: The section of the noise checks.
+NOISE = "noise"
+#: The hook for the canary kernel (a fixed-work timing repeated to see how much the machine drifts), once one
+#: exists: a callable that runs it and returns its Check (its spread in the detail), shown last in the noise
+#: section. None until then: no line is shown, and nothing stands in for the measurement.
+CanaryCheck = Callable[[], Check]
 
 
 def framework_checks() -> list[Check]:
@@ -67,7 +79,15 @@ def meter_checks() -> list[Check]:
     return out
 
 
-def profiler_checks() -> list[Check]:
+def _check(section: str, item: Any) -> Check:
+    """A `hardware.noise.NoiseItem` as a Check: what was read, then what to change where there is something."""
+    return Check(section, item.name, item.quiet, item.state + (f"; {item.hint}" if item.hint else ""))
+
+
+def profiler_checks(root: Path = Path("/")) -> list[Check]:
+    """The profilers dlperf uses, and what `perf` may count here (kernel.perf_event_paranoid, read under `root`)."""
+    from dlperf.hardware.noise import perf_paranoid
+
     out = [Check("profilers", "cProfile", True, "Python standard library")]
     torch_ok = importlib.util.find_spec("torch") is not None
     out.append(Check("profilers", "torch.profiler", torch_ok,
@@ -76,8 +96,21 @@ def profiler_checks() -> list[Check]:
                       ("perf", "Linux perf: apt-get install linux-perf")):
         path = shutil.which(tool)
         out.append(Check("profilers", tool, path is not None, path or f"not found: {why}"))
+    return [*out, _check("profilers", perf_paranoid(root))]
+
+
+def noise_checks(root: Path = Path("/"), canary: CanaryCheck | None = None) -> list[Check]:
+    """What pyperf's `system show` reports (hardware.noise, read under `root`), each with what to change where it
+    adds noise; then the canary's spread where `canary` is given (`CanaryCheck`)."""
+    from dlperf.hardware.noise import read_noise
+
+    out = [_check(NOISE, item) for item in read_noise(root)]
+    if canary is not None:
+        out.append(canary())
     return out
 
 
-def all_checks() -> list[Check]:
-    return framework_checks() + device_checks() + meter_checks() + profiler_checks()
+def all_checks(canary: CanaryCheck | None = None) -> list[Check]:
+    """Every section; `canary`: the canary kernel's check, where one exists (`CanaryCheck`)."""
+    return (framework_checks() + device_checks() + meter_checks() + profiler_checks()
+            + noise_checks(canary=canary))

@@ -1,8 +1,14 @@
 """Fixtures of the CLI tests: `dlperf` called in-process through `main` (its one-line errors and exit codes
-as a user sees them), and two stored runs made by the real command in a subprocess."""
+as a user sees them), and two stored runs made by the real command in a subprocess.
+
+No CLI test can reach the user's own results store: DLPERF_DB is unset and the data folder the default store
+lives in (XDG_DATA_HOME) is a scratch one, for this process and every `dlperf` it starts; and a test that used
+the default store at all (a call without `db=`, `--db` or DLPERF_DB that opened a store) fails, naming it."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +29,51 @@ def assert_one_line_error(res: CliResult, *fragments: str) -> None:
     assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
     for f in fragments:
         assert f in lines[0], lines[0]
+
+
+#: The environment variables that place the default store (`dlperf.store.db.default_db_path`).
+STORE_ENV = ("DLPERF_DB", "XDG_DATA_HOME")
+
+
+@pytest.fixture(scope="package", autouse=True)
+def scratch_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """DLPERF_DB unset and XDG_DATA_HOME a scratch folder while the CLI tests run (set in os.environ, so the
+    subprocesses they start inherit it): the default store is never the user's; its previous values come back."""
+    saved = {key: os.environ.get(key) for key in STORE_ENV}
+    home = tmp_path_factory.mktemp("xdg-data")
+    os.environ.pop("DLPERF_DB", None)
+    os.environ["XDG_DATA_HOME"] = str(home)
+    yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def default_store_unused(scratch_data_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    """Fails the test that used the default store: in this process (the path was asked for with no DLPERF_DB
+    set), or in a `dlperf` it started (something was written under the scratch data folder, then removed so
+    that the next test starts clean). Yields the uses seen in this process (a test of the guard clears them)."""
+    from dlperf.store import db as store_db
+
+    used: list[Path] = []
+    real = store_db.default_db_path
+
+    def watched() -> Path:
+        path = real()
+        if not os.environ.get("DLPERF_DB"):
+            used.append(path)
+        return path
+
+    monkeypatch.setattr(store_db, "default_db_path", watched)
+    yield used
+    written = sorted(str(p.relative_to(scratch_data_home)) for p in scratch_data_home.rglob("*"))
+    for child in scratch_data_home.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    assert not used, f"this test used the default store {used[0]}: give it its own (db=, --db or DLPERF_DB)"
+    assert not written, f"a dlperf this test started wrote under the default data folder: {written}"
 
 
 @pytest.fixture
@@ -59,9 +110,11 @@ def dlperf_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
 
 @pytest.fixture(scope="package")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliResult, CliResult]:
-    """A store with two runs of the same small study (the second with --new), made by `dlperf run`."""
+    """A store with two runs of the same small study (the second with --new), made by `dlperf run`, both with
+    --threads 1: without it each run's count follows the machine's load at its start, and two runs seconds apart
+    on a busy machine can differ (the tests that compare them would compare thread counts)."""
     db = tmp_path_factory.mktemp("cli") / "r.sqlite"
     study = str(STUDIES / "many_ok.yaml")
-    first = run_cli("run", study, "--budget", "0.2", db=db)
-    second = run_cli("run", study, "--budget", "0.2", "--new", db=db)
+    first = run_cli("run", study, "--budget", "0.2", "--threads", "1", db=db)
+    second = run_cli("run", study, "--budget", "0.2", "--threads", "1", "--new", db=db)
     return db, first, second

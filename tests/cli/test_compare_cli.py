@@ -128,3 +128,76 @@ def test_different_environments_are_still_warned(dlperf_main, tmp_path):
     res = dlperf_main("compare", a, b, db=db)
     assert res.returncode == 0 and "the two runs come from different environments" in res.stdout
     assert "cpu_model: 'x' -> 'y'" in res.stdout
+
+
+def threads_run(store: Store, threads: int, how: dict | None, filters: dict | None = None) -> str:
+    """A run of one valid case on CPU "x" with `threads` (its environment's), stored with `how` they came about
+    (None: not recorded, as a run stored before dlperf recorded it)."""
+    fp = {"cpu_model": "x", "threads": threads}
+    env_id = store.environment_id(fp, f"hash-x-{threads}")
+    run_id = store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters=filters or {},
+                              settings={"threads": threads}, env_id=env_id, n_cases=1, dlperf_version="0",
+                              derived=None if how is None else {"threads_source": how})
+    now = datetime.now(UTC)
+    t = times(1e-3, threads)
+    store.add_result(CaseResult(
+        run_id=run_id, case_key=KEY.format(1), repetition=0, workload="ops", framework="numpy", device="cpu",
+        params={}, status="ok", measurement={"sample_times_s": t, "sample_iters": [1] * len(t)},
+        metrics=Metrics(validity="valid"), env_id=env_id, started_at=now, finished_at=now))
+    return run_id
+
+
+LOAD = {"chosen": True, "by": "load", "why": "1 of 2 physical cores: other processes used 1.0 cores at the start"}
+IDLE = {"chosen": True, "by": "load", "why": "the 2 physical cores (other processes used 0.0 cores at the start)"}
+ASKED = {"chosen": False, "by": "--threads", "why": "given on the command line"}
+
+
+def test_threads_chosen_by_the_load_are_no_other_environment(dlperf_main, tmp_path):
+    """Two runs of one command whose threads the load chose differently: compared as the same machine and
+    software, with a line saying the threads differ and, for each side, that they were chosen and why."""
+    s = Store(tmp_path / "t.sqlite")
+    a, b = threads_run(s, 2, IDLE), threads_run(s, 1, LOAD)
+    res = dlperf_main("compare", a, b, db=tmp_path / "t.sqlite")
+    assert res.returncode == 0 and res.stderr == ""
+    assert "different environments" not in res.stdout
+    line = next(x for x in res.stdout.splitlines() if x.startswith("threads differ"))
+    assert line == f"threads differ: A 2 (chosen for it: {IDLE['why']}); B 1 (chosen for it: {LOAD['why']})"
+    assert "pin --threads" in res.stdout
+    doc = json.loads(dlperf_main("compare", a, b, "--format", "json", db=tmp_path / "t.sqlite").stdout)
+    assert doc["environment_diffs"] == []
+    assert doc["threads"]["a"] == {"threads": 2, **IDLE} and doc["threads"]["b"] == {"threads": 1, **LOAD}
+
+
+def test_threads_one_side_asked_for_and_the_other_chosen(dlperf_main, tmp_path):
+    s = Store(tmp_path / "t.sqlite")
+    a, b = threads_run(s, 1, ASKED), threads_run(s, 2, IDLE)
+    out = dlperf_main("compare", a, b, db=tmp_path / "t.sqlite").stdout
+    assert "different environments" not in out
+    assert f"threads differ: A 1 (asked for: --threads); B 2 (chosen for it: {IDLE['why']})" in out
+
+
+def test_threads_asked_for_on_both_sides_are_another_environment(dlperf_main, tmp_path):
+    """--threads 1 against --threads 2 is a deliberate change: still a different environment, each side's
+    source said."""
+    s = Store(tmp_path / "t.sqlite")
+    a, b = threads_run(s, 1, ASKED), threads_run(s, 2, {**ASKED, "by": "study", "why": "the study file's threads:"})
+    res = dlperf_main("compare", a, b, db=tmp_path / "t.sqlite")
+    assert "the two runs come from different environments (1 fields differ)" in res.stdout
+    assert "  threads: 1 -> 2" in res.stdout
+    assert "threads: A 1 (asked for: --threads); B 2 (asked for: the study file)" in res.stdout
+    doc = json.loads(dlperf_main("compare", a, b, "--format", "json", db=tmp_path / "t.sqlite").stdout)
+    assert doc["environment_diffs"] == [{"key": "threads", "a": 1, "b": 2}]
+
+
+def test_older_runs_without_the_record_stay_readable(dlperf_main, tmp_path):
+    """Runs stored before the source was recorded: --threads read from their filters, else "not recorded", and
+    threads that differ stay an environment difference (nothing says the load chose them)."""
+    s = Store(tmp_path / "t.sqlite")
+    a = threads_run(s, 2, None)
+    b = threads_run(s, 1, None, filters={"overrides": {"threads": 1}})
+    res = dlperf_main("compare", a, b, db=tmp_path / "t.sqlite")
+    assert res.returncode == 0 and res.stderr == ""
+    assert "different environments" in res.stdout
+    assert "threads: A 2 (how it was set: not recorded); B 1 (asked for: --threads)" in res.stdout
+    doc = json.loads(dlperf_main("compare", a, b, "--format", "json", db=tmp_path / "t.sqlite").stdout)
+    assert doc["threads"]["a"]["chosen"] is None and doc["threads"]["b"]["by"] == "--threads"

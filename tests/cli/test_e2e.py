@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 
+from dlperf.report.compare import VERDICTS
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
 from tests.conftest import run_cli
@@ -68,6 +68,11 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
         line = next(x for x in out.splitlines() if f" {name} " in x)
         assert ("yes" if ok else "no") in line and why[:40] in line
     assert ("no energy meter available" in out) == (not any(ok for _, ok, _ in states))
+    from dlperf.hardware.noise import read_noise
+
+    for item in read_noise():  # the noise section: each setting as this machine's files read now
+        line = next(x for x in out.splitlines() if f" {item.name} " in x)
+        assert "noise" in line and item.state[:30] in line, line
 
 
 def test_list_shows_studies_workloads_frameworks():
@@ -112,18 +117,36 @@ def test_show_report_export_compare(two_runs, tmp_path):
     ids = [w for w in runs.stdout.split() if w.startswith("many_ok-")]
     assert len(ids) == 2
     cmp = run_cli("compare", ids[1], ids[0], db=db)
-    assert cmp.returncode == 0, cmp.stderr
+    assert cmp.returncode == 0 and cmp.stderr == "", cmp.stderr
     assert cmp.stdout.count("ops/numpy/cpu/") == 12
-    # 12 cases: each compared, or (a machine's background work, another dlperf run, kernel flushes) contended;
-    # on a machine busy enough every case is contended and none is compared: the last line says so.
-    summary = re.search(r"geometric mean B/A over (\d+) compared cases.*; (.*)$", cmp.stdout, re.M)
-    none = re.search(r"^no case compared \((.*)\)$", cmp.stdout, re.M)
-    assert summary or none, cmp.stdout
-    n_compared, listed = (int(summary.group(1)), summary.group(2)) if summary else (0, none.group(1))
-    counts = {v: int(n) for n, v in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", listed)}
-    assert n_compared == sum(counts.get(v, 0) for v in ("no change", "inconclusive", "faster", "slower"))
-    assert n_compared + counts.get("contended", 0) + counts.get("invalid", 0) == 12, cmp.stdout
-    assert "different environments" not in cmp.stdout  # same machine, same software
+    assert "different environments" not in cmp.stdout  # same machine, same software, the same --threads
+    doc = json.loads(run_cli("compare", ids[1], ids[0], "--format", "json", db=db).stdout)
+    assert doc["environment_diffs"] == [] and {s["by"] for s in doc["threads"].values()} == {"--threads"}
+    # Each of the 12 cases is compared, or (a machine's background work, another dlperf run, kernel flushes)
+    # contended on a side and not compared; either way both sides were measured, and what is said of it holds.
+    cases = doc["cases"]
+    assert len(cases) == 12
+    for c in cases:
+        assert c["median_a_s"] > 0 and c["median_b_s"] > 0, c
+        if c["verdict"] in ("contended", "invalid"):  # not compared: a side's processes were all flagged so
+            assert c["verdict"] in c["validity_a"] + c["validity_b"], c
+            assert c["ratio"] is None and c["notes"] and all(n.startswith(("A: ", "B: ")) for n in c["notes"]), c
+        else:
+            assert c["verdict"] in ("no change", "inconclusive", "faster", "slower"), c
+            assert c["processes_a"] == c["processes_b"] == 1 and 0 <= c["p_value"] <= 1, c
+            assert c["ci_low"] <= c["ratio"] <= c["ci_high"], c
+    counts = {v: sum(c["verdict"] == v for c in cases) for v in {c["verdict"] for c in cases}}
+    assert doc["summary"]["counts"] == counts
+    n_compared = 12 - counts.get("contended", 0) - counts.get("invalid", 0)
+    assert doc["summary"]["n_compared"] == n_compared
+    # the table's last line says the same: the geometric mean over the compared cases, or that none was compared
+    listed = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v))
+    last = cmp.stdout.rstrip().splitlines()[-1]
+    if n_compared:
+        assert last.startswith(f"geometric mean B/A over {n_compared} compared cases: "
+                               f"{doc['summary']['geomean']:.3f}") and last.endswith(f"; {listed}"), last
+    else:
+        assert last == f"no case compared ({listed})", last
 
 
 def test_rich_markup_in_data_is_printed_literally():

@@ -196,3 +196,19 @@ def test_an_empty_run_reference_is_not_a_prefix_of_every_run(dlperf_main, two_ru
 def test_an_unknown_device_is_named_as_such(dlperf_main, tmp_path):
     assert_one_line_error(dlperf_main("run", "smoke", "--quick", "--device", "tpu", db=tmp_path / "r.sqlite"),
                           "--device tpu: unknown device")
+
+
+def test_the_default_store_is_a_scratch_one_and_its_use_is_caught(dlperf_main, default_store_unused,
+                                                                   scratch_data_home, monkeypatch):
+    """The CLI tests' guard itself: with no DLPERF_DB, a read command reaches the default store, which is under the
+    scratch data folder (never the user's), and the guard saw it (cleared here, or this test would fail)."""
+    import os
+
+    assert "DLPERF_DB" not in os.environ and os.environ["XDG_DATA_HOME"] == str(scratch_data_home)
+    expected = scratch_data_home / "dlperf" / "results.sqlite"
+    assert_one_line_error(dlperf_main("runs"), f"no results store at {expected}")
+    assert default_store_unused == [expected]
+    default_store_unused.clear()
+    monkeypatch.setenv("DLPERF_DB", str(scratch_data_home / "named.sqlite"))  # a named store is not the default
+    assert_one_line_error(dlperf_main("runs"), "no results store at")
+    assert default_store_unused == []

@@ -215,3 +215,35 @@ def test_dlperf_report_draws_the_collectives_sections_in_markdown_and_html(tmp_p
     assert "| 4 MiB | 2 | - [1] |" in md and "collectives-busbw.png" in md
     assert "Gloo on one host" in md and "Algbw = S / t" in md
     assert "all_reduce (float32, torch cpu, gloo)" in page and "no result within 120 s" in page and "<svg" in page
+
+
+def test_the_run_table_heads_a_collectives_bytes_rate_algbw_never_bare_gb_s():
+    """The run table's bytes / median time is nccl-tests' algbw, not the busbw of the collectives table: for
+    all-gather on 2 ranks the two differ by 2x, so a bare "GB/s" beside busbw would read as the wrong one."""
+    from dlperf.report.html.parts import run_table_blocks
+    from dlperf.report.tables import render_markdown
+    from dlperf.report.tables import render_terminal as run_table
+
+    results = [coll("all_gather", MIB, 2, 1e-3), coll("all_gather", 4 * MIB, 2, None, status="timeout",
+                                                       reason="no result within 120 s")]
+    algbw, busbw = bandwidths("all_gather", MIB, 2, results[0].m.median_s)
+    assert algbw == pytest.approx(2 * busbw)  # the 2x that a bare label hides
+    run = {"id": "r", "study": "collectives", "variant": "quick", "status": "complete", "n_cases": 2,
+           "started_at": datetime.now(UTC)}
+    buf = io.StringIO()
+    run_table(run, {}, results, Console(file=buf, width=200, color_system=None))
+    header = next(line for line in buf.getvalue().splitlines() if line.startswith("┃"))
+    cells = [c.strip() for c in header.strip("┃").split("┃")]
+    assert "algbw GB/s" in cells and "GB/s" not in cells
+    row = next(line for line in buf.getvalue().splitlines() if "all_gather" in line and "ok" in line)
+    assert f" {algbw / 1e9:.3g} " in row  # the column holds algbw: 1 MiB in 1 ms
+    md = render_markdown(run, {}, results)
+    assert "| algbw GB/s |" in md and "| GB/s |" not in md
+    assert run_table_blocks(run, results)[0]["header"].count("algbw GB/s") == 1
+    # in a table of several workloads (none is drawn today, but the rows are shared) the collective's cell says it
+    from dlperf.report.tables import column_titles, result_rows
+
+    other = results[0].model_copy(update={"workload": "ops"})
+    mixed = result_rows([results[0], other])
+    assert mixed[0]["GB/s"] == f"{algbw / 1e9:.3g} algbw" and not mixed[1]["GB/s"].endswith("algbw")
+    assert "GB/s" in column_titles(("median", "GB/s"), [results[0], other])

@@ -9,7 +9,9 @@ from dlperf.cli.options import new_console
 
 @click.command()
 def doctor() -> None:
-    """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest."""
+    """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest. Then what
+    makes its timings noisy (governor, turbo, ASLR, isolated CPUs, SMT, a VM's steal, perf's access), each with
+    what to change: `no` marks a source of noise, `?` a setting that could not be read."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -19,8 +21,12 @@ def doctor() -> None:
     for col in ("section", "item", "", "detail"):
         table.add_column(col, overflow="fold")
     for c in all_checks():
-        table.add_row(escape(c.section), escape(c.name), "[green]yes[/]" if c.ok else "[red]no[/]", escape(c.detail))
-    new_console().print(table)
+        mark = "[yellow]?[/]" if c.ok is None else "[green]yes[/]" if c.ok else "[red]no[/]"
+        table.add_row(escape(c.section), escape(c.name), mark, escape(c.detail))
+    console = new_console()
+    console.print(table)
+    console.print("noise: `no` marks a setting that adds noise to timings, with what to change; `?` one that "
+                  "could not be read here (nothing is assumed for it)", highlight=False)
 
 
 @click.command("list")

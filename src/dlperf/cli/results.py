@@ -133,7 +133,9 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     (ra, share_a), (rb, share_b) = _run_share(store, run_a), _run_share(store, run_b)
     env_a, env_b = share_a.env, share_b.env  # the chosen machines' environments
     diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
-    derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}]
+    threads, diffs, threads_lines = _threads_note(ra, rb, env_a, env_b, diffs)
+    derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}
+               and key != "threads" and not key.startswith("threads_source")]  # the threads: their own note
     rows = compare_runs(share_a.results, share_b.results, min_effect / 100)
     summary = summarize(rows)
     failed = regressions(rows, fail_pct) if fail_pct is not None else []
@@ -142,13 +144,13 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
 
         doc = {"run_a": ra["id"], "run_b": rb["id"], "machine_a": _machine_doc(share_a),
                "machine_b": _machine_doc(share_b), "min_effect_pct": min_effect, "confidence": CONFIDENCE,
-               "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs],
+               "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs], "threads": threads,
                "derived_diffs": derived, "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
         _print_compare(_side_name(ra["id"], share_a, run_a), _side_name(rb["id"], share_b, run_b), diffs, derived,
-                       rows, summary, min_effect, fail_pct, failed)
+                       rows, summary, min_effect, fail_pct, failed, threads_lines)
     unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
@@ -159,6 +161,32 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
                    + ", ".join(c.case_key for c in unchecked), err=True)
     if failed or unchecked:
         raise click.exceptions.Exit(REGRESSION_EXIT)
+
+
+def _threads_note(ra: dict[str, Any], rb: dict[str, Any], env_a: dict[str, Any], env_b: dict[str, Any],
+                  diffs: list[Any]) -> tuple[dict[str, Any], list[Any], list[str]]:
+    """Each side's threads and how they came about (JSON), the environment differences left once the threads are
+    taken out where dlperf chose them for a side, and the lines that say so.
+
+    A run that sets no threads takes the cores other processes leave idle at its start (runner.threads), so two
+    runs of one command on one machine can differ in threads by the load alone: that is no other machine or
+    software, and the runs are compared as the same environment with a note that the threads differ, and why.
+    Where both sides asked for their counts (--threads, a study's threads:), or one side does not say (a run
+    stored before this was recorded), the threads stay an environment difference."""
+    from dlperf.runner.threads import describe, stored_source
+
+    side = {"a": (ra, env_a), "b": (rb, env_b)}
+    doc = {k: {"threads": env.get("threads"), **stored_source(run)} for k, (run, env) in side.items()}
+    if not any(key == "threads" for key, _, _ in diffs):
+        return doc, diffs, []
+    a, b = (describe(doc[k]["threads"], doc[k]) for k in ("a", "b"))
+    if not (doc["a"]["chosen"] or doc["b"]["chosen"]):
+        return doc, diffs, [f"threads: A {a}; B {b}"]
+    lines = [f"threads differ: A {a}; B {b}",
+             "  a run that sets no threads uses the cores other processes leave idle when it starts, so runs of one "
+             "command can differ; B/A below includes the effect of the thread count (pin --threads to compare "
+             "like with like)"]
+    return doc, [d for d in diffs if d[0] != "threads"], lines
 
 
 def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
@@ -183,8 +211,9 @@ def _side_name(run_id: str, share: Any, ref: str) -> str:
 
 
 def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], rows: list[Any], summary: Any,
-                   min_effect: float, fail_pct: float | None, failed: list[Any]) -> None:
-    """`compare`'s table: the environment warning, one row per case, what the columns mean, the summary."""
+                   min_effect: float, fail_pct: float | None, failed: list[Any], threads_lines: list[str]) -> None:
+    """`compare`'s table: the environment warning, the threads where they differ, one row per case, what the
+    columns mean, the summary."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -200,6 +229,8 @@ def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], r
                       "ratios below compare different machines or software:", highlight=False)
         for key, va, vb in diffs[:12]:
             console.print(escape(f"  {key}: {va!r} -> {vb!r}"), highlight=False)
+    for line in threads_lines:
+        console.print(escape(line), highlight=False)
     table = Table(title=f"compare A={id_a}  B={id_b}", title_justify="left")
     for col in ("case", "A median", "B median", "B/A [95% CI]", "p", "verdict"):
         table.add_column(escape(col), overflow="fold")

@@ -35,6 +35,28 @@ COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR
            "first call", "energy/call", "note")
 
 
+#: Workloads whose bytes per second (the GB/s column: bytes / median time) is nccl-tests' algorithm bandwidth,
+#: algbw, and not the bus bandwidth (busbw) their own table shows beside it: for all-gather and reduce-scatter the
+#: two differ by 2x on two ranks, so the column is headed (or, in a table of several workloads, each cell marked)
+#: algbw there.
+ALGBW_WORKLOADS = ("collectives",)
+ALGBW_TITLE = "algbw GB/s"
+
+
+def _all_algbw(results: Sequence[CaseResult]) -> bool:
+    return bool(results) and all(r.workload in ALGBW_WORKLOADS for r in results)
+
+
+def column_titles(cols: Sequence[str], results: Sequence[CaseResult]) -> list[str]:
+    """The headers of `cols` over these results: `GB/s` is `algbw GB/s` where every case is a collective."""
+    return [ALGBW_TITLE if c == "GB/s" and _all_algbw(results) else c for c in cols]
+
+
+def _header_len(col: str, algbw: bool) -> int:
+    """The width of `col`'s header: `column_titles`' (`algbw`: every case a collective)."""
+    return cell_len(ALGBW_TITLE if algbw and col == "GB/s" else col)
+
+
 def columns(names: dict[int, str]) -> tuple[str, ...]:
     """The table's columns: `COLUMNS`, with the machine column where the run spans machines (`names` not empty)."""
     if not names:
@@ -104,9 +126,13 @@ def result_rows(results: list[CaseResult], names: dict[int, str] | None = None) 
     """Display strings for each result; every time shown carries its IQR and sample count; with `names` (env
     id -> machine, `report.machines.share_names`), the machine that ran it."""
     rows = []
+    mark_algbw = not _all_algbw(results)  # a table of several workloads marks each collective's cell instead
     for r in results:
         m = r.m
         rep = f" #{r.repetition}" if r.repetition else ""
+        rate = format_rate(m.bytes_per_s, 1e9) if r.ok else "-"
+        if r.ok and mark_algbw and r.workload in ALGBW_WORKLOADS and rate != MISSING:
+            rate += " algbw"
         ok = r.ok
         note = r.reason or ""
         if ok and m.validity not in (None, "valid"):
@@ -125,7 +151,7 @@ def result_rows(results: list[CaseResult], names: dict[int, str] | None = None) 
             "n": n_cell(m) if ok else "-",
             "samples/s": format_rate(m.samples_per_s) if ok else "-",
             "GFLOP/s": format_rate(m.flops_per_s, 1e9) if ok else "-",
-            "GB/s": format_rate(m.bytes_per_s, 1e9) if ok else "-",
+            "GB/s": rate,
             "first call": format_time(m.first_call_s) if ok else "-",
             "energy/call": energy_text(m) if ok else "-",
             "note": note,
@@ -214,12 +240,12 @@ def shared_params(results: list[CaseResult]) -> dict[str, Any]:
 _ABSENT = object()
 
 
-def _fits(rows: list[dict[str, str]], cols: tuple[str, ...], console_width: int) -> bool:
+def _fits(rows: list[dict[str, str]], cols: tuple[str, ...], console_width: int, algbw: bool = False) -> bool:
     """Whether the table fits the console with its folding columns (params, note) at a readable width: every
     other column at its widest cell, params and note each at least FOLD_MIN_WIDTH (or their widest cell), 3
     characters of border per column."""
     def widest(c: str) -> int:
-        return max([cell_len(c), *(cell_len(r[c]) for r in rows)])
+        return max([_header_len(c, algbw), *(cell_len(r[c]) for r in rows)])
 
     need = sum((min(widest(c), FOLD_MIN_WIDTH) if c in ("params", "note") else widest(c)) + 3 for c in cols)
     return need + 1 <= console_width
@@ -232,7 +258,7 @@ def _compact(results: list[CaseResult], rows: list[dict[str, str]], cols: tuple[
     value in any case are left out (named), and the notes become numbered marks whose text follows the table
     (`notes` is extended). Returns (the columns kept, the lines to print under the table); a table that fits
     is left as it is."""
-    if len(rows) < 2 or _fits(rows, cols, console_width):
+    if len(rows) < 2 or _fits(rows, cols, console_width, _all_algbw(results)):
         return cols, []
     same = [c for c in cols if c in SHAREABLE_COLUMNS and len({r[c] for r in rows}) == 1]
     shared = shared_params(results)
@@ -260,11 +286,12 @@ KEPT_COLUMNS = ("params", "median", "note")
 SHAREABLE_COLUMNS = ("framework", "device", MACHINE_COLUMN, "status", "validity")
 
 
-def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str, ...] = COLUMNS) -> int:
+def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str, ...] = COLUMNS,
+                algbw: bool = False) -> int:
     """The note column's width: what the other columns leave of the console (their widest cell or header,
     plus 3 characters of border each), at least NOTE_MIN_WIDTH (the params column folds to make room), at
     most the longest note."""
-    others = sum(max([cell_len(c), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
+    others = sum(max([_header_len(c, algbw), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
     longest = max([cell_len("note"), *(cell_len(r["note"]) for r in rows)])
     return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
 
@@ -280,9 +307,9 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     rows = result_rows(results, names)
     whole_notes = cut_notes(rows)
     cols, under = _compact(results, rows, cols, console.width, whole_notes)
-    note_width = _note_width(rows, console.width, cols)
-    for col in cols:
-        table.add_column(col, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
+    note_width = _note_width(rows, console.width, cols, _all_algbw(results))
+    for col, title in zip(cols, column_titles(cols, results), strict=True):
+        table.add_column(title, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
                                                           "first call", "energy/call") else "left",
                          overflow="fold", no_wrap=col not in ("params", "note"),
                          width=note_width if col == "note" else None)
@@ -359,7 +386,7 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[Case
     out += ["", "## Results", "",
             "Times are per call: the median over samples, IQR as a fraction of the median, and "
             "samples x calls per sample. Rates are computed from the median.", "", validity_line(results), ""]
-    out.append("| " + " | ".join(cols) + " |")
+    out.append("| " + " | ".join(column_titles(cols, results)) + " |")
     out.append("|" + "|".join("---" for _ in cols) + "|")
     for row in result_rows(results, names):
         out.append("| " + " | ".join(row[c].replace("|", "\\|") for c in cols) + " |")

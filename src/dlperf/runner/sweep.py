@@ -27,7 +27,9 @@ from dlperf.runner.executor import CaseBatch, CaseExecutor
 from dlperf.runner.lifecycle import NewRun, OpenRun, SweepInterrupted, open_run
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
-from dlperf.runner.threads import choose_threads, with_wait
+from dlperf.runner.threads import FLEET_WHY, choose_threads, with_wait
+from dlperf.runner.threads import SOURCE_KEY as THREADS_SOURCE_KEY
+from dlperf.runner.threads import source as threads_source
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 
@@ -101,9 +103,14 @@ def run_study(
         threads, why = choose_threads(store, study, filters, resume=resume, new=new)
         events.threads_chosen(threads, why)
         settings = settings.with_threads(threads)
+        how = threads_source("load", why)
     elif settings.threads is None:  # this machine's idle cores say nothing of the workers'
-        events.note("threads: each worker uses the physical cores other processes leave idle there when it "
-                    "starts its first case of the run (recorded in the environment of each row)")
+        events.note(f"threads: {FLEET_WHY} (recorded in the environment of each row)")
+        how = threads_source("fleet workers", FLEET_WHY)
+    elif (overrides or {}).get("threads") is not None:
+        how = threads_source("--threads", "given on the command line")
+    else:
+        how = threads_source("study", "the study file's threads:")
     threads = settings.threads or default_threads()  # (a fleet's: this machine's fingerprint, the run's env)
 
     fp = collect_fingerprint([c.framework for c in cases], threads)
@@ -132,7 +139,7 @@ def run_study(
         )
         resumed = found is not None
         run_id = found
-    run_derived = derived(fp)
+    run_derived = derived(fp) | {THREADS_SOURCE_KEY: how}  # the run's own: never the environment's data
     # the ceilings its roofline is judged against (not for a fleet: they would be this machine's, not the workers')
     if study.workload in CEILING_WORKLOADS and not resumed and executor is None:
         run_derived["ceilings"] = measure_run_ceilings([c.framework for c in cases], [c.device for c in cases],

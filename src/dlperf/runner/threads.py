@@ -6,11 +6,16 @@ with one thread. So, unless a study or `--threads` sets it, a run uses the physi
 processes leave idle when it starts (at least one), and says so. An unfinished run of the same study
 keeps the thread count it started with, so resuming it on a busier (or quieter) machine does not mix
 two configurations.
+
+How a run's count came about is stored with the run (`runs.derived[SOURCE_KEY]`, never hashed: it is not the
+environment): asked for (`--threads`, a study's `threads:`) or chosen for it (from the load at its start; on a
+fleet, by each worker). `compare` reads it (`stored_source`) to say why two runs' threads differ.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from dlperf.core.result import CaseResult
@@ -23,6 +28,49 @@ from dlperf.timing.measurement import Measurement
 
 #: Seconds over which other processes' CPU use is read before a run picks its thread count.
 BUSY_PROBE_S = 0.5
+#: The key of `runs.derived` that records how the run's threads came about (`source`).
+SOURCE_KEY = "threads_source"
+#: How a thread count came about: asked for, or chosen for the run (from the load where it started).
+ASKED = ("--threads", "study")
+CHOSEN = ("load", "fleet workers")
+
+
+def source(by: str, why: str) -> dict[str, Any]:
+    """What a run stores under `SOURCE_KEY`: `by` one of ASKED or CHOSEN, `chosen` whether dlperf chose the count."""
+    if by not in ASKED + CHOSEN:
+        raise ValueError(f"unknown threads source {by!r}")
+    return {"chosen": by in CHOSEN, "by": by, "why": why}
+
+
+def stored_source(run: Mapping[str, Any]) -> dict[str, Any]:
+    """How a stored run's (a `runs` row's) threads came about, as `source` gives it; for a run stored before
+    this was recorded: --threads where its filters hold it, each worker's choice for a fleet run that set none,
+    else `chosen` None ("not recorded": the study file's or the load's, which cannot be told apart now)."""
+    rec = (run.get("derived") or {}).get(SOURCE_KEY)
+    if isinstance(rec, dict) and rec.get("by") in ASKED + CHOSEN:
+        return source(str(rec["by"]), str(rec.get("why") or ""))
+    filters = run.get("filters") or {}
+    settings = run.get("settings") or {}
+    if (filters.get("overrides") or {}).get("threads") is not None:
+        return source("--threads", "given on the command line")
+    if filters.get("executor") and settings.get("threads") is None:
+        return source("fleet workers", FLEET_WHY)
+    return {"chosen": None, "by": "not recorded", "why": "stored before dlperf recorded how a run's threads came "
+            "about (a study's threads: or the cores other processes left idle)"}
+
+
+#: Why a fleet run that sets no threads has none of its own: each worker chooses its count.
+FLEET_WHY = ("each worker uses the physical cores other processes leave idle there when it starts its first case "
+             "of the run")
+
+
+def describe(threads: Any, rec: Mapping[str, Any]) -> str:
+    """One side's threads for a person: `2 (chosen for it: ...)`, `1 (asked for: --threads)`."""
+    if rec.get("chosen") is None:
+        return f"{threads} (how it was set: not recorded)"
+    if rec["chosen"]:
+        return f"{threads} (chosen for it: {rec.get('why') or rec['by']})"
+    return f"{threads} (asked for: {'--threads' if rec['by'] == '--threads' else 'the study file'})"
 
 
 def idle_threads(cores: int, busy_cores: float | None) -> int:

@@ -16,6 +16,7 @@ from dlperf.report.tables import (
     FAILED,
     across_columns,
     across_processes,
+    column_titles,
     columns,
     energy_reasons,
     environment_lines,
@@ -40,7 +41,7 @@ def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
     names = share_names(machines or [])
     cols = columns(names)
     rows = result_rows(results, names)
-    out = [table_block(list(cols), [[row[c] for c in cols] for row in rows],
+    out = [table_block(column_titles(cols, results), [[row[c] for c in cols] for row in rows],
                        caption=f"{len(results)} of {run.get('n_cases')} cases stored; times per call (median, "
                                "IQR/median, samples x calls per sample)", text_cols=(-1,),
                        row_classes=[status_class(r) for r in results])]

@@ -1,4 +1,4 @@
-"""The faults workload in NumPy: ends the way `p.mode` asks, or builds a trivial step."""
+"""The faults workload in NumPy: ends the way `p.mode` asks, or builds a trivial step (`nap`: one that sleeps)."""
 
 from __future__ import annotations
 
@@ -33,5 +33,7 @@ def build(fw: Framework, device: str, p: FaultsParams) -> Step:
                 os.kill(os.getpid(), signal.SIGSEGV)
             raise RuntimeError("could not create a primitive (faults: an allocation failed)") from None
         del need
+    if p.mode == "nap":
+        return Step(lambda: time.sleep(p.sleep_s))
     x = np.arange(16.0)
     return Step(lambda: x.sum())
