@@ -239,8 +239,14 @@ class _Rounds:
                 after = self.canary.measure()  # outside the worker, after it exited: never in a timed region
                 row = _with_metrics(row, canary={"before": self.before.as_dict(), "after": after.as_dict()})
                 self.before = after
-        self._count(row)
-        precision = stored_precision(self.states[case.key], self.target)
+        if added:  # reach_precision counts it in its case's state itself: the row stores the state with it
+            median, state = usable_median(row), self.states[case.key]
+            shown = CaseState(state.medians_s + ([median] if median is not None else []), case.repetition + 1)
+            self.wall_s += row.wall_s or 0.0
+        else:
+            self._count(row)
+            shown = self.states[case.key]
+        precision = stored_precision(shown, self.target)
         row = _with_metrics(row, precision=precision | ({"added": True} if added else {}))
         _note_oom(row, self.oom_at)
         self.run.store_result(row)
