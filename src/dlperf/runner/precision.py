@@ -123,12 +123,21 @@ def reach_precision(states: dict[str, CaseState], run_more: Callable[[str, int],
                        else "budget") for k, s in states.items()}
 
 
+def _pct(rel: float) -> str:
+    """A precision as printed: '±3.1%', or '>±100%' (two processes that differ give t = 12.7: a huge interval)."""
+    return f"±{rel:.1%}" if rel <= 1 else ">±100%"
+
+
 def precision_text(rows: Sequence[Any]) -> str:
     """A case's precision as the repetitions table shows it, from its rows: '±3.1%', with the target and how the
-    policy ended where one was set ('±7.2% (target 5%, cap 10)'); '-' where it has none."""
+    policy ended where one was set ('±7.2% (target 5%: cap 10)'); with fewer than two usable processes, the
+    interval of all of them marked 'incl. contended'; '-' where it has none."""
     medians = [m for m in (usable_median(r) for r in rows) if m is not None]
     reached = interval_rel(medians)
-    text = f"±{reached:.1%}" if reached is not None else "-"
+    text = _pct(reached) if reached is not None else "-"
+    if reached is None:  # under two usable processes: what all of them say, marked as such
+        every = interval_rel([float(r.m.median_s) for r in rows if r.ok and r.m.median_s and r.m.median_s > 0])
+        text = f"{_pct(every)} incl. contended" if every is not None else text
     asked = [r.m.get("precision") for r in rows if isinstance(r.m.get("precision"), dict)]
     targets = [a["target_rel"] for a in asked if a.get("target_rel")]
     if not targets:
