@@ -144,3 +144,54 @@ def test_regressions_need_the_whole_interval_beyond_the_threshold():
     assert regressions([clear, borderline], 3) == [clear, borderline]
     assert regressions([clear], 6) == []  # 1.06 is not above 1.06
     assert regressions([case(1.06, 1.10, "contended")], 0) == []
+
+
+def canaried(rows: list[CaseResult], canary_ms: float, seed: int) -> list[CaseResult]:
+    """The rows with recorded canaries around each (seeded jitter of 1% around `canary_ms`), one per minute."""
+    rng = np.random.default_rng(seed)
+    times = canary_ms * 1e-3 * rng.lognormal(0.0, 0.01, len(rows) + 1)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp() + seed * 3600
+
+    def canary(i: int) -> dict:
+        return {"at": datetime.fromtimestamp(t0 + 60 * i, UTC).isoformat(), "time_s": float(times[i]),
+                "memory_s": float(times[i]), "compute_s": 0.0, "kind": "test"}
+
+    return [r.model_copy(update={"metrics": r.m.model_copy(update={"canary": {"before": canary(i),
+                                                                               "after": canary(i + 1)}})})
+            for i, r in enumerate(rows)]
+
+
+def processes(scale: float, seed: int, n: int = 3) -> list[CaseResult]:
+    return [row("k", per_call(scale * (1 + 0.01 * (i - 1)), seed + i, n=200, sigma=0.03), rep=i) for i in range(n)]
+
+
+def test_a_change_the_machines_drift_explains_is_not_called_faster():
+    a, b = processes(1e-3, 1), processes(0.75e-3, 10)  # B/A 0.75, as the A/A run on the noisy VM saw
+    assert one(a, b).verdict == "faster"  # no canary: the processes alone call it faster
+    # the canary says B's machine was 0.75x too: the same work took 3 ms in A and 2.25 ms in B
+    c = one(canaried(a, 3.0, 1), canaried(b, 2.25, 2))
+    assert c.verdict == "inconclusive" and any("drift" in n for n in c.notes)
+    assert c.sample_ci_high < 1 / 1.05 and c.ci_high > 1 / 1.05  # widened past the threshold, not moved
+    # the band: the canary's B/A interval (4 vs 4 times: from the smallest to the largest ratio), and 1
+    assert 0.70 < c.drift_low < 0.75 < c.drift_high == 1.0
+    assert c.ci_low == pytest.approx(c.sample_ci_low) and c.ci_high == pytest.approx(c.sample_ci_high / c.drift_low)
+
+
+def test_a_real_change_beyond_the_drift_is_still_called_faster_and_a_steady_machine_changes_little():
+    a, b = processes(1e-3, 1), processes(0.5e-3, 10)  # the code got 2x faster
+    c = one(canaried(a, 3.0, 1), canaried(b, 2.25, 2))  # while the machine drifted by 0.75x
+    assert c.verdict == "faster" and c.ci_high < 0.75
+    # a steady machine (canary within 1%), 8 processes a side (9 canaries): the band stays narrow
+    steady = one(canaried(processes(1e-3, 1, 8), 3.0, 1), canaried(processes(1e-3, 20, 8), 3.0, 2))
+    assert steady.verdict == "no change" and 0.98 < steady.drift_low <= 1.0 <= steady.drift_high < 1.02
+
+
+def test_runs_stored_before_the_canary_compare_as_before_with_a_note():
+    from dlperf.report.drift import machine_drift
+
+    a, b = processes(1e-3, 1), processes(0.75e-3, 10)
+    why = machine_drift(a, canaried(b, 2.25, 2))
+    assert isinstance(why, str) and why.startswith("no canary in run A")
+    c = one(a, canaried(b, 2.25, 2))
+    assert c.verdict == "faster" and c.ci_low == c.sample_ci_low and c.drift_low is None
+    assert "A and B" in machine_drift(a, b)

@@ -5,6 +5,7 @@ choice."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     """
     from dlperf.hardware.identity import diff, identity
     from dlperf.report.compare import NOT_COMPARED, compare_runs, regressions, summarize
+    from dlperf.report.drift import machine_drift
     from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db, create=False)
@@ -136,7 +138,8 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     threads, diffs, threads_lines = _threads_note(ra, rb, env_a, env_b, diffs)
     derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}
                and key != "threads" and not key.startswith("threads_source")]  # the threads: their own note
-    rows = compare_runs(share_a.results, share_b.results, min_effect / 100)
+    drift = machine_drift(share_a.results, share_b.results)  # the canaries' B/A, or why none
+    rows = compare_runs(share_a.results, share_b.results, min_effect / 100, drift)
     summary = summarize(rows)
     failed = regressions(rows, fail_pct) if fail_pct is not None else []
     if fmt == "json":
@@ -145,12 +148,14 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
         doc = {"run_a": ra["id"], "run_b": rb["id"], "machine_a": _machine_doc(share_a),
                "machine_b": _machine_doc(share_b), "min_effect_pct": min_effect, "confidence": CONFIDENCE,
                "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs], "threads": threads,
-               "derived_diffs": derived, "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
+               "derived_diffs": derived, "drift": drift if isinstance(drift, str) else asdict(drift),
+               "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
         _print_compare(_side_name(ra["id"], share_a, run_a), _side_name(rb["id"], share_b, run_b), diffs, derived,
-                       rows, summary, min_effect, fail_pct, failed, threads_lines)
+                       rows, summary, min_effect, fail_pct, failed, threads_lines,
+                       drift if isinstance(drift, str) else drift.line())
     unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
@@ -211,7 +216,8 @@ def _side_name(run_id: str, share: Any, ref: str) -> str:
 
 
 def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], rows: list[Any], summary: Any,
-                   min_effect: float, fail_pct: float | None, failed: list[Any], threads_lines: list[str]) -> None:
+                   min_effect: float, fail_pct: float | None, failed: list[Any], threads_lines: list[str],
+                   drift_line: str = "") -> None:
     """`compare`'s table: the environment warning, the threads where they differ, one row per case, what the
     columns mean, the summary."""
     from rich.markup import escape
@@ -249,6 +255,8 @@ def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], r
                   highlight=False)
     console.print("B/A and CI: Hodges-Lehmann on log per-call times, p: Mann-Whitney U; with >= 3 processes on "
                   "both sides: per-process medians, p: Welch's t.", highlight=False)
+    if drift_line:
+        console.print(escape(drift_line), highlight=False)
     counts = ", ".join(f"{summary.counts[v]} {v}" for v in VERDICTS if summary.counts.get(v))
     if summary.geomean is None:
         console.print(escape(f"no case compared ({counts or 'no cases'})"), highlight=False)

@@ -56,6 +56,16 @@ from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="where cases run: here, or on the Dask workers of --scheduler (see 'dlperf fleet --help')")
 @click.option("--scheduler", default=None, metavar="ADDR", help="the Dask scheduler of a fleet, tcp://HOST:PORT")
+@click.option("--precision", "precision_pct", type=FiniteFloatRange(min=0, max=100, min_open=True, max_open=True),
+              default=None, metavar="PCT",
+              help="run more worker processes per case while the 95% interval of its process medians is wider "
+                   "than +-PCT% (e.g. 5), within --max-processes and --precision-budget (default: only the "
+                   "study's repetitions)")
+@click.option("--max-processes", type=click.IntRange(min=2), default=None, metavar="N",
+              help="with --precision: at most N processes per case [default: 10]")
+@click.option("--precision-budget", "precision_budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS", help="with --precision: at most this much extra time for added processes "
+                                      "[default: as long as the planned processes took]")
 @click.option("--max-cases", type=click.IntRange(min=1), default=None, metavar="N",
               help=f"run a study of up to N case-repetitions (without it: at most {RUN_CASE_LIMIT:,}; "
                    f"`dlperf plan STUDY` counts them)")
@@ -64,7 +74,8 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         resume: str | None, retry_failed: bool, timeout_s: float | None, mem_limit_mb: int | None,
         threads: int | None, budget_s: float | None, energy_estimate: str | None, tdp_w: float | None,
         counters: bool, profile: bool | None, steps: int | None, wait_idle_s: float | None, executor: str,
-        scheduler: str | None, max_cases: int | None, db: str | None) -> None:
+        scheduler: str | None, precision_pct: float | None, max_processes: int | None,
+        precision_budget_s: float | None, max_cases: int | None, db: str | None) -> None:
     """Run STUDY (a shipped name such as `smoke`, or a .yaml path); resumes an unfinished run."""
     from dlperf.cli.readers import machine_reports, report_data, run_machines
     from dlperf.report.registry import machine_sections
@@ -90,6 +101,7 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         raise click.UsageError("--retry-failed runs again the failed cases of an unfinished run and --new starts "
                                "an empty one: give one of them")
     refuse_steps_with_budget(steps, budget_s)
+    check_precision(precision_pct, max_processes, precision_budget_s, executor)
     if executor != "dask":  # a fleet's threads run on the workers' cores, not this machine's
         check_threads(threads)
     loaded = load_study(study, quick=quick)
@@ -97,7 +109,9 @@ def run(study: str, quick: bool, frameworks: tuple[str, ...], devices: tuple[str
         study, loaded, frameworks=list(frameworks), devices=list(devices), new=new, resume=resume, db=db,
         retry_failed=retry_failed, max_cases=max_cases,
         overrides={"timeout_s": timeout_s, "mem_limit_mb": mem_limit_mb, "threads": threads, "budget_s": budget_s,
-                   "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps},
+                   "energy_estimate_tdp_w": tdp_w, "profile": profile, "steps": steps,
+                   "precision_rel": None if precision_pct is None else precision_pct / 100,
+                   "max_processes": max_processes, "precision_budget_s": precision_budget_s},
         counters=counters, wait_idle_s=wait_idle_s, scheduler=scheduler,
     )
     data = report_data(store, summary.run_id, None)
@@ -115,6 +129,17 @@ def check_resume_or_new(resume: str | None, new: bool) -> None:
     """--resume and --new together is a usage error (one continues a run, the other starts one)."""
     if resume and new:
         raise click.UsageError("--resume RUN continues a run and --new starts another: give one of them")
+
+
+def check_precision(precision_pct: float | None, max_processes: int | None, budget_s: float | None,
+                    executor: str) -> None:
+    """--max-processes and --precision-budget only with --precision; --precision only for a local run (a fleet's
+    processes run on several machines, whose spread is not one case's precision)."""
+    if precision_pct is None and (max_processes is not None or budget_s is not None):
+        raise click.UsageError("--max-processes and --precision-budget bound --precision: give --precision PCT too")
+    if precision_pct is not None and executor == "dask":
+        raise click.UsageError("--precision runs more processes here, between cases: it is not available with "
+                               "--executor dask")
 
 
 def check_threads(threads: int | None) -> None:

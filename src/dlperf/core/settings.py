@@ -18,7 +18,8 @@ ParamGrid = dict[str, Any]
 
 #: Keys stored only where set: they came after runs.settings was first written, and a run that never
 #: set them keeps its stored settings (and its study's hash) as they were.
-_STORED_ONLY_WHEN_SET = frozenset({"energy_estimate_tdp_w", "per_call"})
+_STORED_ONLY_WHEN_SET = frozenset({"energy_estimate_tdp_w", "per_call", "precision_rel", "max_processes",
+                                   "precision_budget_s"})
 
 
 class RunSettings(BaseModel):
@@ -49,6 +50,14 @@ class RunSettings(BaseModel):
     per_call: bool = Field(
         default=False, description="time every call alone (block 1, >= 100 samples) for tail percentiles; a "
         "workload may ask for it itself (`Workload.per_call_timing`)")
+    precision_rel: float | None = Field(
+        default=None, gt=0, lt=1, description="`--precision`: more processes per case while the 95% interval of "
+        "its process medians is wider than this, relative (None: only the planned repetitions)")
+    max_processes: int | None = Field(
+        default=None, gt=1, description="the most processes per case `precision_rel` may run (None: the default)")
+    precision_budget_s: float | None = Field(
+        default=None, gt=0, description="extra seconds the run may spend on added processes (None: as long as "
+        "its planned processes took)")
 
     def with_overrides(self, **overrides: Any) -> RunSettings:
         """A copy with these keys replaced (validated); a None value leaves its key as it is."""

@@ -17,6 +17,10 @@ does not matter. Validity (`metrics.validity`) decides what is compared at all: 
 never faster or slower; `noisy` processes are compared and the case is marked noisy. Results stored
 before validity existed (None) count as valid and are not marked. Other verdicts: `not comparable`
 (no successful result on a side), `only in A`, `only in B`.
+
+The machine's drift between the runs (their canaries, `report.drift`) widens each compared case's interval
+before its verdict: a change the drift could explain is `inconclusive`, with a note; `ci_low`/`ci_high` are the
+widened interval, `sample_ci_low`/`sample_ci_high` the one from the processes alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.core.result import CaseResult
+from dlperf.report.drift import Drift, local_ratio, machine_drift, widen
 from dlperf.report.effect import CONFIDENCE, MIN_PROCESSES, estimate
 from dlperf.timing import Measurement
 
@@ -65,6 +70,10 @@ class CaseComparison:
     notes: list[str] = field(default_factory=list)  # why not compared, noisy processes, processes left out
     validity_a: list[str | None] = field(default_factory=list)  # per successful process; None: not recorded
     validity_b: list[str | None] = field(default_factory=list)
+    sample_ci_low: float | None = None  # the interval from the processes alone, before the drift widened it
+    sample_ci_high: float | None = None
+    drift_low: float | None = None  # the drift band it was widened by (None: no canary on a side)
+    drift_high: float | None = None
 
     @property
     def label(self) -> str:
@@ -128,7 +137,7 @@ def _reasons(side: str, rows: list[CaseResult]) -> str:
 
 
 def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
-                 min_effect: float = DEFAULT_MIN_EFFECT) -> CaseComparison:
+                 min_effect: float = DEFAULT_MIN_EFFECT, drift: Drift | None = None) -> CaseComparison:
     """One case, its repetitions on each side pooled (see `report.effect` for how processes count)."""
     if not rows_a or not rows_b:
         return CaseComparison(key, "only in A" if rows_a else "only in B")
@@ -159,24 +168,36 @@ def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
     notes = [f"noisy {_reasons(side, rows)}" for side, rows in noisy if rows]
     notes += [_excluded_note(side, [r for r in ok if _validity(r) in NOT_COMPARED], len(ok))
               for side, ok, use in (("A", ok_a, use_a), ("B", ok_b, use_b)) if len(use) < len(ok)]
+    low, high, band = effect.ci_low, effect.ci_high, (None, None)
+    if drift is not None and low is not None and high is not None:
+        low, high, *band = widen(low, high, drift, local_ratio(use_a, use_b))
+        before = verdict(effect.ci_low, effect.ci_high, min_effect)
+        if before in ("faster", "slower") and verdict(low, high, min_effect) != before:
+            notes.append(f"{before} by the processes alone, but within the machine's drift (canary x{band[0]:.3f} "
+                         f"to x{band[1]:.3f}): cannot separate the change from it")
     return CaseComparison(
-        key, verdict(effect.ci_low, effect.ci_high, min_effect), len(use_a), len(use_b),
+        key, verdict(low, high, min_effect), len(use_a), len(use_b),
         float(np.median(np.concatenate(samples_a))), float(np.median(np.concatenate(samples_b))),
-        effect.ratio, effect.ci_low, effect.ci_high, effect.p_value, effect.method,
-        noisy=any(rows for _, rows in noisy), notes=notes, **validities)
+        effect.ratio, low, high, effect.p_value, effect.method,
+        noisy=any(rows for _, rows in noisy), notes=notes, **validities, sample_ci_low=effect.ci_low,
+        sample_ci_high=effect.ci_high, drift_low=band[0], drift_high=band[1])
 
 
 def compare_runs(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult],
-                 min_effect: float = DEFAULT_MIN_EFFECT) -> list[CaseComparison]:
+                 min_effect: float = DEFAULT_MIN_EFFECT, drift: Drift | str | None = None) -> list[CaseComparison]:
     """One comparison per case key (all repetitions of a case together), in key order; a case present in
-    only one run is listed as such."""
+    only one run is listed as such. `drift`: the machine's drift between the runs (`report.drift`; None: found
+    here from the runs' canaries; a string: none, and why)."""
+    if drift is None:
+        drift = machine_drift(results_a, results_b)
     by_a: dict[str, list[CaseResult]] = defaultdict(list)
     by_b: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results_a:
         by_a[r.case_key].append(r)
     for r in results_b:
         by_b[r.case_key].append(r)
-    return [compare_case(key, by_a.get(key, []), by_b.get(key, []), min_effect)
+    usable = drift if isinstance(drift, Drift) else None
+    return [compare_case(key, by_a.get(key, []), by_b.get(key, []), min_effect, usable)
             for key in sorted(set(by_a) | set(by_b))]
 
 

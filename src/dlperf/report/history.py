@@ -25,6 +25,12 @@ baseline's (the median of the baseline runs' interval ends: a typical run's inte
 `faster` symmetrically; `no change` within the threshold; `inconclusive` beyond it with overlapping
 intervals. The gate fails on `slower`, and closed on a newest run whose case could not be checked
 (contended, invalid or failed where earlier runs had a usable point), as `compare`'s gate does.
+
+The machine drifts between runs: where the newest run and its baseline runs stored canaries (`runner.canary`,
+timed before and after each process), the canary's newest/baseline ratio m around the case's processes widens
+the check as `compare` widens its intervals (`report.drift`): `slower` needs the ratio and the newest interval
+beyond max(1, m) times the threshold and the baseline's interval, `faster` beyond min(1, m); a change the drift
+could explain is `inconclusive`. Runs without a canary are checked as before.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from dlperf.report.machines import (
     software_changes,
     split_by_machine,
 )
+from dlperf.runner.canary import local_times
 from dlperf.timing import Measurement
 from dlperf.units import format_time
 
@@ -85,6 +92,8 @@ class Point:
     processes: int = 0
     usable: bool = False
     reason: str | None = None
+    #: The geometric mean of the canary times around the case's processes in this run (None: no canary stored).
+    canary_s: float | None = None
 
     def median_text(self) -> str:
         """The median with its 95% interval, as the tables print it ('2.05 ms [2.04 ms, 2.06 ms]')."""
@@ -166,8 +175,10 @@ def pooled_point(run_index: int, reps: Sequence[CaseResult]) -> Point:
     else:
         validity = "noisy" if "noisy" in validities or pooled.noisy else ("valid" if any(validities) else None)
         reason = None
+    canaries = local_times(chosen)
+    canary_s = math.exp(statistics.fmean(math.log(t) for t in canaries)) if canaries else None
     return Point(run_index, "ok", pooled.median_s, ci[0] if ci else None, ci[1] if ci else None, validity,
-                 len(chosen), bool(usable), reason)
+                 len(chosen), bool(usable), reason, canary_s)
 
 
 def check_newest(points: list[Point], runs: list[RunInfo], detection: Detection | None, used: list[int],
@@ -198,16 +209,27 @@ def check_newest(points: list[Point], runs: list[RunInfo], detection: Detection 
     n_low = newest.ci_low_s if newest.ci_low_s is not None else newest.median_s
     n_high = newest.ci_high_s if newest.ci_high_s is not None else newest.median_s
     up = 1 + threshold_pct / 100
+    drift = _drift(newest, base)
+    band_low, band_high = min(1.0, drift or 1.0), max(1.0, drift or 1.0)
     if ratio > up:
-        verdict = "slower" if n_low > high else "inconclusive"  # type: ignore[operator]
+        verdict = "slower" if n_low > high * band_high and ratio > up * band_high else "inconclusive"  # type: ignore[operator]
     elif ratio < 1 / up:
-        verdict = "faster" if n_high < low else "inconclusive"  # type: ignore[operator]
+        verdict = "faster" if n_high < low * band_low and ratio < band_low / up else "inconclusive"  # type: ignore[operator]
     else:
         verdict = "no change"
+    why = f"threshold {threshold_pct:g}%"
+    if drift is not None:
+        why += f"; machine drift by the canary x{drift:.3f} (newest/baseline), allowed for"
     numbers = [runs[points[used[p]].run_index].number for p in base_pos]
     return NewestCheck(verdict, regression=gate and verdict == "slower", ratio=ratio, baseline_runs=numbers,
-                       baseline_median_s=median, baseline_low_s=low, baseline_high_s=high,
-                       reason=f"threshold {threshold_pct:g}%")
+                       baseline_median_s=median, baseline_low_s=low, baseline_high_s=high, reason=why)
+
+
+def _drift(newest: Point, base: Sequence[Point]) -> float | None:
+    """The canary's newest/baseline ratio around the case's processes (None where a run lacks a canary)."""
+    if newest.canary_s is None or not base or any(p.canary_s is None for p in base):
+        return None
+    return newest.canary_s / math.exp(statistics.median(math.log(p.canary_s) for p in base))  # type: ignore[arg-type]
 
 
 def case_history(key: str, points: list[Point], runs: list[RunInfo], min_effect: float,

@@ -10,6 +10,7 @@ import math
 import statistics
 
 from dlperf.core.result import CaseResult
+from dlperf.runner.precision import precision_text
 from dlperf.units import format_iqr, format_time
 
 #: The column a run on several machines has (the run table's after `device`, this table's after `case`).
@@ -18,7 +19,9 @@ MACHINE_COLUMN = "machine"
 
 def across_processes(results: list[CaseResult], names: dict[int, str] | None = None) -> list[list[str]]:
     """Per case run in several worker processes: the median of their medians, the spread within one process
-    (median IQR/median) and across processes ((max - min) / median of the medians); [] when none repeats.
+    (median IQR/median) and across processes ((max - min) / median of the medians), and the precision the case
+    reached (`runner.precision`: the 95% interval of its process medians, with the --precision target where one
+    was set); [] when none repeats.
     `names`: the machine column of a run on several machines (`share_names`, by env id): the processes of a
     case are then grouped per machine, with the machine after the case (`across_columns`), so that two
     machines' difference is never shown as the spread across processes."""
@@ -36,12 +39,13 @@ def across_processes(results: list[CaseResult], names: dict[int, str] | None = N
         across = (medians[-1] - medians[0]) / mid if mid > 0 else math.inf
         flags = sorted({r.m.validity for r in group if r.m.validity not in (None, "valid")})
         rows.append([key, *([machine] if names else []), str(len(group)), format_time(mid),
-                     format_iqr(statistics.median(within)), format_iqr(across), ", ".join(flags) or "-"])
+                     precision_text(group), format_iqr(statistics.median(within)), format_iqr(across),
+                     ", ".join(flags) or "-"])
     return rows
 
 
-ACROSS_COLUMNS = ("case", "processes", "median of medians", "spread within one (IQR)", "spread across (max-min)",
-                  "flags")
+ACROSS_COLUMNS = ("case", "processes", "median of medians", "precision (95% CI)", "spread within one (IQR)",
+                  "spread across (max-min)", "flags")
 
 
 def across_columns(names: dict[int, str] | None = None) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from rich.table import Table
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
 from dlperf.report.machines import MachineShare, share_names
+from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 
@@ -326,10 +327,11 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     if failed:
         console.print(escape(f"{failed} failed case{'s' * (failed != 1)}: each one's whole reason and stored "
                              f"traceback: {ERRORS_HINT.format(run=run['id'])}"), highlight=False, soft_wrap=True)
-    stored = len(results)
-    console.print(f"{stored} of {run['n_cases']} cases stored; times are per call (median, IQR/median, "
+    console.print(f"{stored_text(run, results)}; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
     console.print(escape(validity_line(results)), highlight=False)
+    for line in noise_lines(results):
+        console.print(escape(line), highlight=False, soft_wrap=True)
     across = across_processes(results, names)
     if across:
         rep_table = Table(title="repetitions in separate worker processes", title_justify="left")
@@ -349,6 +351,13 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
 
 
 FAILED = ("error", "timeout", "oom", "crashed")
+
+
+def stored_text(run: dict[str, Any], results: list[CaseResult]) -> str:
+    """'12 of 12 cases stored', and the processes --precision added beyond the planned ones where it did."""
+    added = sum(1 for r in results if (r.m.get("precision") or {}).get("added"))
+    text = f"{len(results) - added} of {run['n_cases']} cases stored"
+    return text + (f" (and {added} processes added to reach --precision)" if added else "")
 
 
 def case_details(results: list[CaseResult]) -> list[str]:
@@ -380,12 +389,13 @@ def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[Case
     out = [f"# dlperf run `{run['id']}`", "",
            f"Study **{run['study']}** ({run['variant']}), status {run['status']}, "
            f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
-           f"{len(results)} of {run['n_cases']} cases stored.", "", "## Environment", ""]
+           f"{stored_text(run, results)}.", "", "## Environment", ""]
     out += [f"- {line}" for line in environment_lines(env) + machine_lines(machines)]
     out += [f"- energy: {reason}" for reason in energy_reasons(results)]
     out += ["", "## Results", "",
             "Times are per call: the median over samples, IQR as a fraction of the median, and "
-            "samples x calls per sample. Rates are computed from the median.", "", validity_line(results), ""]
+            "samples x calls per sample. Rates are computed from the median.", "", validity_line(results), "",
+            *(f"{line}\n" for line in noise_lines(results))]
     out.append("| " + " | ".join(column_titles(cols, results)) + " |")
     out.append("|" + "|".join("---" for _ in cols) + "|")
     for row in result_rows(results, names):

@@ -7,6 +7,7 @@ rerunning the same command resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,11 +21,20 @@ from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
 from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import wait_idle
+from dlperf.runner.canary import Canary
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
 from dlperf.runner.executor import CaseBatch, CaseExecutor
 from dlperf.runner.lifecycle import NewRun, OpenRun, SweepInterrupted, open_run
+from dlperf.runner.precision import (
+    DEFAULT_MAX_PROCESSES,
+    CaseState,
+    PrecisionTarget,
+    reach_precision,
+    stored_precision,
+    usable_median,
+)
 from dlperf.runner.process import run_worker
 from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.runner.threads import FLEET_WHY, choose_threads, with_wait
@@ -182,24 +192,114 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
             todo=todo, settings=settings, run=run, frameworks=sorted({c.framework for c in cases}),
             counters=counters, wait_idle_s=wait_idle_s, events=events, not_run=summary.not_run))
         return summary
-    oom_at = _oom_boundaries(store.results(run_id)) if todo else {}
+    target = precision_target(settings)
+    stored = store.results(run_id) if todo or target else []
+    oom_at = _oom_boundaries(stored)
+    rounds = _Rounds(store, run, env_id, settings, counters, events, wait_idle_s, summary, oom_at, stored,
+                     target, Canary() if todo or target else None)
     with events.cases(len(cases), summary.n_skipped):
         for i, case in enumerate(todo, start=summary.n_skipped + 1):
-            run.check_lease()
-            row = _skip_after_oom(case, oom_at, run_id, env_id)
-            if row is None:
-                waited = None
-                if wait_idle_s:
-                    events.waiting(wait_idle_s)
-                    waited = wait_idle(wait_idle_s)
-                row = run_case(case, settings, run_id, env_id, counters)
-                if waited is not None:
-                    row = with_wait(row, waited)
-            _note_oom(row, oom_at)
-            run.store_result(row)
-            summary.statuses[row.status] = summary.statuses.get(row.status, 0) + 1
-            events.case_done(i, len(cases), row)
+            rounds.run_one(case, i, len(cases))
+        if target is not None:
+            rounds.reach(cases, target)
     return summary
+
+
+class _Rounds:
+    """The local sweep's processes: each case in a fresh worker, the canary before the first and after each one
+    (both stored in the case's row, `metrics.canary`), the case's precision across its processes so far
+    (`metrics.precision`), and with --precision more processes for the cases still too wide (`runner.precision`)."""
+
+    def __init__(self, store: Store, run: OpenRun, env_id: int, settings: RunSettings, counters: bool,
+                 events: RunEvents, wait_idle_s: float | None, summary: SweepSummary, oom_at: dict[Any, int],
+                 stored: list[CaseResult], target: PrecisionTarget | None, canary: Canary | None) -> None:
+        self.store, self.run, self.env_id, self.settings, self.counters = store, run, env_id, settings, counters
+        self.events, self.wait_idle_s, self.summary, self.oom_at = events, wait_idle_s, summary, oom_at
+        self.target, self.canary = target, canary
+        self.before = canary.measure() if canary is not None else None
+        self.states: dict[str, CaseState] = {}
+        self.wall_s = 0.0  # the wall time of the run's processes (stored and new): the default extra budget
+        for r in stored:
+            self._count(r)
+
+    def _count(self, row: CaseResult) -> None:
+        state = self.states.setdefault(row.case_key, CaseState())
+        state.processes = max(state.processes, row.repetition + 1)
+        median = usable_median(row)
+        if median is not None:
+            state.medians_s.append(median)
+        self.wall_s += row.wall_s or 0.0
+
+    def run_one(self, case: Case, index: int, total: int, added: bool = False) -> CaseResult:
+        """Run (or skip after an OOM) and store one process of `case`; its row."""
+        self.run.check_lease()
+        row = _skip_after_oom(case, self.oom_at, self.run.run_id, self.env_id)
+        if row is None:
+            waited = None
+            if self.wait_idle_s:
+                self.events.waiting(self.wait_idle_s)
+                waited = wait_idle(self.wait_idle_s)
+            row = run_case(case, self.settings, self.run.run_id, self.env_id, self.counters)
+            if waited is not None:
+                row = with_wait(row, waited)
+            if self.canary is not None and self.before is not None:
+                after = self.canary.measure()  # outside the worker, after it exited: never in a timed region
+                row = _with_metrics(row, canary={"before": self.before.as_dict(), "after": after.as_dict()})
+                self.before = after
+        if added:  # reach_precision counts it in its case's state itself: the row stores the state with it
+            median, state = usable_median(row), self.states[case.key]
+            shown = CaseState(state.medians_s + ([median] if median is not None else []), case.repetition + 1)
+            self.wall_s += row.wall_s or 0.0
+        else:
+            self._count(row)
+            shown = self.states[case.key]
+        precision = stored_precision(shown, self.target)
+        row = _with_metrics(row, precision=precision | ({"added": True} if added else {}))
+        _note_oom(row, self.oom_at)
+        self.run.store_result(row)
+        self.summary.statuses[row.status] = self.summary.statuses.get(row.status, 0) + 1
+        self.events.case_done(index, total, row)
+        return row
+
+    def reach(self, cases: list[Case], target: PrecisionTarget) -> None:
+        """More processes for the cases wider than `target` (runner.precision), within its caps."""
+        first = {c.key: c for c in reversed(cases)}  # repetition 0 of each case, in the study's order
+        order = {c.key: self.states.setdefault(c.key, CaseState()) for c in cases}
+        budget_s = target.budget_s if target.budget_s is not None else self.wall_s
+        wide = [k for k, s in order.items() if not s.precise(target.rel) and s.processes < target.max_processes]
+        if not wide:
+            return
+        self.events.note(f"precision: {len(wide)} of {len(order)} cases are wider than ±{target.rel * 100:g}% (95% "
+                         f"interval of their process medians): more processes, at most {target.max_processes} per "
+                         f"case and {budget_s:.0f} s in all")
+        done = [self.summary.n_cases]
+
+        def run_more(key: str, repetition: int) -> float | None:
+            done[0] += 1
+            row = self.run_one(dataclasses.replace(first[key], repetition=repetition), done[0], done[0], added=True)
+            return usable_median(row)
+
+        reached = reach_precision(order, run_more, target, budget_s)
+        short = [k for k, r in reached.items() if r.stopped != "reached"]
+        if short:
+            self.events.note(f"precision: {len(reached) - len(short)} of {len(reached)} cases reached "
+                             f"±{target.rel * 100:g}%; {len(short)} did not (the repetitions table says how far each "
+                             f"got, and whether the cap or the budget stopped it)")
+
+
+def precision_target(settings: RunSettings) -> PrecisionTarget | None:
+    """The --precision policy of these settings (None where none was asked)."""
+    if settings.precision_rel is None:
+        return None
+    return PrecisionTarget(settings.precision_rel, settings.max_processes or DEFAULT_MAX_PROCESSES,
+                           settings.precision_budget_s)
+
+
+def _with_metrics(row: CaseResult, **extra: Any) -> CaseResult:
+    """The row with these keys added to its metrics (a row with no metrics, a failed one, is left as it is)."""
+    if row.metrics is None:
+        return row
+    return row.model_copy(update={"metrics": row.metrics.model_copy(update=extra)})
 
 
 def _sweep_elsewhere(summary: SweepSummary, executor: CaseExecutor, batch: CaseBatch) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.report.html.render import table_block, text_blocks
 from dlperf.report.machines import MachineShare, describe_machine, share_names
+from dlperf.report.noise import noise_lines
 from dlperf.report.tables import (
     FAILED,
     across_columns,
@@ -21,6 +22,7 @@ from dlperf.report.tables import (
     energy_reasons,
     environment_lines,
     result_rows,
+    stored_text,
     validity_line,
 )
 from dlperf.timing.measurement import Measurement
@@ -42,10 +44,10 @@ def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
     cols = columns(names)
     rows = result_rows(results, names)
     out = [table_block(column_titles(cols, results), [[row[c] for c in cols] for row in rows],
-                       caption=f"{len(results)} of {run.get('n_cases')} cases stored; times per call (median, "
+                       caption=f"{stored_text(run, results)}; times per call (median, "
                                "IQR/median, samples x calls per sample)", text_cols=(-1,),
                        row_classes=[status_class(r) for r in results])]
-    out += text_blocks([validity_line(results)])
+    out += text_blocks([validity_line(results), *noise_lines(results)])
     failed = sum(r.status in FAILED for r in results)
     if failed:
         out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under Validity and "
