@@ -23,9 +23,8 @@ class Check:
 
 #: The section of the noise checks.
 NOISE = "noise"
-#: The hook for the canary kernel (a fixed-work timing repeated to see how much the machine drifts), once one
-#: exists: a callable that runs it and returns its Check (its spread in the detail), shown last in the noise
-#: section. None until then: no line is shown, and nothing stands in for the measurement.
+#: A canary check: a callable that runs the canary kernel (a fixed-work timing repeated to see how much the
+#: machine drifts) and returns its Check, shown last in the noise section (`canary_check` is dlperf's).
 CanaryCheck = Callable[[], Check]
 
 
@@ -110,7 +109,35 @@ def noise_checks(root: Path = Path("/"), canary: CanaryCheck | None = None) -> l
     return out
 
 
-def all_checks(canary: CanaryCheck | None = None) -> list[Check]:
-    """Every section; `canary`: the canary kernel's check, where one exists (`CanaryCheck`)."""
+#: How often `dlperf doctor` runs the canary, and the pause between two (spreads the times over ~1-2 s).
+CANARY_TIMES, CANARY_PAUSE_S = 12, 0.05
+
+
+def canary_check(times: int = CANARY_TIMES, pause_s: float = CANARY_PAUSE_S, canary: Any = None) -> Check:
+    """The canary kernel (runner.canary, the one the sweep runs between cases) timed `times` times here: its
+    spread is how steady this machine is over a second or two, noise that neither contention nor steal shows.
+    `canary`: a `Canary` (one with a fake clock in tests); a new one by default."""
+    import time
+
+    from dlperf.runner.canary import UNSTABLE_SPREAD, Canary, stats
+
+    canary = canary or Canary()
+    series = []
+    for _ in range(times):
+        series.append(canary.measure())
+        time.sleep(pause_s)
+    st = stats(series)
+    if st is None:
+        return Check(NOISE, "canary", None, "not measured: fewer than 2 canary times")
+    detail = (f"{st.n} times over {st.duration_s:.1f} s: median {st.median_s * 1e3:.1f} ms, spread "
+              f"{st.spread_rel:.1%} (max-min)")
+    if st.unstable:
+        detail += (f", above {UNSTABLE_SPREAD:.0%}: this machine's speed moves by itself; use `dlperf run "
+                   "--precision PCT` for more processes per case, pin --threads, and compare runs made close in time")
+    return Check(NOISE, "canary", not st.unstable, detail)
+
+
+def all_checks(canary: CanaryCheck | None = canary_check) -> list[Check]:
+    """Every section; `canary`: the canary kernel's check (None leaves it out)."""
     return (framework_checks() + device_checks() + meter_checks() + profiler_checks()
             + noise_checks(canary=canary))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.doctor import NOISE, Check, noise_checks, profiler_checks
+from dlperf.doctor import NOISE, Check, canary_check, noise_checks, profiler_checks
 from dlperf.hardware.noise import NoiseItem, perf_paranoid, read_noise
 
 CPU = "sys/devices/system/cpu"
@@ -127,3 +127,30 @@ def test_doctor_shows_them_as_its_noise_section_with_the_canary_hook(tmp_path):
     # perf's access is no noise: it is shown with the profilers
     perf = profiler_checks(root)[-1]
     assert (perf.section, perf.name, perf.ok) == ("profilers", "perf_event_paranoid", False)
+
+
+class _Ticks:
+    """A fake clock whose every timed interval lasts the next of `durations_s` (seconds)."""
+
+    def __init__(self, durations_s):
+        self.durations, self.t, self.started = iter(durations_s), 0.0, False
+
+    def __call__(self):
+        if self.started:
+            self.t += next(self.durations)
+        self.started = not self.started
+        return self.t
+
+
+@pytest.mark.parametrize("slow_factor, ok", [(1.0, True), (1.5, False)])
+def test_doctor_runs_the_sweeps_canary_and_judges_its_spread(slow_factor, ok):
+    from dlperf.runner.canary import REPEATS, Canary
+
+    # 4 canary times; each is 2 parts x REPEATS timings of 1 ms; the last time's parts take `slow_factor` longer
+    per_time = 2 * REPEATS
+    durations = [1e-3] * (3 * per_time) + [1e-3 * slow_factor] * per_time
+    check = canary_check(times=4, pause_s=0.0, canary=Canary(clock=_Ticks(durations)))
+    assert (check.section, check.name, check.ok) == (NOISE, "canary", ok)
+    spread = (slow_factor - 1.0) * 2e-3 / 2e-3  # (max - min) / median of 2, 2, 2, 2 x slow_factor ms
+    assert check.detail.startswith("4 times over ") and f"spread {spread:.1%} (max-min)" in check.detail
+    assert ("--precision" in check.detail) is (not ok)

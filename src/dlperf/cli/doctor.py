@@ -10,7 +10,7 @@ from dlperf.cli.options import new_console
 @click.command()
 def doctor() -> None:
     """What this machine has: frameworks, devices, energy meters, profilers; and how to get the rest. Then what
-    makes its timings noisy (governor, turbo, ASLR, isolated CPUs, SMT, a VM's steal, perf's access), each with
+    makes its timings noisy (governor, turbo, ASLR, isolated CPUs, SMT, a VM's steal, the canary's spread), each with
     what to change: `no` marks a source of noise, `?` a setting that could not be read."""
     from rich.markup import escape
     from rich.table import Table
