@@ -255,13 +255,15 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     assert "Table 2 layout, this machine" in out and "Table 2 as published" in out
     assert "add Efic.%" in out and "binds" in out and "memory" in out
     assert "cpu: measured at the start of this run" in out and "DLPERF_* overrides act when a run starts" in out
-    for name in (f"roofline-{run_id}.png", f"roofline-{run_id}.svg"):
+    for name in (f"roofline-{run_id}.png", f"roofline-{run_id}.svg", f"bandwidth-curve-{run_id}.png",
+                 f"bandwidth-curve-{run_id}.svg"):
         assert (plots / name).stat().st_size > 10_000
     md_path = tmp_path / "report.md"
     md = run_cli("report", run_id, "--format", "markdown", "-o", str(md_path), "--plot-dir", str(plots), db=db)
     assert md.returncode == 0, md.stderr
     text = md_path.read_text()
     assert f"![roofline](plots/roofline-{run_id}.png)" in text and "### Table 2: as published" in text
+    assert f"(plots/bandwidth-curve-{run_id}.png)" in text  # the curve with the cases on it
     assert Path(plots / f"roofline-{run_id}.svg").read_text().lstrip().startswith("<?xml")
     # a peaks run measured afterwards changes nothing in this run's report
     assert run_cli("run", str(STUDIES / "peaks_tiny.yaml"), db=db).returncode == 0
