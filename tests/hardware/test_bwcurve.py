@@ -11,7 +11,14 @@ from rich.console import Console
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
-from dlperf.hardware.bwcurve import BandwidthCurve, CurvePoint, envelope, find_plateaus, sweep_sizes
+from dlperf.hardware.bwcurve import (
+    PLATEAU_MAX_RANGE_REL,
+    BandwidthCurve,
+    CurvePoint,
+    envelope,
+    find_plateaus,
+    sweep_sizes,
+)
 from dlperf.hardware.caches import DRAM, CacheInfo, CacheLevel, from_sysfs, memory_levels
 from dlperf.hardware.roofline import ABOVE_TOLERANCE_REL, CEILING_NOISY_REL, ceilings, roofline_point
 from dlperf.runner.ceilings import dram_bytes
@@ -181,3 +188,34 @@ def test_a_run_stored_before_curves_still_reports_with_one_figure_per_level():
     assert c.curve is None and "stored before bandwidth curves" in c.origin
     assert roofline_point(_case(MIB, 150.0), c)["pct_bw_peak"] == pytest.approx(75)
     assert roofline_point(_case(64 * MIB, 60.0), c)["flag"] == "above DRAM ceiling"
+
+
+#: Recorded: the curve a quick run measured on this AMD EPYC VM (1 thread, other processes using 1.5 cores):
+#: (working set, GB/s, IQR/median). Noisy: a dip at 2.67 MiB, spreads up to 300%.
+EPYC_BUSY = [(16380, 43.2, 1.081), (32760, 71.1, 1.591), (43688, 103.1, 1.964), (87376, 140.9, 0.469),
+             (174760, 171.4, 0.062), (524280, 208.0, 0.169), (699048, 214.4, 3.026), (1398096, 159.2, 2.984),
+             (2796200, 110.3, 1.038), (8388600, 123.0, 0.146), (11184808, 129.1, 0.203), (22369616, 90.3, 0.203),
+             (44739240, 47.1, 2.558), (89478480, 41.0, 0.261)]
+EPYC_INFO = CacheInfo((CacheLevel(1, "Data", 48 * KIB, 2, 1), CacheLevel(2, "Unified", MIB, 2, 1),
+                       CacheLevel(3, "Unified", 32 * MIB, 1, 2)), "recorded")
+
+
+def test_a_recorded_noisy_curve_invents_no_level_and_judges_only_where_its_ceiling_is_steady():
+    pts = [CurvePoint(ws, gbs * 1e9, spread, "copy", "numpy") for ws, gbs, spread in EPYC_BUSY]
+    plateaus = find_plateaus(pts, memory_levels(EPYC_INFO, 1))
+    for p in plateaus:  # each plateau is level in the data: its points within the stated range
+        inside = [q.bytes_per_s for q in pts if p.start_bytes <= q.working_set_bytes <= p.end_bytes]
+        assert len(inside) == p.n_points and max(inside) / min(inside) - 1 <= PLATEAU_MAX_RANGE_REL
+    assert not any(p.start_bytes <= 2796200 <= p.end_bytes for p in plateaus)  # the dip sits in no plateau
+    curve = BandwidthCurve(tuple(pts), tuple(plateaus))
+    stored = {"devices": {"cpu": {"threads": 1, "caches": EPYC_INFO.to_dict(), "levels": [],
+                                  "curve": curve.to_dict()}}}
+    c = ceilings(ENV, "cpu", "float32", {}, None, stored)
+    # the dip at 2.67 MiB is covered by the larger sizes: a case at 6 MB is judged against 129 GB/s (IQR 20%)
+    at = curve.at(6e6)
+    assert at is not None and at.upper_bytes_per_s == pytest.approx(129.1e9) and "10.7 MiB" in at.source
+    assert roofline_point(_case(6e6, 120.0), c)["check"] == "ok"
+    assert roofline_point(_case(6e6, 240.0), c)["flag"] is not None  # far above: flagged
+    # at 48 MB the ceiling is set by a point whose IQR is 256%: it cannot flag even a case twice its figure
+    r = roofline_point(_case(48e6, 95.0), c)
+    assert r["flag"] is None and r["check"].startswith("ceiling too noisy to judge (IQR 256%")
