@@ -142,7 +142,7 @@ def mask(text: str) -> str:
     text = re.sub(r"N ?(?:ns|us|µs|ms|s)\b", "T", text)
     text = re.sub(r"N ?(?:B|KiB|MiB|GiB|TiB)\b", "SIZE", text)
     text = re.sub(r"\b(?:valid|noisy|contended|invalid|unknown)\b", "V", text)
-    text = re.sub(r"\b(?:LN|LLC|DRAM)\b", "LEVEL", text)
+    text = re.sub(r"\b(?:LN|LLC|DRAM)(?:-(?:LN|LLC|DRAM))?\b", "LEVEL", text)  # a level, or the slope between two
     return " ".join(text.split())
 
 

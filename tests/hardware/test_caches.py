@@ -91,13 +91,14 @@ def test_lscpu_json_fallback():
     assert from_lscpu_json("not json", 2) is None
 
 
-def test_ceiling_working_sets_sit_well_inside_each_level_and_dram_beyond_the_last(tmp_path):
-    from dlperf.runner.ceilings import DRAM_LLC_FACTOR, DRAM_UNKNOWN_BYTES, working_sets
+def test_the_bandwidth_sweep_runs_from_inside_l1_to_well_past_the_last_level(tmp_path):
+    from dlperf.hardware.bwcurve import SWEEP_FACTOR, SWEEP_START_BYTES, sweep_sizes
+    from dlperf.runner.ceilings import DRAM_LLC_FACTOR, DRAM_UNKNOWN_BYTES, dram_bytes
 
     info = from_sysfs(_fake_sysfs(tmp_path, 2, ["0-1"]), cpus=frozenset({0, 1}))
-    plan = working_sets(info, threads=2)
-    assert [(name, cap) for name, cap, _ in plan] == memory_levels(info, 2)
-    for _name, cap, ws in plan[:-1]:
-        assert ws == cap // 2  # half what the run's threads can hold
-    assert plan[-1] == (DRAM, None, DRAM_LLC_FACTOR * 32 * MIB)
-    assert working_sets(CacheInfo((), "none"), 2) == [(DRAM, None, DRAM_UNKNOWN_BYTES)]
+    last = dram_bytes(info, threads=2)
+    assert last == DRAM_LLC_FACTOR * 32 * MIB
+    sizes = sweep_sizes(last)
+    assert sizes[0] == SWEEP_START_BYTES < 48 * KIB and sizes[-1] == last
+    assert all(b / a == pytest.approx(SWEEP_FACTOR) for a, b in zip(sizes, sizes[1:-1], strict=False))
+    assert dram_bytes(CacheInfo((), "none"), 2) == DRAM_UNKNOWN_BYTES

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlperf.core.result import CaseResult
+from dlperf.core.validity import validity_words
 from dlperf.report import collectives_report, ddp_report
-from dlperf.report.tables import short_reason
 from dlperf.runner.events import RunEvents
 from dlperf.units import NOT_MEASURED, format_iqr, format_mib, format_time
 
@@ -88,7 +88,7 @@ class ConsoleEvents(RunEvents):
         else:
             detail = result.reason or ""
         if status == "ok" and result.workload != "serve" and result.m.validity not in (None, "valid"):
-            detail += f" - {result.m.validity}: {short_reason(result.m.validity_reason)}"
+            detail += f" - {validity_words(result.m.validity, result.m.validity_reason)}"
         line = (f"{escape(f'[{index}/{total}] {result.case_key}{rep}:')} [{_STATUS_STYLE.get(status, 'red')}]"
                 f"{status}[/] {escape(detail)}")
         console = self._progress.console if self._progress is not None else self.console

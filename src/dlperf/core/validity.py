@@ -161,3 +161,17 @@ def assess_activity(activity: dict[str, Any] | None, *, threads: int | None,
     if contended:
         return "contended", "; ".join(contended + notes)
     return "valid", "; ".join(notes) or None
+
+
+def short_reason(reason: str | None, limit: int = 90) -> str:
+    """The first finding of a validity reason, cut to `limit` characters (the whole is in `export`)."""
+    first = (reason or "").split("; ")[0].split(" (")[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def validity_words(validity: str | None, reason: str | None) -> str:
+    """A case's validity and its first finding, as the run's progress line prints them and every report that
+    declines to judge the case repeats them ("contended: other processes used 1.0 cores"): one source, so the
+    two never disagree."""
+    first = short_reason(reason)
+    return f"{validity}: {first}" if first else str(validity)

@@ -3,10 +3,12 @@
 Ceilings, per device (and dtype for compute):
 - compute: the theoretical FLOP peak of the run's environment (the study's "Efic." is FLOP/s as a % of
   it), with the measured GEMM FLOP/s beside it;
-- memory, one ceiling per level (L1, L2, ..., LLC, DRAM): the bandwidths measured at the start of the
-  run itself and stored with it (`runner.ceilings`, `runs.derived["ceilings"]`), each with the spread
-  (IQR/median) of its measurement. A case is charged to the smallest level whose capacity (for the
-  run's thread count) holds its working set, the bytes of the arrays it touches (`bytes_per_call`).
+- memory: the bandwidth curve measured at the start of the run itself and stored with it
+  (`runner.ceilings`, `runs.derived["ceilings"]`, `hardware.bwcurve`), each point with its spread
+  (IQR/median). A case is judged against the curve at its own working set, the bytes of the arrays it
+  touches (`bytes_per_call`), and named after the plateau (memory level as the data shows it) that holds
+  it. A run stored before the curve has one figure per level (L1, L2, ..., LLC, DRAM): a case is then
+  charged to the smallest level whose capacity (for the run's thread count) holds its working set.
 - A run stored before ceilings were measured with runs has no cache sizes: its only memory ceiling is
   DRAM, from the theoretical bandwidth or the best copy/triad of a `dlperf peaks` run of the same host
   that finished before the run started (the caller passes only those), named in the source.
@@ -23,12 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.hardware.caches import DRAM
+from dlperf.core.validity import validity_words
+from dlperf.hardware.bwcurve import BandwidthCurve
+from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
 from dlperf.hardware.peaks import flop_peak
 from dlperf.units import format_size
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
 HOST_KEYS = ("cpu_model", "hostname_sha256", "threads", "cpu_physical_cores")
+#: A case is "above" a memory ceiling only beyond the ceiling's spread, the case's IQR and this much more.
+ABOVE_TOLERANCE_REL = 0.10
+#: A memory ceiling whose spread (IQR/median) exceeds this cannot judge a case: the check says so.
+CEILING_NOISY_REL = 0.25
+#: Validities that are never judged against a ceiling: each is slower or less certain than the machine.
+NOT_JUDGED = ("invalid", "contended", "noisy")
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,10 @@ class Ceilings:
     dram_theoretical: float | None = None
     dram_theoretical_source: str = ""
     gemm_source: str = ""
+    #: The bandwidth curve measured with the run (None for a run stored before curves: one figure per level).
+    curve: BandwidthCurve | None = None
+    #: (level, capacity for the run's threads) as the machine reports its caches (`caches.memory_levels`).
+    reported_levels: tuple[tuple[str, int | None], ...] = ()
 
     @property
     def bw_peak(self) -> float | None:
@@ -128,6 +142,24 @@ def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
     return env.get("cpu_peaks_theoretical") or {}
 
 
+def _plateau_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
+    """The plateaus found in a stored curve as levels, each ending where the data says it ends (the last
+    holds anything)."""
+    plateaus = BandwidthCurve.from_dict(dev.get("curve") or {}).plateaus
+    return tuple(LevelCeiling(p.name, None if i == len(plateaus) - 1 else p.end_bytes, p.bytes_per_s, p.spread_rel,
+                              f"plateau {format_size(p.start_bytes)} to {format_size(p.end_bytes)}, {p.n_points} "
+                              f"points, IQR up to {100 * p.spread_rel:.1f}%")
+                 for i, p in enumerate(plateaus))
+
+
+def _reported_levels(caches: dict[str, Any], threads: int | None) -> tuple[tuple[str, int | None], ...]:
+    """The cache levels the run stored, with their capacity for its threads (() where they cannot be read)."""
+    try:
+        return tuple(memory_levels(CacheInfo.from_dict(caches), int(threads or 1)))
+    except (TypeError, ValueError):
+        return ()
+
+
 def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
     """The stored levels, fastest first. A level closer to the core never has a lower ceiling than one
     further out: where its own figure is lower (seen: L1 87 GB/s under L2's 216, set by each call's
@@ -179,19 +211,29 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
     theo_bw = theo.get("mem_bw_bytes_per_s")
     theo_bw_source = "theoretical" if theo_bw else "no theoretical bandwidth recorded (DLPERF_MEM_BW_GBS gives one)"
     dev = ((stored or {}).get("devices") or {}).get(device)
-    if dev and not any(lv.get("bytes_per_s") for lv in dev.get("levels") or []):
+    curve = BandwidthCurve.from_dict((dev or {}).get("curve") or {})
+    if dev and not curve.points and not any(lv.get("bytes_per_s") for lv in dev.get("levels") or []):
         stored = {"error": "the ceilings stored with this run have no figure for this device "
                            "(their kernels need torch or numpy)"}
         dev = None
     if dev:
         gemm = dev.get("gemm") or {}
         caches = dev.get("caches") or {}
+        if curve.points:
+            sizes = sorted(p.working_set_bytes for p in curve.points)
+            how = (f"a bandwidth curve of {len(sizes)} working sets from {format_size(sizes[0])} to "
+                   f"{format_size(sizes[-1])}, best sample per kernel; levels are the plateaus found in it")
+        else:
+            how = ("best sample per kernel; stored before bandwidth curves: one figure per level, at half its "
+                   "capacity")
         return Ceilings(
-            fp, flop_source, _stored_levels(dev), gemm.get("flops_per_s"),
-            origin=(f"measured at the start of this run ({dev.get('threads')} threads, best sample per kernel; "
+            fp, flop_source, _plateau_levels(dev) if curve.points else _stored_levels(dev), gemm.get("flops_per_s"),
+            origin=(f"measured at the start of this run ({dev.get('threads')} threads, {how}; "
                     f"cache sizes: {caches.get('source', 'not recorded')})"),
             caches_known=bool(caches.get("levels")), dram_theoretical=theo_bw, dram_theoretical_source=theo_bw_source,
-            gemm_source=f"{gemm['framework']} matmul n={gemm['n']}, with the run" if gemm else "")
+            gemm_source=f"{gemm['framework']} matmul n={gemm['n']}, with the run" if gemm else "",
+            curve=curve if curve.points else None,
+            reported_levels=_reported_levels(caches, dev.get("threads")))
     dev_measured = measured.get(device, {})  # keyed by the device as the studies name it
     if theo_bw:
         bw, bw_source = theo_bw, "theoretical bandwidth"
@@ -208,25 +250,71 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
                     gemm_source=f"peaks run {peaks_run}" if dev_measured.get("gemm") else "")
 
 
-def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
-    """Where a case stands: its memory level (by its working set, `bytes_per_call`), % of that level's
-    ceiling and of the compute peak, the attainable FLOP/s, % of it, which ceiling binds, and a flag.
+def _memory_ceiling(c: Ceilings, level: LevelCeiling | None, working_set: float | None
+                    ) -> tuple[float | None, float, float, str]:
+    """(bandwidth at the working set, the ceiling's spread, how far the curve may lie above the figure
+    between two measured sizes, where it comes from): the curve where the run has one, else its level's."""
+    at = c.curve.at(working_set) if c.curve is not None and working_set is not None else None
+    if at is not None:
+        return at.bytes_per_s, at.spread_rel, at.upper_bytes_per_s / at.bytes_per_s - 1, at.source
+    if level is None:
+        return None, 0.0, 0.0, ""
+    return level.bytes_per_s, level.spread_rel or 0.0, 0.0, f"{level.name}'s figure"
 
-    flag: "above <level> ceiling" where bytes/s exceed the level's ceiling by more than the measured
-    spread (the ceiling's IQR/median plus the case's): the ceiling or the cost model is wrong;
-    "above compute peak" where FLOP/s exceed the compute peak at all: a bug (peak or cost model).
+
+def _short(name: str) -> str:
+    return name.split(" (")[0]
+
+
+def _level_label(c: Ceilings, level: LevelCeiling | None, working_set: float | None) -> str | None:
+    """The level a case's working set lives in, "?" after it where the run stored no cache sizes. With a curve:
+    the plateau that holds it, "A-B" between plateaus A and B (the slope from one level to the next), else the
+    reported cache level whose capacity holds it (no plateau there: the data did not show one). Plateaus by
+    their short name ("L1", not "L1 (overhead-bound)": the ceilings lines say that)."""
+    if c.curve is not None and working_set is not None:
+        plateaus = c.curve.plateaus
+        name = level_for(working_set, list(c.reported_levels)) if c.reported_levels else None
+        for i, p in enumerate(plateaus):
+            if p.start_bytes <= working_set <= p.end_bytes:
+                name = _short(p.name)
+                break
+            if working_set < p.start_bytes:
+                name = f"{_short(plateaus[i - 1].name)}-{_short(p.name)}" if i else name
+                break
+        if name is None:
+            return None
+    elif level is None:
+        return None
+    else:
+        name = level.name
+    return name if c.caches_known else f"{name}?"
+
+
+def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
+    """Where a case stands: its memory level (by its working set, `bytes_per_call`), % of the bandwidth
+    ceiling at its working set (the run's curve, else its level's figure) and of the compute peak, the
+    attainable FLOP/s, % of it, which ceiling binds, a flag and the check.
+
+    flag: "above <level> ceiling" where bytes/s exceed the ceiling by more than the ceiling's spread, the
+    case's IQR, how far the curve may rise between the two measured sizes around the case, and
+    ABOVE_TOLERANCE_REL: the ceiling or the cost model is wrong; "above compute peak" where FLOP/s exceed
+    the compute peak at all (at any validity: contention and noise only slow a case): a bug (peak or cost
+    model). A case whose validity is in NOT_JUDGED, or whose ceiling's spread is over CEILING_NOISY_REL,
+    is not judged against a memory ceiling; its check says why, in the run's own validity words.
     """
     flops, nbytes, ai = metrics.get("flops_per_s"), metrics.get("bytes_per_s"), metrics.get("arithmetic_intensity")
-    level = c.level_for(metrics.get("bytes_per_call"))
-    bw = level.bytes_per_s if level else None
-    spread = (level.spread_rel or 0.0) + (metrics.get("iqr_rel") or 0.0) if level else 0.0
+    working_set = metrics.get("bytes_per_call")
+    level = c.level_for(working_set)
+    bw, ceiling_spread, gap, source = _memory_ceiling(c, level, working_set)
+    case_iqr = metrics.get("iqr_rel") or 0.0
+    spread = ceiling_spread + case_iqr + gap + ABOVE_TOLERANCE_REL if bw else 0.0
     out: dict[str, Any] = {
-        "level": (level.name if c.caches_known else f"{level.name}?") if level else None,
-        "level_bw": bw,
+        "level": _level_label(c, level, working_set),
+        "level_bw": bw, "ceiling_spread_pct": 100 * ceiling_spread, "ceiling_source": source,
         "pct_flop_peak": 100 * flops / c.flop_peak if flops is not None and c.flop_peak else None,
         "pct_bw_peak": 100 * nbytes / bw if nbytes is not None and bw else None,
         "tolerance_pct": 100 * spread,
-        "attainable_flops_per_s": None, "pct_attainable": None, "binds": None, "flag": None,
+        "attainable_flops_per_s": None, "pct_attainable": None, "binds": None, "flag": None, "check": "ok",
     }
     if ai is not None and c.flop_peak and bw:
         memory_roof = ai * bw
@@ -234,8 +322,15 @@ def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
         out["binds"] = "memory" if memory_roof < c.flop_peak else "compute"
         if flops is not None:
             out["pct_attainable"] = 100 * flops / out["attainable_flops_per_s"]
+    validity = metrics.get("validity")
     if out["pct_flop_peak"] is not None and out["pct_flop_peak"] > 100:
         out["flag"] = "above compute peak"
-    elif level is not None and out["pct_bw_peak"] is not None and out["pct_bw_peak"] > 100 + out["tolerance_pct"]:
-        out["flag"] = f"above {level.name} ceiling" + ("" if c.caches_known else " (no cache sizes)")
+    elif validity in NOT_JUDGED:
+        out["check"] = f"{validity_words(validity, metrics.get('validity_reason'))}: not judged"
+    elif bw and ceiling_spread > CEILING_NOISY_REL:
+        out["check"] = f"ceiling too noisy to judge (IQR {100 * ceiling_spread:.0f}% at {source})"
+    elif out["pct_bw_peak"] is not None and out["pct_bw_peak"] > 100 + out["tolerance_pct"]:
+        out["flag"] = (f"above {(out['level'] or 'memory').rstrip('?')} ceiling"
+                       + ("" if c.caches_known else " (no cache sizes)"))
+    out["check"] = out["flag"] or out["check"]
     return out

@@ -13,9 +13,9 @@ from typing import Any
 from dlperf.core.result import Metrics
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import OVERRIDES
-from dlperf.hardware.roofline import Ceilings, ceilings, roofline_point
+from dlperf.hardware.roofline import ABOVE_TOLERANCE_REL, Ceilings, ceilings, roofline_point
 from dlperf.report.paper_plots import efficiency_plot
-from dlperf.report.plots import roofline_plot
+from dlperf.report.plots import bandwidth_curve_plot, roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import paper
@@ -176,23 +176,20 @@ def _pct(value: float | None, bad: bool) -> str:
 JUDGE_MAX_SPREAD_PCT = 100.0
 
 
-def _check(roof: dict[str, Any], validity: str | None = None) -> str:
-    """The case's flag; "ok" where its spread lets it be judged; else says it cannot be judged
-    (a contended or invalid measurement is slower than the machine: never judged against a ceiling)."""
-    if roof["flag"]:
-        return roof["flag"]
-    if validity in ("contended", "invalid"):
-        return f"{validity}: not judged"
-    if roof["level"] is not None and roof["tolerance_pct"] > JUDGE_MAX_SPREAD_PCT:
+def _check(roof: dict[str, Any]) -> str:
+    """The case's check (`roofline_point`'s: its flag, or ok, or why it was not judged, in the run's own
+    validity words); "spread N%: not judged" where the ceiling's spread plus the case's is too large to call
+    it ok."""
+    if roof["check"] == "ok" and roof["level_bw"] is not None and roof["tolerance_pct"] > JUDGE_MAX_SPREAD_PCT:
         return f"spread {roof['tolerance_pct']:.0f}%: not judged"
-    return "ok (noisy)" if validity == "noisy" else "ok"
+    return str(roof["check"])
 
 
 def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
-    """Per case: dtype, its memory level, AI, FLOP/s, bytes/s, % of the compute peak and of its level's
-    ceiling, % of the attainable, the binding ceiling, the spread and a check."""
+    """Per case: dtype, its memory level, AI, FLOP/s, bytes/s, % of the compute peak and of the bandwidth
+    ceiling at its working set, % of the attainable, the binding ceiling, the spread and a check."""
     header = ["framework/device", "op", "dtype", "MB", "level", "FLOP/byte", "GFLOP/s", "GB/s", "% FLOP peak",
-              "% level BW", "% attainable", "binds", "IQR", "check"]
+              "% BW ceiling", "% attainable", "binds", "IQR", "check"]
     rows = []
     order = {o: i for i, o in enumerate(OP_ORDER)}
     for p in sorted(points, key=lambda q: (q.framework, q.device, q.dtype, order.get(q.op, 99), q.size_mb, q.shape)):
@@ -203,7 +200,7 @@ def roofline_rows(points: list[OpsPoint]) -> tuple[list[str], list[list[str]]]:
             format_number(m.arithmetic_intensity), format_number(m.flops_per_s, scale=1e9),
             format_number(m.bytes_per_s, scale=1e9),
             _pct(r["pct_flop_peak"], flag == "above compute peak"), _pct(r["pct_bw_peak"], "ceiling" in flag),
-            _pct(r["pct_attainable"], bool(flag)), r["binds"] or MISSING, format_iqr(m.iqr_rel), _check(r, m.validity),
+            _pct(r["pct_attainable"], bool(flag)), r["binds"] or MISSING, format_iqr(m.iqr_rel), _check(r),
         ])
     return header, rows
 
@@ -282,8 +279,9 @@ def ceiling_lines(points: list[OpsPoint]) -> list[str]:
     for device, by_dtype in sorted(by_device.items()):
         c = next(iter(by_dtype.values()))
         out.append(f"{device}: {c.origin}")
+        out += c.curve.lines(c.reported_levels) if c.curve is not None else []
         for lv in c.levels:
-            cap = ("" if lv.capacity_bytes is None
+            cap = ("" if lv.capacity_bytes is None or c.curve is not None
                    else f" (holds {format_size(lv.capacity_bytes)} for the run's threads)")
             extra = ""
             if lv.name == DRAM and lv.source != "theoretical bandwidth":
@@ -301,8 +299,9 @@ def ceiling_lines(points: list[OpsPoint]) -> list[str]:
 OVERRIDES_NOTE = ("DLPERF_* overrides act when a run starts and are stored with it; set when a report is drawn, they "
                   "change nothing: a run is judged against the figures it was measured under")
 FLAG_NOTES = {
-    "ceiling": ("{n} case(s) above their memory level's ceiling by more than the measured spread (the ceiling's "
-                "IQR plus the case's): the ceiling or the cost model is wrong"),
+    "ceiling": ("{n} case(s) above the bandwidth ceiling at their working set by more than the measured spread (the "
+                "ceiling's IQR, the case's, the curve's rise between the sizes around it) and "
+                f"{100 * ABOVE_TOLERANCE_REL:.0f}%: the ceiling or the cost model is wrong"),
     "no cache sizes": ("{n} case(s) above the DRAM ceiling, and this run stored no cache sizes: their working set "
                        "probably lives in a cache, whose bandwidth exceeds DRAM's"),
     "compute": "{n} case(s) above the compute peak: impossible, so a bug in the peak or in the cost model",
@@ -373,4 +372,9 @@ def sections(data: ReportData) -> list[Section]:
         out.append(Note(note, markdown=""))
     out.append(Figure(paths, "roofline", label="roofline plot", only="terminal",
                       notes=["ceilings:", *[f"  {line}" for line in lines], overrides]))  # no paths: no file named
+    curve_paths = bandwidth_curve_plot(points, OP_ORDER, data.plot_dir,
+                                       f"bandwidth against working set, run {data.run['id']}: the curve measured "
+                                       "with the run and every case", stem=f"bandwidth-curve-{data.run['id']}")
+    if curve_paths:
+        out.append(Figure(curve_paths, "bandwidth curve with the cases", label="bandwidth curve plot"))
     return out

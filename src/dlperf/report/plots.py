@@ -274,3 +274,69 @@ def latency_percentiles_plot(cases: list[tuple[str, dict[str, float | None]]], o
         ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)
+
+
+def bandwidth_curve_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, title: str,
+                         stem: str = "bandwidth-curve") -> list[Path]:
+    """Log-log bandwidth against working set: the curve each device's run measured (its best rate per
+    working set, a bar down by its spread), the envelope cases are judged against (dashed), the plateaus
+    found in it (thick, labelled), the reported cache sizes (dotted), and every case placed at its own
+    working set (colour: op, marker: framework; red edge: flagged above; hollow: not judged).
+
+    `points` are the ops report's `OpsPoint`s; [] (nothing written) where no run of them has a curve."""
+    from matplotlib.ticker import FuncFormatter
+
+    from dlperf.hardware.bwcurve import envelope
+    from dlperf.units import format_size
+
+    curves = {p.device: p.ceilings for p in points if p.ceilings.curve is not None and p.ceilings.curve.points}
+    if not curves:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6))
+    cmap = plt.get_cmap("tab10")
+    for i, (device, c) in enumerate(sorted(curves.items())):
+        pts = sorted(c.curve.points, key=lambda q: q.working_set_bytes)
+        xs, ys = [q.working_set_bytes for q in pts], [q.bytes_per_s / 1e9 for q in pts]
+        low = [y * min(q.spread_rel, 0.9) for y, q in zip(ys, pts, strict=True)]
+        colour = ("0.15", "tab:brown", "tab:olive")[i % 3]
+        ax.errorbar(xs, ys, yerr=[low, [0.0] * len(ys)], color=colour, marker="o", ms=4, lw=1.2, capsize=2,
+                    label=f"{device}: best rate per working set (bar: spread)")
+        ax.plot(xs, [v / 1e9 for v, _ in envelope(pts)], color=colour, ls="--", lw=1,
+                label=f"{device}: ceiling judged against (best at this size or larger)")
+        for k, pl in enumerate(c.curve.plateaus):
+            ax.plot([pl.start_bytes, pl.end_bytes], [pl.bytes_per_s / 1e9] * 2, color=cmap(k % 10), lw=4, alpha=0.5)
+            ax.annotate(f"{pl.name} {pl.bytes_per_s / 1e9:.0f} GB/s", (pl.start_bytes, pl.bytes_per_s / 1e9),
+                        xytext=(0, 5), textcoords="offset points", fontsize=8, color=cmap(k % 10))
+        for name, capacity in c.reported_levels:
+            if capacity:
+                ax.axvline(capacity, color="0.6", ls=":", lw=1)
+                ax.annotate(f"{name} {format_size(capacity)}", (capacity, 1), xycoords=("data", "axes fraction"),
+                            xytext=(2, -12), textcoords="offset points", fontsize=7, color="0.4", rotation=90,
+                            va="top")
+    ops = [o for o in op_order if any(p.op == o for p in points)]
+    frameworks = sorted({p.framework for p in points})
+    for p in points:
+        ws, rate = p.metrics.bytes_per_call, p.metrics.bytes_per_s
+        if not ws or not rate or p.device not in curves or p.op not in ops:
+            continue
+        colour = cmap(ops.index(p.op) % 10)
+        judged = "not judged" not in p.roof["check"] and "too noisy" not in p.roof["check"]
+        ax.scatter(ws, rate / 1e9, marker=_MARKERS[frameworks.index(p.framework) % len(_MARKERS)], s=40,
+                   facecolors=colour if judged else "none", edgecolors="red" if p.roof["flag"] else colour,
+                   linewidths=1.6 if p.roof["flag"] else 1.0, zorder=3)
+    for op in ops:
+        ax.scatter([], [], color=cmap(ops.index(op) % 10), marker="o", label=f"op: {op}")
+    for fw in frameworks:
+        ax.scatter([], [], color="0.3", marker=_MARKERS[frameworks.index(fw) % len(_MARKERS)], label=fw)
+    ax.scatter([], [], facecolors="none", edgecolors="0.3", label="not judged (validity or noisy ceiling)")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(x)))
+    ax.set_yscale("log")
+    ax.set_xlabel("working set (the arrays touched; dotted: cache sizes the machine reports)")
+    ax.set_ylabel("bandwidth, GB/s")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7.5, loc="lower left", ncol=2, framealpha=0.9)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, stem, dpi=130)

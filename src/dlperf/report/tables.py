@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
+from dlperf.core.validity import short_reason
 from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
@@ -89,12 +90,6 @@ def energy_reasons(results: list[CaseResult]) -> list[str]:
 
 def params_text(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
-
-
-def short_reason(reason: str | None, limit: int = 90) -> str:
-    """The first finding of a validity reason, cut to `limit` characters (the whole is in `export`)."""
-    first = (reason or "").split("; ")[0].split(" (")[0]
-    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def loadgen_verdict(m: Metrics) -> str | None:

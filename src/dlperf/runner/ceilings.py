@@ -1,17 +1,21 @@
 """The ceilings a run is judged against, measured at its start and stored with it (`runs.derived["ceilings"]`).
 
-A cache-aware roofline (after the Empirical Roofline Toolkit and Intel Advisor's cache-aware roofline):
-for every memory level the machine reports (`hardware.caches`: L1, L2, ..., LLC) a working set well
-inside it, half the capacity the run's threads can use, and for DRAM `DRAM_LLC_FACTOR` times the last
-level's capacity; at each, the run's own frameworks' copy, add and triad (`workloads.peaks.stream`),
-timed by dlperf's timer in a fresh worker with the run's thread count. A level's ceiling is the best
-figure over kernels and frameworks, kept with its kernel, framework, working set and spread; every
-figure measured is kept beside it. Plus the achieved GEMM FLOP/s (n x n float32 matmul).
+A cache-aware roofline measured as the Empirical Roofline Toolkit does: bandwidth as a curve over
+working-set sizes (`hardware.bwcurve.sweep_sizes`: one per octave from inside L1 to DRAM_LLC_FACTOR
+times the last level's capacity), at each the run's own frameworks' copy and add (and triad in full;
+`workloads.peaks.stream`), timed by dlperf's timer in a fresh worker with the run's thread count. A
+point is the best figure over kernels and frameworks, kept with its kernel, framework, working set and
+spread; every figure measured is kept beside it. The memory levels are found in the curve
+(`bwcurve.find_plateaus`), with where each starts and ends, and stored as the run's levels. Plus the
+achieved GEMM FLOP/s (n x n float32 matmul).
 
 Each figure is bytes / the fastest sample's per-call time ("best rate", as STREAM reports it): a
 ceiling is what the machine can do, and the fastest sample is the least disturbed by other work; the
 median rate and the IQR/median (the spread) are kept beside it. A figure that cannot be measured is
 absent with its reason under "errors"; nothing is estimated.
+
+Stored runs before version 2 have one figure per level (at half its capacity) and no curve; the
+roofline reads both.
 
 `measure_run_ceilings` is what the sweep calls (parent side); `measure_in_worker` is the worker's
 handler of a `CeilingsJob`.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,11 +44,15 @@ DRAM_MIN_BYTES = 64 * 2**20
 #: With no cache sizes known: a DRAM working set large enough to leave any cache.
 DRAM_UNKNOWN_BYTES = 512 * 2**20
 GEMM_N = {False: 1024, True: 512}
-#: Timer settings per kernel (full, quick): a few seconds in all.
-TIMING = {False: {"warmup": 2, "min_run_time_s": 0.04, "max_time_s": 0.1, "min_samples": 5},
-          True: {"warmup": 1, "min_run_time_s": 0.02, "max_time_s": 0.05, "min_samples": 5}}
+#: Timer settings per kernel and working set of the curve (full, quick): a few seconds in all.
+TIMING = {False: {"warmup": 2, "min_run_time_s": 0.02, "max_time_s": 0.06, "min_samples": 5},
+          True: {"warmup": 1, "min_run_time_s": 0.01, "max_time_s": 0.03, "min_samples": 5}}
+#: The GEMM's timer settings (full, quick).
+GEMM_TIMING = {False: {"warmup": 2, "min_run_time_s": 0.04, "max_time_s": 0.1, "min_samples": 5},
+               True: {"warmup": 1, "min_run_time_s": 0.02, "max_time_s": 0.05, "min_samples": 5}}
 TIMEOUT_S = 300.0
-CEILINGS_VERSION = 1
+#: 1: one figure per level at half its capacity; 2: the bandwidth curve and the plateaus found in it.
+CEILINGS_VERSION = 2
 
 
 def measure_run_ceilings(frameworks: list[str], devices: list[str], threads: int, *,
@@ -111,19 +120,13 @@ def _cache_info(device: str, loaded: list[tuple[Any, str]]) -> Any:
     return CacheInfo((), f"no cache sizes known for {device}: every working set is DRAM")
 
 
-def working_sets(info: Any, threads: int) -> list[tuple[str, int | None, int]]:
-    """(level, capacity for `threads` threads, working set to measure it at) per level, then DRAM."""
+def dram_bytes(info: Any, threads: int) -> int:
+    """The sweep's last working set: DRAM_LLC_FACTOR x the last level's capacity (at least DRAM_MIN_BYTES),
+    DRAM_UNKNOWN_BYTES with no cache sizes known."""
     from dlperf.hardware.caches import memory_levels
 
-    levels = memory_levels(info, threads)
-    out = []
-    for name, capacity in levels:
-        if capacity is not None:
-            out.append((name, capacity, capacity // 2))
-        else:
-            last = levels[-2][1] if len(levels) > 1 else None
-            out.append((name, None, max(DRAM_LLC_FACTOR * last, DRAM_MIN_BYTES) if last else DRAM_UNKNOWN_BYTES))
-    return out
+    caps = [cap for _, cap in memory_levels(info, threads) if cap is not None]
+    return max(DRAM_LLC_FACTOR * caps[-1], DRAM_MIN_BYTES) if caps else DRAM_UNKNOWN_BYTES
 
 
 def _figure(fw: Any, fn: Any, sync: Any, work: float, unit: str, timing: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +153,9 @@ def device_ceilings(device: str, frameworks: list[str], threads: int, quick: boo
 
 
 def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> dict[str, Any]:
+    from dlperf.hardware.bwcurve import BandwidthCurve, find_plateaus, sweep_sizes
+    from dlperf.hardware.caches import memory_levels
+    from dlperf.units import format_size
     from dlperf.workloads import get_workload
     from dlperf.workloads.peaks.stream import stream_kernels
 
@@ -158,8 +164,8 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
     loaded = _frameworks(device, frameworks, threads, errors)
     info = _cache_info(device, loaded)
     timing = TIMING[quick]
-    levels = []
-    for name, capacity, ws in working_sets(info, threads):
+    points = []
+    for ws in sweep_sizes(dram_bytes(info, threads)):
         figures = []
         n = max(1, ws // (3 * 4))  # three float32 arrays fill the working set
         for fw, dev in loaded:
@@ -171,14 +177,17 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
                     fig = _figure(fw, fn, sync, nbytes, "bytes", timing)
                     figures.append({"kernel": kernel, "working_set_bytes": int(nbytes), **fig})
             except Exception as exc:  # recorded, the other frameworks' figures stand
-                errors[f"{fw.name} {name}"] = _one_line(exc)
-        level: dict[str, Any] = {"name": name, "capacity_bytes": capacity, "working_set_bytes": ws}
+                errors[f"{fw.name} {format_size(ws)}"] = _one_line(exc)
         if figures:
             best = max(figures, key=lambda f: f["bytes_per_s"])
-            level.update({k: best[k] for k in ("bytes_per_s", "bytes_per_s_median", "iqr_rel", "kernel",
-                                               "framework")}, working_set_bytes=best["working_set_bytes"])
-        level["figures"] = figures
-        levels.append(level)
+            points.append({"working_set_bytes": best["working_set_bytes"], "bytes_per_s": best["bytes_per_s"],
+                           "bytes_per_s_median": best["bytes_per_s_median"], "spread_rel": best["iqr_rel"],
+                           "kernel": best["kernel"], "framework": best["framework"], "figures": figures})
+    curve = BandwidthCurve.from_dict({"points": points})
+    plateaus = find_plateaus(list(curve.points), memory_levels(info, threads))
+    levels = [{"name": p.name, "capacity_bytes": None if i == len(plateaus) - 1 else p.end_bytes,
+               "start_bytes": p.start_bytes, "end_bytes": p.end_bytes, "bytes_per_s": p.bytes_per_s,
+               "iqr_rel": p.spread_rel, "n_points": p.n_points} for i, p in enumerate(plateaus)]
     gemms = []
     peaks = get_workload("peaks")
     for fw, dev in loaded:
@@ -186,12 +195,14 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
         params = peaks.parse({"kind": "gemm", "size_mb": 3 * n * n * 4 / 2**20})
         try:
             fn, sync = fw.prepare(peaks.build(fw, dev, params).fn, dev)
-            gemms.append({"n": n, **_figure(fw, fn, sync, peaks.cost(params).flops, "flops", timing)})
+            gemms.append({"n": n, **_figure(fw, fn, sync, peaks.cost(params).flops, "flops", GEMM_TIMING[quick])})
         except Exception as exc:
             errors[f"{fw.name} gemm"] = _one_line(exc)
     gemm = max(gemms, key=lambda g: g["flops_per_s"]) if gemms else None
     return {"device": device, "threads": threads, "caches": info.to_dict(),
             "frameworks": [fw.name for fw, _ in loaded], "levels": levels,
+            "curve": {"points": points, "plateaus": [asdict(p) for p in plateaus]},
             "gemm": dict(gemm, figures=gemms) if gemm else None, "errors": errors,
-            "timing": "best sample per kernel (STREAM's best rate); median and IQR/median beside it",
+            "timing": ("best sample per kernel (STREAM's best rate), best kernel per working set; median and "
+                       "IQR/median beside it"),
             "wall_s": round(time.perf_counter() - t0, 3)}
