@@ -3,8 +3,10 @@
 Every input must end with exit 0, or one `dlperf: error:` line and an exit code the README documents; never
 exit 70, never a traceback, never a hang (each example has a time limit), and a refused command leaves the store
 byte-for-byte as it was. Commands run in this process (tests/fuzz/harness.py); a few examples run the real entry
-point in a subprocess. Deterministic (derandomized, no example database) and within a fixed example budget:
-DLPERF_FUZZ_SCALE=10 runs ten times as many examples, with shrinking, for a longer local search."""
+point in a subprocess. Deterministic (derandomized, no example database) and within a fixed budget of 128
+examples: study files 35, bundles 15, run references 30, reading options 25, executing commands' options 20, the
+real entry point 3 (about 60-90 s on a 2-core machine, the fixture's run included). DLPERF_FUZZ_SCALE=10 runs ten
+times as many, with shrinking, for a longer local search."""
 
 from __future__ import annotations
 
