@@ -175,5 +175,9 @@ run_refs = st.one_of(
 NUMBERS = ["nan", "NaN", "inf", "-inf", "1e309", "1e300", "-1", "0", "-0", "", " ", "abc", "1_000", "0x10",
            "9" * 400, "1e-320", "\u0663", "+5", " 5 ", "5.", "1", "10", "0.5", "1e18", "-1e300"]
 numbers = st.one_of(st.sampled_from(NUMBERS), st.floats().map(repr), st.integers().map(str))
+#: Values of the options that take a name: devices, frameworks, formats, case and machine filters.
+names = st.one_of(st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:99999999999999999999", "cuda:-1", "gpu", "numpy",
+                                   "torch", "tourch", "", " ", "json", "html", "csv", "table", "pdf", "CPU"]),
+                  strings, numbers)
 #: Values no numeric option accepts: not finite, negative, not a number, empty.
 INVALID_NUMBERS = ["nan", "inf", "-inf", "1e400", "-1", "-1e300", "", " ", "abc", "nan5", "1e", "--"]

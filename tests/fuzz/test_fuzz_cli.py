@@ -246,7 +246,7 @@ def test_run_references(box: Sandbox, command: tuple[str, ...], ref: str) -> Non
 # -- option values ------------------------------------------------------------------
 #: Commands that only read, each with its numeric options (FLAG, then the command's other arguments).
 READING_OPTIONS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
-    (("plan", "{STUDY}"), ("--timeout", "--budget", "--steps")),
+    (("plan", "{STUDY}"), ("--timeout", "--budget", "--steps", "--device", "--framework", "--format")),
     (("runs",), ("--limit",)),
     (("compare", "latest", "latest"), ("--min-effect", "--fail-on-regression")),
     (("history", "fuzz_tiny"), ("--min-effect", "--fail-on-regression", "--case", "--machine")),
@@ -259,6 +259,9 @@ READING_OPTIONS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
 ]
 
 
+NAMED = {"--device", "--framework", "--format", "--case", "--machine"}
+
+
 @budget(25)
 @given(which=st.sampled_from(READING_OPTIONS), data=st.data())
 def test_options_of_reading_commands(box: Sandbox, which: tuple, data: st.DataObject) -> None:
@@ -267,7 +270,7 @@ def test_options_of_reading_commands(box: Sandbox, which: tuple, data: st.DataOb
     base, flags = which
     args = [str(box.study) if a == "{STUDY}" else a for a in base]
     for flag in data.draw(st.lists(st.sampled_from(flags), min_size=1, max_size=3), label="flags"):
-        args += [flag, data.draw(S.numbers, label=flag)]
+        args += [flag, data.draw(S.names if flag in NAMED else S.numbers, label=flag)]
     read_only(box, *args, regression_exit="--fail-on-regression" in args)
 
 
