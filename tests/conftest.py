@@ -100,6 +100,7 @@ SLOW_FILES_FIRST = (
     "tests/runner/test_resume.py",  # 87
     "tests/cli/test_gpu_kit_install.py",  # 66 (2026-11-27: a fresh venv, the kit, doctor, smoke --quick)
     "tests/workloads/test_cnn.py",  # 83
+    "tests/fuzz/test_fuzz_cli.py",  # 70 (a fixed example budget, issue 29's fuzz harness)
     "tests/browser/test_report_page.py",  # 61
     "tests/runner/test_two_resumers.py",  # 53
     "tests/serving/test_loadgen_runs.py",  # 52

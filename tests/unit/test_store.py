@@ -128,6 +128,17 @@ def test_resolve_run(db_path):
         store.resolve_run("zzz")
 
 
+@pytest.mark.parametrize("ref", ["A" * 100_000, "../" * 20_000, "\u00e9" * 30_000, "%" * 30_000])
+def test_a_run_reference_longer_than_any_id_is_unknown(db_path, ref):
+    """Found by the fuzz harness: SQLite refused the prefix lookup's LIKE pattern ('too complex', exit 70 with the
+    SQL); a reference past the longest id is unknown before the database sees it, said in one short line."""
+    store = Store(db_path)
+    make_run(store, study="alpha")
+    with pytest.raises(UnknownRunError, match=r"unknown run .*\.\.\. \([\d,]+ characters; a run id has at most") as exc:
+        store.resolve_run(ref)
+    assert len(str(exc.value)) < 300
+
+
 def test_export_csv_and_json(db_path):
     store = Store(db_path)
     run_id = make_run(store)

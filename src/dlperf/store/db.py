@@ -53,6 +53,9 @@ def now() -> datetime:
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: How many run ids `create_run` draws before giving up (the 4 hex digits of an id can repeat within a second).
 RUN_ID_ATTEMPTS = 8
+#: The longest run reference looked up: longer than any run id (a study name, a time and 4 hex digits), and short
+#: enough that its LIKE pattern (escaped, UTF-8) stays under SQLite's 50,000-byte limit.
+MAX_RUN_REF_CHARS = 1000
 
 
 def _check_sqlite_file(url: str) -> None:
@@ -240,9 +243,13 @@ class Store:
             return conn.execute(query.values(**values)).rowcount == 1
 
     def resolve_run(self, ref: str) -> str:
-        """A run id from an exact id, 'latest', or a unique prefix."""
+        """A run id from an exact id, 'latest', or a unique prefix. A reference longer than any run id is unknown
+        before it reaches the database (SQLite refuses a LIKE pattern of 50,000 bytes as too complex)."""
         if not ref.strip():
             raise UnknownRunError("an empty run reference: give a run id, a unique prefix of one, or 'latest'")
+        if len(ref) > MAX_RUN_REF_CHARS:
+            raise UnknownRunError(f"unknown run {ref[:40]!r}... ({len(ref):,} characters; a run id has at most "
+                                  f"{MAX_RUN_REF_CHARS:,}) in {self.url} (see 'dlperf runs')")
         with self.engine.connect() as conn:
             if ref == "latest":
                 found = conn.execute(select(runs.c.id).order_by(runs.c.started_at.desc()).limit(1)).scalar()
