@@ -24,7 +24,7 @@ $(VENV)/.default-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev]"
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,hf,dev]"
 	touch $@
 
 # The GPU extras (NVML, CuPy, NVTX) on top of everything; GPU_EXTRA is `gpu` (CUDA 13) or `gpu-cuda12`;
@@ -32,7 +32,7 @@ $(VENV)/.all-installed: pyproject.toml $(VENV)/.default-installed
 GPU_EXTRA ?= gpu
 GPU_EXTRA_PKGS ?=
 $(VENV)/.gpu-installed: pyproject.toml $(VENV)/.all-installed
-	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,dev,$(GPU_EXTRA)]" $(GPU_EXTRA_PKGS)
+	$(PIP) -e ".[torch,tensorflow,jax,pytensor,postgres,runtimes,serving,fleet,hf,dev,$(GPU_EXTRA)]" $(GPU_EXTRA_PKGS)
 	touch $@
 
 install-default: $(VENV)/.default-installed

@@ -35,6 +35,7 @@ MATRIX: dict[str, list[str]] = {
             "openvino", "pytensor", "tensorflow", "tensorflow-eager", "theano", "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     "transformer": ["jax", "numpy", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "torch"],
+    "model": ["onnxruntime", "openvino", "torch"],
 }
 #: `serve` has no builder modules of its own: it serves the inference steps of these workloads' builders.
 SERVED = ("cnn", "transformer")
@@ -116,7 +117,7 @@ def test_a_framework_outside_the_matrix_is_unsupported():
 def test_optional_hooks_have_defaults():
     assert {name: cls.memory_axis for name, cls in WORKLOADS.items()} == {
         "backends": None, "cnn": "batch", "faults": None, "mlp": None, "ops": None, "peaks": None,
-        "transformer": "batch", "serve": None, "ddp": None, "collectives": None}
+        "transformer": "batch", "serve": None, "ddp": None, "collectives": None, "model": "batch"}
     ops = get_workload("ops")
     assert ops.steps_per_epoch(ops.parse({"op": "add", "size_mb": 1})) is None
     assert ops.per_call_timing(ops.parse({"op": "add", "size_mb": 1})) is False

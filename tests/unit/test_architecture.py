@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "core": 2,
     "meters": 3, "store": 3, "frameworks": 3, "nn": 3, "profiling": 3,
     "models": 4, "workloads": 4, "serving": 4,  # serving: LoadGen over a built step (`Serve.drive` calls it)
+    "sources": 4,  # where a user's model comes from (`dlperf bench SOURCE`); the model workload loads one
     "distributed": 4,  # torchrun jobs: the `ddp` and `collectives` workloads' `drive` calls it
     "hardware": 5, "studies": 5,
     "runner": 6, "fleet": 6,  # fleet: the runner's cases sent to Dask workers on other machines

@@ -35,10 +35,10 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command and command group of `dlperf`, in one place."""
-    from dlperf.cli import bundle, doctor, fleet, history, hw, plan, recommend, results, run, serve, verdicts
+    from dlperf.cli import bench, bundle, doctor, fleet, history, hw, plan, recommend, results, run, serve, verdicts
 
     for command in (doctor.doctor, doctor.list_cmd,
-                    plan.plan, run.run, run.peaks, run.maxbatch, serve.serve,
+                    plan.plan, run.run, run.peaks, run.maxbatch, serve.serve, bench.bench,
                     results.runs, results.show, results.compare, results.export, results.report,
                     hw.hw, recommend.recommend, verdicts.verdicts,
                     history.history, history.matrix, bundle.bundle, fleet.fleet):

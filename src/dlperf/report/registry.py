@@ -17,6 +17,7 @@ from dlperf.report import (
     ddp_report,
     inference_report,
     mlp_report,
+    model_report,
     ops_report,
     peaks_table,
     serving_report,
@@ -36,6 +37,7 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
     "serve": serving_report.sections,
     "ddp": ddp_report.sections,
     "collectives": collectives_report.sections,
+    "model": model_report.sections,
 }
 #: Reports of studies that span workloads, by study name: drawn for a run of that study (after the workloads'
 #: reports, unless one of them is the same report).

@@ -128,6 +128,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         metrics = derive_metrics(m, workload.built_cost(params, built)) | phases
+        metrics |= workload.extra_metrics(params, built)  # e.g. the model workload's correctness gate
         metrics["activity"] = monitor.record()  # cpu_util came with the measurement's summary
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
                                                                  device=case.device)

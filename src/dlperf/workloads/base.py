@@ -119,6 +119,10 @@ class Workload(Generic[P]):
         timer; None (the default): the worker times `step.fn`."""
         return None
 
+    def extra_metrics(self, params: P, step: Step) -> dict[str, Any]:
+        """Figures of its own the workload adds to the case's metrics after timing (untimed; default none)."""
+        return {}
+
     def steps_per_epoch(self, params: P) -> int | None:
         """Training steps in one epoch, for a time per epoch derived from the step's median; None: no epochs."""
         return None

@@ -1,0 +1,110 @@
+"""`dlperf bench SOURCE`: a user's model measured as a narrowed study of the `model` workload.
+
+The source's text is checked here (nothing imported), then in a fresh process (`workloads.model.check`: the
+source loaded, the task checked, one forward pass at batch 1), so a bad source is one `dlperf: error:` line and
+exit 2 before any store is opened. The cases (framework x device x batch x precision) then run through `dlperf
+run`'s path (`run.execute_study`: workers, store, resume), and the run table and the model report are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+
+from dlperf.cli.options import FiniteFloatRange, db_option
+from dlperf.errors import DlperfError
+
+STUDY = "bench"
+#: Seconds the pre-flight check may take (an hf: model is built once there).
+CHECK_TIMEOUT_S = 600
+
+
+@click.command()
+@click.argument("source")
+@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default="infer", show_default=True)
+@click.option("--framework", "frameworks", multiple=True, metavar="NAME",
+              help="torch (default), onnxruntime, openvino (repeatable)")
+@click.option("--device", "devices", multiple=True, metavar="DEV", help="cpu (default), cuda, cuda:N (repeatable)")
+@click.option("--batch", "batches", type=click.IntRange(min=1), multiple=True, help="batch size (repeatable; "
+              "default 1)")
+@click.option("--seq", type=click.IntRange(min=1), default=None, help="sequence length (S in --input)")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME:DTYPE[DIMS]",
+              help="an input, e.g. x:float32[B,3,224,224] or ids:int64[B,S] (repeatable, positional order)")
+@click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="FN(batch) returns the inputs")
+@click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16"]), multiple=True,
+              help="fp32 (default); bf16: torch autocast (repeatable)")
+@click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
+@click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
+@click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="timer budget per case, seconds")
+@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads")
+@click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
+@db_option
+def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[str, ...], batches: tuple[int, ...],
+          seq: int | None, input_specs: tuple[str, ...], inputs_fn: str | None, precisions: tuple[str, ...],
+          prompt_len: int | None, new_tokens: int | None, budget_s: float, repetitions: int, threads: int | None,
+          new: bool, db: str | None) -> None:
+    """Measure SOURCE: dlperf:NAME, hf:ARCH[,key=value...], hf:PATH, path/to/file.py:NAME or package.module:NAME.
+
+    A user's file is Python that the worker runs. Each path is checked against the eager fp32 torch reference."""
+    from pydantic import ValidationError
+
+    from dlperf.cli.readers import machine_reports, report_data, run_machines
+    from dlperf.cli.run import check_threads, execute_study
+    from dlperf.cli.serve_select import check_frameworks
+    from dlperf.core.settings import RunSettings
+    from dlperf.report.registry import machine_sections
+    from dlperf.report.sections import render_terminal as render_sections
+    from dlperf.report.tables import render_terminal
+    from dlperf.runner.cases import check_devices
+    from dlperf.sources import check_text
+    from dlperf.studies.loader import Study
+    from dlperf.workloads.model import ModelParams
+
+    check_threads(threads)
+    fws = list(frameworks) or ["torch"]
+    check_frameworks(fws)
+    check_devices(list(devices))
+    check_text(source)
+    point = {"source": source, "task": task, "seq": seq, "input": list(input_specs) or None, "inputs_fn": inputs_fn,
+             "prompt_len": prompt_len, "new_tokens": new_tokens}
+    point = {k: v for k, v in point.items() if v is not None}
+    try:
+        first = ModelParams.model_validate(point | {"batch": 1})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise DlperfError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
+    preflight(first)
+    grid = point | ({"input": [point["input"]]} if "input" in point else {})  # a list value: one grid value
+    grid |= {"batch": sorted(set(batches or (1,))), "precision": list(precisions or ("fp32",))}
+    settings = RunSettings(frameworks=fws, devices=list(devices or ("cpu",)), params=grid, budget_s=budget_s,
+                           min_run_time_s=min(0.2, budget_s), repetitions=repetitions, warmup=3, timeout_s=900)
+    loaded = Study(name=STUDY, description=f"dlperf bench {source}", workload="model", variant="full",
+                   path="(dlperf bench)", settings=settings)
+    store, console, summary = execute_study(STUDY, loaded, frameworks=[], devices=[], new=new, resume=None, db=db,
+                                            overrides={"threads": threads})
+    data = report_data(store, summary.run_id, None)
+    machines = run_machines(store, data)
+    render_terminal(data.run, data.env, data.results, console, machines)
+    render_sections(machine_sections(data, machine_reports(store, data, machines)), console)
+    console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
+    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html",
+                  highlight=False)
+
+
+def preflight(params: object) -> None:
+    """Load the source and run one forward pass at batch 1 in a fresh process; DlperfError with its line if not."""
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.check",
+                               params.model_dump_json()],  # type: ignore[attr-defined]
+                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise DlperfError(f"loading the source took over {CHECK_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise DlperfError(lines[-1] if lines else f"checking the source failed (exit {done.returncode})")

@@ -1,0 +1,149 @@
+"""The `model` workload's report (`dlperf bench SOURCE`): per source, one table of path (framework, device,
+precision) x batch, and latency against batch size.
+
+Columns: the median latency per call with its 95% interval (order statistics, repetitions pooled); at batch 1 the
+p90 and p99 with theirs; throughput from the median; the ratio to the reference path (torch, fp32, same device and
+batch) with an interval from the two medians' 95% intervals (low/high over high/low: at least 90% together);
+host memory above the import baseline; MFU (FLOPs per call counted by FlopCounterMode on the eager module, over
+the peak of the dtype the products ran in, its source named, or not shown); and the correctness gate's status.
+A path whose status is `fail` keeps its figures, but its ratio cell says FAIL beside it, and it is never called
+faster: no ranking is made from it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.report.inference_report import _interval, failure_mark, latency, memory_cells
+from dlperf.report.sections import Figure, Heading, Note, Section, Table
+from dlperf.report.serving_plots import latency_batch_plot
+from dlperf.report.study import ReportData
+from dlperf.report.transformer_report import peak_for
+from dlperf.timing import Measurement
+from dlperf.timing.stats import quantile, quantile_ci
+from dlperf.units import MISSING, format_pct, format_rate, format_time
+
+REFERENCE = ("torch", "fp32")
+GATE_NOTE = ("correctness: each path's outputs on fixed seeded inputs against the eager fp32 torch reference "
+             "(run twice first: a model that differs from itself is nondeterministic); pass within the tolerance "
+             "of its precision relative to the output's scale (fp32 1e-4, bf16 5e-2) and, for logits, the same "
+             "top-1 class; a FAIL is never ranked")
+RATIO_NOTE = ("vs reference: median over the torch fp32 path's at the same device and batch; the interval from "
+              "the two medians' 95% intervals")
+
+Key = tuple[str, str, str, int]
+
+
+def grouped(results: list[CaseResult]) -> dict[str, dict[Key, list[CaseResult]]]:
+    """Per source and task: (framework, device, precision, batch) -> repetitions."""
+    by: dict[str, dict[Key, list[CaseResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        if r.workload != "model":
+            continue
+        p = r.params
+        label = f"{p.get('source')} ({p.get('task', 'infer')}" + (f", seq {p['seq']}" if p.get("seq") else "") + ")"
+        by[label][(r.framework, r.device, str(p.get("precision", "fp32")), int(p.get("batch") or 1))].append(r)
+    return {k: dict(sorted(v.items())) for k, v in sorted(by.items())}
+
+
+def gate_status(rs: list[CaseResult]) -> tuple[str, str]:
+    """(status word, why) of the worst repetition: fail > nondeterministic > not checked > pass > reference."""
+    order = ["fail", "nondeterministic", "not checked", "pass", "reference"]
+    found = [(r.metrics or {}).get("correctness") or {} for r in rs if r.ok]
+    found = [c for c in found if c.get("status") in order]
+    if not found:
+        return MISSING, ""
+    worst = min(found, key=lambda c: order.index(c["status"]))
+    return worst["status"], str(worst.get("reason") or "")
+
+
+def _tail(rs: list[CaseResult], q: float) -> str:
+    times = sorted(t for r in rs if r.ok and r.measurement for t in Measurement.from_dict(r.measurement).times_s)
+    if not times:
+        return MISSING
+    ci = quantile_ci(times, q)
+    return format_time(quantile(times, q)) + (f" ({format_time(ci[0])}-{format_time(ci[1])})" if ci else " (n small)")
+
+
+def _ratio(lat: dict[str, Any], ref: dict[str, Any] | None, status: str) -> str:
+    if ref is None:
+        return MISSING
+    text = f"{lat['median_s'] / ref['median_s']:.2f}x"
+    if None not in (lat["low_s"], lat["high_s"], ref["low_s"], ref["high_s"]):
+        text += f" ({lat['low_s'] / ref['high_s']:.2f}-{lat['high_s'] / ref['low_s']:.2f})"
+    return text + (" FAIL: not comparable" if status == "fail" else "")
+
+
+def _mfu(data: ReportData, rs: list[CaseResult], lat: dict[str, Any], sources: set[str]) -> str:
+    r = rs[0]
+    flops = (r.metrics or {}).get("flops_per_call")
+    if not flops:
+        return MISSING
+    peak, source = peak_for(data.env, r.device, str((r.metrics or {}).get("mfu_dtype") or "float32"), r.m.threads)
+    sources.add(source)
+    return format_pct(flops / lat["median_s"] / peak, ".2f") if peak else f"{MISSING} (no peak)"
+
+
+def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]]) -> list[Section]:
+    header = ["framework", "device", "precision", "batch", "median", "95% interval", "p90 (b=1)", "p99 (b=1)",
+              "samples/s", "vs reference", "memory", "MFU", "correctness"]
+    lats = {k: latency(rs) for k, rs in cases.items()}
+    rows, notes, sources, fails = [], [], set(), []
+    for (fw, dev, prec, batch), rs in cases.items():
+        lat = lats[(fw, dev, prec, batch)]
+        mark = failure_mark(notes, f"{fw} {dev} {prec} batch {batch}", rs, lat is not None)
+        status, why = gate_status(rs)
+        if status in ("fail", "nondeterministic", "not checked"):
+            notes.append(f"[{len(notes) + 1}] {fw} {dev} {prec} batch {batch}: {status}: {why}")
+            status += f" [{len(notes)}]"
+        if status.startswith("fail"):
+            fails.append(fw)
+        host, _ = memory_cells(rs)
+        if lat is None:
+            rows.append([fw, dev, prec, str(batch), MISSING + mark] + [MISSING] * 7 + [status])
+            continue
+        ref = None if (fw, prec) == REFERENCE else lats.get((REFERENCE[0], dev, REFERENCE[1], batch))
+        rate = format_rate(lat["samples"] / lat["median_s"]) if lat["samples"] else MISSING
+        one = batch == 1
+        rows.append([fw, dev, prec, str(batch), format_time(lat["median_s"]) + mark, _interval(lat),
+                     _tail(rs, 0.9) if one else "", _tail(rs, 0.99) if one else "", rate,
+                     "reference" if (fw, prec) == REFERENCE else _ratio(lat, ref, status.split(" [")[0]), host,
+                     _mfu(data, rs, lat, sources), status])
+    params = next((int((r.metrics or {}).get("param_count") or 0) for rs in cases.values() for r in rs if r.ok), 0)
+    flops = next(((r.metrics or {}).get("flops_per_call") for rs in cases.values() for r in rs if r.ok), None)
+    intro = f"{params:,} parameters" + (f"; FLOPs per call at batch 1: {flops:.3g}" if flops else "")
+    out: list[Section] = [Table(f"{label}: latency, throughput, memory, MFU and correctness per path and batch",
+                                header, rows, heading=f"## Model: {label}", intro=intro)]
+    out += [Note(n) for n in notes]
+    out += [Note(f"MFU peak: {s}") for s in sorted(sources)]
+    if fails:
+        out.append(Note(f"FAIL: {', '.join(sorted(set(fails)))} computed something else than the reference; "
+                        "its speed is not a speed-up"))
+    return out
+
+
+def sections(data: ReportData) -> list[Section]:
+    groups = grouped(data.results)
+    if not groups:
+        return []
+    out: list[Section] = [Heading("## Your model", "Each path of each source, against the eager fp32 torch "
+                                                   "reference.")]
+    for label, cases in groups.items():
+        out += source_table(data, label, cases)
+    out += [Note(GATE_NOTE), Note(RATIO_NOTE)]
+    panels = {}
+    for label, cases in groups.items():
+        lines: dict[str, list[tuple[int, float, float | None, float | None]]] = defaultdict(list)
+        for (fw, dev, prec, batch), rs in cases.items():
+            lat = latency(rs)
+            if lat:
+                lines[f"{fw} {dev}" + ("" if prec == "fp32" else f" {prec}")].append(
+                    (batch, lat["median_s"], lat["low_s"], lat["high_s"]))
+        panels[label] = sorted(lines.items())
+    paths = latency_batch_plot(panels, data.plot_dir, stem="model-latency-per-batch")
+    if paths:
+        out.append(Figure(paths, "latency per call against batch size, per source and path",
+                          heading="## Model latency against batch size"))
+    return out

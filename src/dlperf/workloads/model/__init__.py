@@ -1,0 +1,104 @@
+"""`model`: a user's own model (a source: `dlperf bench SOURCE`, a study's `source:`), on torch and, through the
+ONNX export, on ONNX Runtime and OpenVINO, each path checked against the eager fp32 reference.
+
+Tasks: `infer` (one forward pass on `batch` inputs, no gradients; every call timed alone, for p50/p90/p99),
+`train` (one optimizer step: forward, the loss, backward, SGD lr 1e-3; the loss is the source's `loss(outputs,
+batch)` where it has one, else the default of `torch_model.default_loss`), `generate` (a causal LM: greedy
+decoding of `new_tokens` tokens after a `prompt_len`-token prompt, with its KV cache; TTFT and decode time per
+call). Samples are the batch's items (generate: generated tokens). FLOPs per call are counted by torch's
+`FlopCounterMode` on the eager module at the case's inputs (the same figure on every path); the correctness gate
+is `gate`'s. The builders are the `<family>_model` modules beside this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+
+#: The dtype each precision's peak is read for (MFU).
+PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+class ModelParams(WorkloadParams):
+    source: str = Field(description="dlperf:NAME, hf:ARCH[,k=v...], hf:PATH, FILE.onnx, file.py:NAME, pkg.mod:NAME")
+    task: Literal["infer", "train", "generate"] = "infer"
+    batch: int = Field(default=1, gt=0, description="samples per call")
+    seq: int | None = Field(default=None, gt=0, description="sequence length (S in --input; token models)")
+    input: list[str] | None = Field(default=None, description="NAME:DTYPE[DIMS] per positional input")
+    inputs_fn: str | None = Field(default=None, description="path.py:FN, called with the batch size")
+    precision: Literal["fp32", "bf16"] = Field(default="fp32", description="bf16: torch autocast")
+    prompt_len: int | None = Field(default=None, gt=0, description="generate: prompt tokens (default 32)")
+    new_tokens: int | None = Field(default=None, gt=0, description="generate: tokens per call (default 16)")
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        from dlperf.sources import SourceError, check_text
+
+        try:
+            check_text(v)
+        except SourceError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("input")
+    @classmethod
+    def _inputs(cls, v: list[str] | None) -> list[str] | None:
+        from dlperf.sources import SourceError
+        from dlperf.sources.inputs import parse_input
+
+        for text in v or []:
+            try:
+                parse_input(text)
+            except SourceError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelParams:
+        if self.input and self.inputs_fn:
+            raise ValueError("give --input or --inputs, not both")
+        if self.task != "generate" and (self.prompt_len or self.new_tokens):
+            raise ValueError(f"prompt_len and new_tokens apply to task generate, not {self.task}")
+        return self
+
+    @property
+    def dtype(self) -> str:
+        return PRECISION_DTYPE[self.precision]
+
+    def generation(self) -> tuple[int, int]:
+        """(prompt_len, new_tokens) of a generate case."""
+        return self.prompt_len or 32, self.new_tokens or 16
+
+
+class Model(Workload[ModelParams]):
+    name = "model"
+    description = "a user's model (a source): infer, train or generate, checked against the eager fp32 reference"
+    Params = ModelParams
+    memory_axis = "batch"
+
+    def cost(self, params: ModelParams) -> Cost:
+        samples = params.batch * params.generation()[1] if params.task == "generate" else params.batch
+        return Cost(flops=None, samples=samples)  # FLOPs are counted on the built model (`built_cost`)
+
+    def built_cost(self, params: ModelParams, step: Step) -> Cost:
+        info = getattr(step, "info", {})
+        return Cost(flops=info.get("flops_per_call"), samples=self.cost(params).samples)
+
+    def per_call_timing(self, params: ModelParams) -> bool:
+        """Every call timed alone: p50/p90/p99 of single calls (the batch-1 latency tails)."""
+        return True
+
+    def extra_metrics(self, params: ModelParams, step: Step) -> dict[str, Any]:
+        """The model's own figures (parameters, FLOPs, the correctness gate's verdict), after timing."""
+        info = dict(getattr(step, "info", {}))
+        gate = info.pop("gate", None)
+        if callable(gate):
+            info["correctness"] = gate()
+        return info
+
+
+__all__ = ["PRECISION_DTYPE", "Model", "ModelParams"]

@@ -1,0 +1,44 @@
+"""`python -m dlperf.workloads.model.check PARAMS_JSON`: what `dlperf bench` decides before anything is measured.
+
+In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
+task, build its inputs at batch 1 and run one forward pass. Exit 0, or 2 with one line on stderr saying why.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dlperf.sources import SourceError
+from dlperf.workloads.model import ModelParams
+
+
+def main(argv: list[str]) -> int:
+    import os
+
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    try:
+        p = ModelParams.model_validate_json(argv[1]).model_copy(update={"batch": 1})
+        if p.source.endswith(".onnx"):
+            return 0
+        import torch
+
+        from dlperf.workloads.model.prepare import prepare
+
+        pr = prepare(torch, p, 0)
+        try:
+            with torch.inference_mode():
+                pr.module.eval()(*pr.args, **pr.kwargs)
+        except Exception as exc:
+            raise SourceError(f"{p.source}: the model rejects its inputs: {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:200]}") from None
+    except SourceError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,63 @@
+"""The model workload on ONNX Runtime: the torch source exported to ONNX (`export`, in a child with torch), fp32,
+inference only; every input bound once through an IOBinding, the outputs bound on the device (as `runtime_steps`
+does for the CNN); outputs checked against the eager fp32 reference by `gate`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dlperf.frameworks import Framework
+from dlperf.workloads import runtime_steps as rs
+from dlperf.workloads.base import Step
+from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model.export import prepared
+from dlperf.workloads.model.torch_model import ModelStep
+
+WHY_FP32 = "a runtime runs the exported float32 graph; dlperf makes no low-precision copy of it"
+
+
+def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray],
+                                                            dict[str, Any]]:
+    """Checks, then (model path, feeds, reference outputs, meta) of the case's export."""
+    rs.check_task(fw, p.task)
+    rs.check_precision(fw, p.precision, ("fp32",), WHY_FP32)
+    return prepared(p, rs.export_seed(fw))
+
+
+def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any]:
+    """The case's figures from the export, and the gate on `outputs()` (the runtime's last outputs)."""
+    refs = meta.pop("_refs")
+
+    def checked() -> dict[str, Any]:
+        return meta["self_check"] or gate.judge(outputs(), refs, p.precision)
+
+    return {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"], "source": p.source,
+            "model_info": meta.get("model_info"), "mfu_dtype": p.dtype, "exporter": meta.get("exporter"),
+            "gate": checked}
+
+
+def build(fw: Framework, device: str, p: ModelParams) -> Step:
+    ort = fw.import_module()
+    path, feeds, refs, meta = runtime_inputs(fw, p)
+    sess = rs.ort_session(fw, device, path)
+    kind, _, index = device.partition(":")
+    binding = sess.io_binding()
+    kept = {n: ort.OrtValue.ortvalue_from_numpy(a, kind, int(index or 0)) for n, a in feeds.items()}
+    for name, value in kept.items():
+        binding.bind_ortvalue_input(name, value)
+    for out in sess.get_outputs():
+        binding.bind_output(out.name, kind, int(index or 0))
+    binding.synchronize_inputs()
+
+    def fn(_kept: Any = kept) -> Any:
+        sess.run_with_iobinding(binding)
+        return binding
+
+    def outputs() -> list[np.ndarray]:
+        fn()
+        return [np.asarray(o, dtype=np.float64) for o in binding.copy_outputs_to_cpu()]
+
+    meta["_refs"] = refs
+    return ModelStep(fn, lambda: outputs()[0], info=info_of(meta, p, outputs))

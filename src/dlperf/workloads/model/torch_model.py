@@ -1,0 +1,195 @@
+"""The model workload in PyTorch: the source's module, eager, on the device; it is also the reference path.
+
+- Weights: the source's own initialisation after `torch.manual_seed(seed)` (seed 0: the seed the runtimes'
+  export uses too); inputs seeded (`sources.inputs`), made on the device before timing.
+- infer: `module(*args, **kwargs)` under `torch.inference_mode` in eval mode (bf16: autocast); the output stays
+  on the device, as a framework's forward leaves it.
+- train: SGD (lr 1e-3) step in train mode on `loss(outputs, batch)`: the source's `loss` where it has one, else
+  `default_loss`.
+- generate (causal LMs): greedy, with the KV cache; a transformers model through its `generate` (a streamer
+  marks the first token), dlperf's decoders through `torch_model.generate_tokens`; each call records its TTFT and
+  decode time (`Step.call_phases`).
+- FLOPs per call: FlopCounterMode over one untimed call; the reference: the fp32 eager forward run twice on the
+  same inputs before timing (`gate`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.workloads.base import Step
+from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model import prepare as prep
+
+
+@dataclass(frozen=True)
+class ModelStep(Step):
+    """A Step with the model's own figures (`Model.extra_metrics` reads them; `gate` is called after timing)."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def case_seed(fw: Framework) -> int:
+    value = getattr(fw, "seed_value", lambda: None)()
+    return 0 if value is None else int(value)
+
+
+def build(fw: Framework, device: str, p: ModelParams) -> Step:
+    torch = fw.import_module()
+    dev_type = torch.device(device).type
+    if p.precision == "bf16" and dev_type not in ("cpu", "cuda"):
+        raise UnsupportedError(f"bf16 autocast is not run on {dev_type}")
+    if dev_type == "cuda":
+        torch.backends.cuda.matmul.fp32_precision = "ieee"  # the reference is fp32: no TF32
+    pr = prep.prepare(torch, p, case_seed(fw))
+    net = pr.module.to(device)
+    args, kwargs = prep.to_device(torch, pr.args, device), prep.to_device(torch, pr.kwargs, device)
+    low = torch.bfloat16 if p.precision == "bf16" else None
+
+    def forward(autocast: bool) -> Any:
+        with torch.inference_mode(), torch.autocast(dev_type, dtype=low, enabled=autocast and low is not None):
+            return net(*args, **kwargs)
+
+    net.eval()
+    first = prep.as_numpy(torch, forward(False))
+    second = prep.as_numpy(torch, forward(False))
+    verdict = gate.self_check(first, second)
+    info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
+                            "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
+    if p.task == "infer":
+        last: list[Any] = [None]
+
+        def step() -> Any:
+            last[0] = forward(True)
+            return last[0]
+
+        def checked() -> dict[str, Any]:
+            if verdict is not None:
+                return verdict
+            if p.precision == "fp32":
+                return {"status": "reference", "reason": "the eager fp32 path is the reference (its two runs agree)"}
+            return gate.judge(prep.as_numpy(torch, forward(True)), first, p.precision)
+
+        info["flops_per_call"] = prep.count_flops(torch, step)
+        return ModelStep(step, lambda: _first(torch, last[0]), info=info | {"gate": checked})
+    if p.task == "train":
+        return _train(torch, net, pr, args, kwargs, p, dev_type, low, info, verdict)
+    return _generate(torch, fw, net, pr, args, kwargs, p, info, verdict)
+
+
+def _first(torch: Any, out: Any) -> Any:
+    import numpy as np
+
+    arrays = prep.as_numpy(torch, out) if out is not None else []
+    return arrays[0] if arrays else np.array([])
+
+
+def default_loss(torch: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any], vocab: int | None) -> Any:
+    """The loss where the source gives none: a causal LM's next-token cross-entropy on its own input ids; a
+    classifier's (a 2-D floating output, batch x classes) cross-entropy against seeded labels; otherwise the
+    mean square of the first floating output (gradients reach every parameter that output depends on)."""
+    first = next(t for t in prep.tensors(torch, out) if t.is_floating_point())
+    ids = kwargs.get("input_ids", args[0] if args else None)
+    if vocab is not None and first.ndim == 3 and ids is not None:
+        return torch.nn.functional.cross_entropy(first[:, :-1].reshape(-1, first.shape[-1]).float(),
+                                                 ids[:, 1:].reshape(-1))
+    if first.ndim == 2 and first.shape[1] >= 2:
+        labels = torch.randint(0, first.shape[1], (first.shape[0],), generator=torch.Generator().manual_seed(1))
+        return torch.nn.functional.cross_entropy(first.float(), labels.to(first.device))
+    return first.float().pow(2).mean()
+
+
+def _train(torch: Any, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams, dev_type: str, low: Any,
+           info: dict[str, Any], verdict: Any) -> Step:
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    user_loss = pr.loaded.loss
+    batch = kwargs if kwargs else (args[0] if len(args) == 1 else args)
+    last: list[Any] = [None]
+
+    def step() -> Any:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev_type, dtype=low, enabled=low is not None):
+            out = net(*args, **kwargs)
+            loss = user_loss(out, batch) if user_loss else default_loss(torch, out, args, kwargs,
+                                                                         pr.loaded.vocab_size)
+        loss.backward()
+        opt.step()
+        last[0] = loss
+        return loss
+
+    info["loss"] = "the source's loss(outputs, batch)" if user_loss else "default_loss"
+    info["flops_per_call"] = prep.count_flops(torch, step)
+    why = verdict or gate.not_checked("a training step changes the weights; its forward is checked by the "
+                                      "infer task")
+    return ModelStep(step, lambda: _first(torch, last[0]), info=info | {"gate": lambda: why})
+
+
+def _generate(torch: Any, fw: Framework, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams,
+              info: dict[str, Any], verdict: Any) -> Step:
+    prompt_len, new = p.generation()
+    vocab = pr.loaded.vocab_size or 2
+    device = next(net.parameters()).device
+    prompt = torch.randint(0, vocab, (p.batch, prompt_len), generator=torch.Generator().manual_seed(0)).to(device)
+    sync = fw.sync_fn(str(device))
+    phases: list[dict[str, float]] = []
+    first_s = [0.0]
+    last: list[Any] = [None]
+
+    def on_first(_token: Any = None) -> None:
+        sync()
+        first_s[0] = time.perf_counter()
+
+    call = _hf_generate(net, prompt, new, on_first) if hasattr(net, "generation_config") else \
+        _dlperf_generate(net, prompt, new, on_first)
+
+    def step() -> Any:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = call()
+        sync()
+        end = time.perf_counter()
+        phases.append({"ttft_s": first_s[0] - start, "decode_s": end - first_s[0]})
+        last[0] = out
+        return out
+
+    info["flops_per_call"] = prep.count_flops(torch, step)
+    phases.clear()
+    why = verdict or {"status": "reference", "reason": "the eager fp32 path is the reference (its two runs agree)"}
+    return ModelStep(step, lambda: _first(torch, last[0]), call_phases=lambda: [dict(d) for d in phases],
+                     info=info | {"gate": lambda: why, "prompt_len": prompt_len, "new_tokens": new})
+
+
+def _hf_generate(net: Any, prompt: Any, new: int, on_first: Any) -> Any:
+    class Marks:
+        """A transformers streamer: `put` is called with the prompt, then with each new token."""
+
+        calls = 0
+
+        def put(self, value: Any) -> None:
+            Marks.calls += 1
+            if Marks.calls == 2:
+                on_first()
+
+        def end(self) -> None:
+            return None
+
+    def call() -> Any:
+        Marks.calls = 0
+        return net.generate(prompt, attention_mask=prompt.new_ones(prompt.shape), max_new_tokens=new,
+                            min_new_tokens=new, do_sample=False, use_cache=True, streamer=Marks(),
+                            pad_token_id=0)
+    return call
+
+
+def _dlperf_generate(net: Any, prompt: Any, new: int, on_first: Any) -> Any:
+    from dlperf.models.transformer import torch_model as tm
+
+    model = net.model
+    buffer = prompt.new_empty((prompt.shape[0], prompt.shape[1] + new))
+    cache = tm.KVCache(prompt.shape[1] + new)
+    return lambda: tm.generate_tokens(model, prompt, new, kv_cache=True, buffer=buffer, cache=cache,
+                                      on_first=on_first)

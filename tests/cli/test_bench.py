@@ -1,0 +1,105 @@
+"""`dlperf bench SOURCE` as a user runs it: bad sources end in one line and exit 2 with no store made; a
+nondeterministic module is `nondeterministic`; a path that computes something else is `fail` and not ranked; the
+shipped example on torch, onnxruntime and openvino at batch 1 and 32 passes with ratios and intervals."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import assert_one_line_error
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = '''
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.lin(x)
+
+class Noisy(Net):
+    def forward(self, x):
+        return self.lin(x) + torch.rand(4)
+
+class Exported(Net):
+    def forward(self, x):  # the exported graph computes something else than eager
+        return self.lin(x) + (1.0 if torch.onnx.is_in_onnx_export() else 0.0)
+
+def net():
+    return Net()
+
+def not_a_module():
+    return 42
+'''
+
+
+@pytest.fixture(scope="module")
+def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("user")
+    (d / "models.py").write_text(MODELS)
+    (d / "raises.py").write_text("raise RuntimeError('broken on import')\n")
+    return d
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["{d}/nothere.py:net"], "no such file"),
+    (["{d}/models.py:nosuch", "--input", "x:float32[B,8]"], "no name 'nosuch'"),
+    (["{d}/raises.py:net"], "importing it raised RuntimeError: broken on import"),
+    (["{d}/models.py:not_a_module", "--input", "x:float32[B,8]"], "returned a int, not a torch.nn.Module"),
+    (["{d}/models.py:net", "--input", "x:float32[B,5]"], "the model rejects its inputs"),
+    (["{d}/models.py:net"], "give its inputs"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
+    (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
+    (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
+    (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
+])
+def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
+                                               fragment: str) -> None:
+    db = tmp_path / "s.db"
+    res = run_cli("bench", *(a.format(d=user_files) for a in args), "--db", str(db))
+    assert res.returncode == 2
+    assert_one_line_error(res, fragment)
+    assert not db.exists()
+
+
+def _gates(db: Path) -> dict[tuple[str, int], dict]:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("select framework, case_key, metrics from results").fetchall()
+    return {(fw, int(key.split("batch=")[1].split(",")[0])): json.loads(m)["correctness"] for fw, key, m in rows}
+
+
+def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    res = run_cli("bench", f"{user_files}/models.py:Noisy", "--input", "x:float32[B,8]", "--budget", "0.2",
+                  "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    assert _gates(db)[("torch", 1)]["status"] == "nondeterministic"
+    res = run_cli("bench", f"{user_files}/models.py:Exported", "--input", "x:float32[B,8]", "--budget", "0.2",
+                  "--framework", "torch", "--framework", "onnxruntime", "--db", str(db), "--new")
+    assert res.returncode == 0, res.stderr
+    verdict = _gates(db)[("onnxruntime", 1)]
+    assert verdict["status"] == "fail" and verdict["max_abs_err"] == pytest.approx(1.0, rel=1e-4)
+    assert "FAIL: not comparable" in res.stdout and "its speed is not a speed-up" in res.stdout
+
+
+def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    res = run_cli("bench", f"{REPO}/examples/mlp.py:build", "--input", "x:float32[B,256]", "--framework", "torch",
+                  "--framework", "onnxruntime", "--framework", "openvino", "--batch", "1", "--batch", "32",
+                  "--budget", "0.3", "--db", str(db), timeout=300)
+    assert res.returncode == 0, res.stderr
+    gates = _gates(db)
+    assert len(gates) == 6
+    assert {v["status"] for (fw, _), v in gates.items() if fw != "torch"} == {"pass"}
+    assert {v["status"] for (fw, _), v in gates.items() if fw == "torch"} == {"reference"}
+    table = [line for line in res.stdout.splitlines() if line.startswith("│ onnxruntime") or
+             line.startswith("│ openvino")]
+    assert len(table) >= 4 and all("x (" in line and "pass" in line for line in table[-4:])
