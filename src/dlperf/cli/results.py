@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import db_option, new_console, open_store, write_output
+from dlperf.cli.options import db_option, new_console, open_store, write_file, write_output
 from dlperf.units import format_number, format_time
 
 
@@ -318,10 +318,11 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
 def write_html(page: str, output: Path) -> None:
     """Write a page (its folder made), then one line: where, and its size."""
     from dlperf.errors import DlperfError
+    from dlperf.store.failures import os_error
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(page, encoding="utf-8")
     except OSError as exc:
-        raise DlperfError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise os_error(exc, str(output)) or DlperfError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    write_file(output, page)
     click.echo(f"wrote {output} ({len(page.encode()) / 1024:,.0f} KB)")

@@ -23,7 +23,7 @@ from typing import Any
 from dlperf import __version__
 from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus
-from dlperf.errors import DlperfError, LeaseLostError, RunBusyError
+from dlperf.errors import DlperfError, InfrastructureError, LeaseLostError, RunBusyError
 from dlperf.store import Store, leases
 
 #: A lease whose heartbeat is older than this (seconds) is stale: its owner is taken to be gone.
@@ -180,11 +180,20 @@ def open_run(store: Store, new: NewRun, *, resume_id: str | None = None,
             raise SweepInterrupted(interrupted(run_id)) from None
         except LeaseLostError:
             raise  # the run is its new owner's: its status too
+        except InfrastructureError:
+            # the store itself failed (unreachable, full): marking the run may fail too, and must not hide why;
+            # a run left `running` by a process that is gone is resumed all the same (its owner is gone)
+            with contextlib.suppress(InfrastructureError):
+                store.set_run_status(run_id, "interrupted", lease_token=token)
+            raise
         except BaseException:
             store.set_run_status(run_id, "interrupted", lease_token=token)  # a crash of this process: resumable
             raise
         finally:
             beat.stop()
         store.set_run_status(run_id, run.status, lease_token=token)
-    finally:
-        leases.release(store.engine, run_id, token)
+    except BaseException:  # the lease is given back on every way out; a store failing then hides nothing
+        with contextlib.suppress(InfrastructureError):
+            leases.release(store.engine, run_id, token)
+        raise
+    leases.release(store.engine, run_id, token)
