@@ -19,10 +19,11 @@ from dlperf.units import format_number, format_time
 @db_option
 def runs(limit: int, db: str | None) -> None:
     """The most recent runs in the store. A run left `running` by a process that is gone (killed, its host
-    rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)`."""
+    rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)` (a maxbatch search
+    says it is not resumed). A search's cases are its probes stored (its count is not known beforehand)."""
     from rich.table import Table
 
-    from dlperf.runner.lifecycle import lease_stale_s, shown_status
+    from dlperf.runner.lifecycle import lease_stale_s, shown_cases, shown_status
 
     rows = open_store(db, create=False).list_runs(limit)
     stale_s = lease_stale_s()
@@ -30,9 +31,10 @@ def runs(limit: int, db: str | None) -> None:
     for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
         table.add_column(col)
     for r in rows:
-        status = shown_status(r["status"], r["lease"], stale_s)
-        table.add_row(r["id"], r["study"], r["variant"], status, f"{r['n_done'] or 0}/{r['n_cases']}",
-                      str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+        status = shown_status(r["status"], r["lease"], stale_s, study=r["study"])
+        cases = shown_cases(r["study"], r["n_done"] or 0, r["n_cases"])
+        table.add_row(r["id"], r["study"], r["variant"], status, cases, str(r["n_ok"] or 0),
+                      f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
     new_console().print(table)
 
 
@@ -57,7 +59,7 @@ def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> 
     if errors or cases:
         _show_cases(run_row["id"], results, errors, cases)
         return
-    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]))
+    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]), study=run_row["study"])
     render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console(), machines=shares)
 
 

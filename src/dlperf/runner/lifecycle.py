@@ -48,14 +48,28 @@ def lease_stale_s() -> float:
     return LEASE_STALE_S if value is None else value
 
 
-def shown_status(status: str, lease: leases.Lease | None, stale_s: float | None = None) -> str:
+#: Studies whose runs are searches (`dlperf maxbatch`): their case count is not known beforehand (stored as 0)
+#: and a search is never resumed: one stopped half-way is run again.
+SEARCH_STUDIES = frozenset({"maxbatch"})
+#: What `runs` and `show` call a search left `running` by an owner that is gone, and what to do.
+SEARCH_OWNER_GONE = "interrupted (owner gone; a search is not resumed: run it again)"
+
+
+def shown_status(status: str, lease: leases.Lease | None, stale_s: float | None = None, *,
+                 study: str | None = None) -> str:
     """A run's status as `runs` and `show` print it: a `running` run whose owner is gone (no lease, as runs
-    of older versions have, or a lease whose owner is provably gone) is `interrupted (owner gone)`."""
+    of older versions have, or a lease whose owner is provably gone) is `interrupted (owner gone)`; a
+    search's (`study` in SEARCH_STUDIES) says that nothing resumes it."""
     if status != "running":
         return status
     if lease is None or lease.gone_reason(lease_stale_s() if stale_s is None else stale_s) is not None:
-        return OWNER_GONE
+        return SEARCH_OWNER_GONE if study in SEARCH_STUDIES else OWNER_GONE
     return status
+
+
+def shown_cases(study: str, n_done: int, n_cases: int) -> str:
+    """A run's `cases` column: stored of planned; a search's (no count beforehand) its probes stored."""
+    return f"{n_done} (search)" if study in SEARCH_STUDIES else f"{n_done}/{n_cases}"
 
 
 @dataclass(frozen=True)
