@@ -187,7 +187,7 @@ class FiniteFloatRange(click.FloatRange):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         import math
 
-        number = super().convert(value, param, ctx)
+        number = click.FLOAT.convert(value, param, ctx)  # finite first: inf is not "out of range", it is no number
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
