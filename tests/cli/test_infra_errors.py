@@ -124,7 +124,7 @@ def immutable_store(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize(("command", "name", "max_bytes"), [
-    (["history", "six_ok", "--format", "json"], "h.json", 8192),
+    (["history", "six_ok", "--format", "json"], "h.json", 1024),
     (["report", "latest", "--format", "markdown"], "r.md", 8192),
     (["report", "latest", "--format", "html"], "r.html", 8192),
 ])
