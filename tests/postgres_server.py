@@ -62,14 +62,29 @@ def postgres_url() -> Iterator[str]:
         run_as = ["runuser", "-u", "postgres", "--"]
     data, port = os.path.join(base, "data"), "54329"
     subprocess.run([*run_as, initdb, "-D", data, "-A", "trust", "-U", "dlperf"], check=True, capture_output=True)
-    subprocess.run([*run_as, pg_ctl, "-D", data, "-w", "-l", os.path.join(base, "log"), "-o",
-                    f"-k {base} -c listen_addresses='' -p {port} -c max_connections=200", "start"],
-                   check=True, capture_output=True)
+    _SERVER["start"] = [*run_as, pg_ctl, "-D", data, "-w", "-l", os.path.join(base, "log"), "-o",
+                        f"-k {base} -c listen_addresses='' -p {port} -c max_connections=200", "start"]
+    _SERVER["stop"] = [*run_as, pg_ctl, "-D", data, "-w", "-m", "fast", "stop"]
+    start_server()
     try:
         yield f"postgresql+psycopg://dlperf@/postgres?host={base}&port={port}"
     finally:
         subprocess.run([*run_as, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+
+
+#: The session server's pg_ctl command lines ("start", "stop"), once `postgres_url` has started it.
+_SERVER: dict[str, list[str]] = {}
+
+
+def start_server() -> None:
+    """Start the session's server (again, after `stop_server`); returns once it accepts connections."""
+    subprocess.run(_SERVER["start"], check=True, capture_output=True)
+
+
+def stop_server() -> None:
+    """Stop the session's server as an administrator would (`pg_ctl stop -m fast`: sessions are ended)."""
+    subprocess.run(_SERVER["stop"], check=True, capture_output=True)
 
 
 def new_database(url: str, name: str | None = None) -> str:

@@ -82,7 +82,7 @@ def columns(url: str) -> dict[str, list[tuple[str, str, bool]]]:
 def check_migrated(url: str, ids: dict[str, int], fresh_url: str) -> None:
     """Open the version-1 database (which migrates it) and check version 2's promises."""
     store = Store(url)
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
     a, c = ids["a"], ids["c"]
     with store.engine.connect() as conn:
         envs = dict(conn.execute(select(environments.c.id, environments.c.fingerprint_hash)).all())

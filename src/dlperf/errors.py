@@ -43,3 +43,31 @@ class LeaseLostError(DlperfError):
     """This process no longer holds the lease of the run it was executing (another process took it over):
     it stops and stores nothing more."""
 
+
+
+class InfrastructureError(StoreError):
+    """Something under dlperf failed, not the user's input: a database that cannot be reached or opened, a full
+    disk, a permission the system refused (store.failures makes them from the database's and the system's
+    errors). What was stored is kept; the same command run again resumes. Exit codes follow sysexits.h."""
+
+    exit_code = 69
+
+
+class DatabaseUnavailableError(InfrastructureError):
+    """The database cannot be reached or opened: a server down or gone mid-run, a database or role that does
+    not exist, a refused login (exit 69, EX_UNAVAILABLE)."""
+
+    exit_code = 69
+
+
+class DiskFullError(InfrastructureError):
+    """No room to write: a database or disk that is full, a file over its size limit, a disk I/O error
+    (exit 74, EX_IOERR)."""
+
+    exit_code = 74
+
+
+class PermissionDeniedError(InfrastructureError):
+    """The system or the database server refused access: a file, a folder, a table (exit 77, EX_NOPERM)."""
+
+    exit_code = 77

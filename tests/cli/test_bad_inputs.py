@@ -71,6 +71,12 @@ BAD: dict[str, Bad] = {
     "serve unknown scenario": Bad(("serve", "--quick", "--scenario", "burst"), "unknown scenario 'burst'"),
     "serve target latency zero": Bad(("serve", "--quick", "--target-latency-ms", "0"), "--target-latency-ms"),
     "serve unknown model": Bad(("serve", "resnet152", "--quick"), "unknown model 'resnet152'"),
+    "serve target latency past LoadGen's": Bad(("serve", "--quick", "--target-latency-ms", "1e300"),
+                                               "--target-latency-ms"),
+    "maxbatch framework without the workload": Bad(("maxbatch", "lenet5", "--framework", "numpy"),
+                                                   "workload 'cnn' has no numpy implementation"),
+    "dask scheduler not an address": Bad(("run", "smoke", "--quick", "--executor", "dask", "--scheduler", "notaurl"),
+                                         "--scheduler notaurl: not a Dask scheduler address"),
     # missing or unusable files
     "missing study": Bad(("run", "{dir}/nope.yaml"), "study file not found"),
     "export to a missing folder": Bad(("export", "latest", "-o", "{dir}/no/such/out.csv"), "cannot write"),
@@ -102,6 +108,8 @@ BAD: dict[str, Bad] = {
                              study=GOOD_STUDY + "timeout_s: .inf\n"),
     "study budget nan": Bad(("run", "{study}"), "budget_s: Input should be a finite number",
                             study=GOOD_STUDY + "budget_s: .nan\n"),
+    "study size nan": Bad(("plan", "{study}"), "size_mb: Input should be a finite number",
+                          study=GOOD_STUDY.replace("size_mb: 1", "size_mb: [.nan]")),
     "study threads beyond the cores": Bad(("run", "{study}"), "threads: 100000 in the study file",
                                           study=GOOD_STUDY + "threads: 100000\n"),
     "study is a device": Bad(("run", "/dev/null"), "not a regular file"),
@@ -207,9 +215,13 @@ def test_the_table_is_large_and_varied():
                                   ("maxbatch", "cnn", "-p", "model=lenet5", "-p", "batch=2"),
                                   ("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "seq_len=8", "--device",
                                    "cuda:7"),
-                                  ("run", "{study}", "--quick"), ("run", "smoke", "--device", "cuda:7")],
+                                  ("run", "{study}", "--quick"), ("run", "smoke", "--device", "cuda:7"),
+                                  ("maxbatch", "lenet5", "--framework", "numpy"),
+                                  ("run", "smoke", "--quick", "--executor", "dask", "--scheduler", "notaurl"),
+                                  ("serve", "--quick", "--target-latency-ms", "1e300")],
                          ids=["maxbatch image", "maxbatch start", "maxbatch params", "maxbatch axis",
-                              "maxbatch absent device", "bad study", "absent device"])
+                              "maxbatch absent device", "bad study", "absent device", "maxbatch framework",
+                              "dask scheduler", "serve latency"])
 def test_a_refused_command_creates_no_store(dlperf_main, tmp_path, args):
     study = tmp_path / "t.yaml"
     study.write_text(GOOD_STUDY + "timeout_s: .inf\n")

@@ -39,7 +39,9 @@ BAD = {
     "absent cuda device": (("serve", "--quick", "--device", "cuda:7"), "cuda:7"),
     "new and resume": (("serve", "--quick", "--new", "--resume", "latest"), "give one of them"),
     # absurd values: refused with the limit before any store, never inside a worker
-    "target latency below a nanosecond": (("serve", "--target-latency-ms", "1e-300"), "x>=0.001"),
+    "target latency below a nanosecond": (("serve", "--target-latency-ms", "1e-300"), "0.001<=x<=3600000.0"),
+    "target latency past LoadGen's": (("serve", "--target-latency-ms", "1e300"), "0.001<=x<=3600000.0"),
+    "min duration past a week": (("serve", "--min-duration-s", "1e300"), "0<x<=604800.0"),
     "target qps past ten million": (("serve", "--target-qps", "1e308"), "<=10000000"),
     "min query count past int64": (("serve", "--min-query-count", "100000000000000000000"),
                                    "1<=x<=9223372036854775807"),

@@ -43,7 +43,8 @@ def test_read_commands_read_a_read_only_store(dlperf_main, store_copy, query):
 
 
 @pytest.mark.parametrize("command", [["run", str(STUDIES / "many_ok.yaml")], ["peaks", "--quick"],
-                                     ["maxbatch", "lenet5", "--framework", "numpy"]])
+                                     ["maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "seq_len=8",
+                                      "--framework", "numpy"]])
 def test_a_command_that_writes_says_the_store_is_read_only(dlperf_main, store_copy, command):
     before = _rows(store_copy)
     res = dlperf_main(*command, "--db", f"sqlite:///file:{store_copy}?mode=ro&uri=true")

@@ -34,6 +34,9 @@ class Toy(Workload[ToyParams]):
     def cost(self, params: ToyParams) -> Cost:
         return Cost(samples=params.size_mb)
 
+    def frameworks(self) -> list[str]:
+        return ["numpy", "torch"]  # no builder modules: its probes are replaced (`_no_workers`)
+
 
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,3 +143,25 @@ def test_the_cnn_form_stores_its_run_as_it_always_did(tmp_path, monkeypatch):
     assert (run["variant"], run["filters"]) == ("lenet5", {"framework": "torch", "device": "cpu", "start": 1,
                                                            "max_batch": 8192})
     assert seen[0].params == {"model": "lenet5", "precision": "fp32", "batch": 1} and out.largest == 4
+
+
+def test_a_search_shows_its_probes_and_a_killed_one_says_it_is_not_resumed(tmp_path, monkeypatch, toy):
+    """`runs` gave a search "3/0" cases (its count is not known beforehand), and a killed one stayed
+    `interrupted (owner gone)` for ever, though nothing resumes a search."""
+    from dlperf.runner.lifecycle import SEARCH_OWNER_GONE, shown_cases, shown_status
+    from tests.conftest import run_cli
+
+    _no_workers(monkeypatch, lambda case: ("ok", None) if case.params["size_mb"] <= 2 else ("oom", "OOM"), [])
+    db = tmp_path / "r.sqlite"
+    store = Store(db)
+    out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", steps=1)
+    assert [p.value for p in out.probes] == [1, 2, 4, 3]
+    (row,) = store.list_runs()
+    assert shown_cases(row["study"], row["n_done"], row["n_cases"]) == "4 (search)"
+    assert shown_cases("many_ok", 3, 12) == "3/12"
+    store.set_run_status(out.run_id, "running")  # as a SIGKILL leaves it: running, its owner gone
+    (row,) = store.list_runs()
+    assert shown_status(row["status"], row["lease"], study=row["study"]) == SEARCH_OWNER_GONE
+    assert shown_status(row["status"], row["lease"], study="many_ok") == "interrupted (owner gone)"
+    shown = run_cli("runs", db=db).stdout
+    assert "4 (search)" in shown and "a search is not resumed: run it again" in shown and "4/0" not in shown

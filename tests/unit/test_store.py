@@ -46,26 +46,27 @@ def test_newer_schema_is_refused_with_clear_message(db_path):
     store = Store(db_path)
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE dlperf_meta SET value='99' WHERE key='schema_version'"))
-    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(3\)"):
+    with pytest.raises(StoreError, match=r"schema version 99, newer than this dlperf reads \(4\)"):
         Store(db_path)
 
 
 def test_migrations_run_one_step_at_a_time(db_path):
-    Store(db_path)  # at version 3
+    Store(db_path)  # at the current version
     applied = []
+    nxt = SCHEMA_VERSION + 1
 
-    def v3_to_v4(conn):
-        applied.append(4)
+    def step_a(conn):
+        applied.append(nxt)
         conn.execute(text("ALTER TABLE results ADD COLUMN note TEXT"))
 
-    def v4_to_v5(conn):
-        applied.append(5)
+    def step_b(conn):
+        applied.append(nxt + 1)
         conn.execute(text("CREATE INDEX ix_results_status ON results(status)"))
 
-    store = Store(db_path, migrations=[*MIGRATIONS, v3_to_v4, v4_to_v5])
-    assert applied == [4, 5] and store.schema_version == 5
-    Store(db_path, migrations=[*MIGRATIONS, v3_to_v4, v4_to_v5])  # already current: nothing re-applied
-    assert applied == [4, 5]
+    store = Store(db_path, migrations=[*MIGRATIONS, step_a, step_b])
+    assert applied == [nxt, nxt + 1] and store.schema_version == nxt + 1
+    Store(db_path, migrations=[*MIGRATIONS, step_a, step_b])  # already current: nothing re-applied
+    assert applied == [nxt, nxt + 1]
 
 
 def test_v1_database_migrates_to_v2(tmp_path):

@@ -65,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("DLPERF_DEBUG"):
             raise
+        from dlperf.store.failures import user_facing
+
+        facing = user_facing(exc)
+        if facing is not None:  # a database or disk that failed under the command: one line, its own code
+            click.echo(f"dlperf: error: {facing}", err=True)
+            sys.exit(facing.exit_code)
         if _is_damaged_store(exc):
             orig = getattr(exc, "orig", exc)
             click.echo(f"dlperf: error: the results store cannot be read ({orig}); check it with "

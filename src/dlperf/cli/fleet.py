@@ -101,6 +101,15 @@ def check_executor(executor: str, scheduler: str | None) -> None:
         raise click.UsageError("--executor dask needs --scheduler tcp://HOST:PORT (see 'dlperf fleet --help')")
 
 
+def check_scheduler(scheduler: str) -> None:
+    """--scheduler's address, checked before any store is opened: one line where it is not one (a store would
+    otherwise be created for a run that cannot start)."""
+    from dlperf.fleet.executor import check_address
+
+    _need_distributed()
+    check_address(scheduler)
+
+
 def connect_fleet(scheduler: str, store_url: str, warn: Any) -> Any:
     """The DaskExecutor of `scheduler`, connected and its workers checked (one line if not): nothing is stored
     before this succeeds."""

@@ -144,11 +144,41 @@ def write_output(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text)
-    except OSError as exc:
-        raise DlperfError(f"{output}: cannot write ({exc.strerror})") from None
+    write_file(output, text)
     click.echo(f"wrote {output}", err=True)
+
+
+def write_file(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all: written to a temporary file beside it, renamed into place, the
+    temporary file removed however the write ends (a full disk leaves no empty or cut file). A path that
+    exists and is not a regular file (a terminal, a pipe, /dev/stdout) is written into as it is. An OSError
+    is one line: a full disk or a refused permission with their own exit codes (store.failures)."""
+    import tempfile
+
+    from dlperf.store.failures import os_error
+
+    data = text.encode("utf-8")
+    tmp: str | None = None
+    try:
+        if path.exists() and not path.is_file():
+            with path.open("wb") as f:
+                f.write(data)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain write would have made it (mkstemp's are 0600)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise os_error(exc, str(path)) or DlperfError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -157,7 +187,7 @@ class FiniteFloatRange(click.FloatRange):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         import math
 
-        number = super().convert(value, param, ctx)
+        number = click.FLOAT.convert(value, param, ctx)  # finite first: inf is not "out of range", it is no number
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
+        return super().convert(number, param, ctx)

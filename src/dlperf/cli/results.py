@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from dlperf.cli.options import db_option, new_console, open_store, write_output
+from dlperf.cli.options import db_option, new_console, open_store, write_file, write_output
 from dlperf.units import format_number, format_time
 
 
@@ -20,10 +20,11 @@ from dlperf.units import format_number, format_time
 @db_option
 def runs(limit: int, db: str | None) -> None:
     """The most recent runs in the store. A run left `running` by a process that is gone (killed, its host
-    rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)`."""
+    rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)` (a maxbatch search
+    says it is not resumed). A search's cases are its probes stored (its count is not known beforehand)."""
     from rich.table import Table
 
-    from dlperf.runner.lifecycle import lease_stale_s, shown_status
+    from dlperf.runner.lifecycle import lease_stale_s, shown_cases, shown_status
 
     rows = open_store(db, create=False).list_runs(limit)
     stale_s = lease_stale_s()
@@ -31,9 +32,10 @@ def runs(limit: int, db: str | None) -> None:
     for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
         table.add_column(col)
     for r in rows:
-        status = shown_status(r["status"], r["lease"], stale_s)
-        table.add_row(r["id"], r["study"], r["variant"], status, f"{r['n_done'] or 0}/{r['n_cases']}",
-                      str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+        status = shown_status(r["status"], r["lease"], stale_s, study=r["study"])
+        cases = shown_cases(r["study"], r["n_done"] or 0, r["n_cases"])
+        table.add_row(r["id"], r["study"], r["variant"], status, cases, str(r["n_ok"] or 0),
+                      f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
     new_console().print(table)
 
 
@@ -58,7 +60,7 @@ def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> 
     if errors or cases:
         _show_cases(run_row["id"], results, errors, cases)
         return
-    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]))
+    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]), study=run_row["study"])
     render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console(), machines=shares)
 
 
@@ -357,10 +359,11 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
 def write_html(page: str, output: Path) -> None:
     """Write a page (its folder made), then one line: where, and its size."""
     from dlperf.errors import DlperfError
+    from dlperf.store.failures import os_error
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(page, encoding="utf-8")
     except OSError as exc:
-        raise DlperfError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise os_error(exc, str(output)) or DlperfError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    write_file(output, page)
     click.echo(f"wrote {output} ({len(page.encode()) / 1024:,.0f} KB)")

@@ -171,10 +171,13 @@ def execute_study(study_arg: str, loaded: Any, *, frameworks: list[str], devices
     check_run_cap(loaded, frameworks, devices, overrides.get("mem_limit_mb"), threads, warn=warn_line)
     if resume:
         check_resume(loaded, resume, db)
+    from dlperf.cli.fleet import check_scheduler, connect_fleet  # --scheduler: the cases run on a fleet's workers
+
+    if scheduler:
+        check_scheduler(scheduler)
     store = open_store(db)
     console = new_console()
     stop_cleanly_on_signals()
-    from dlperf.cli.fleet import connect_fleet  # with --scheduler: the cases run on a fleet's Dask workers
 
     executor = connect_fleet(scheduler, store.url, warn_line) if scheduler else None
     try:

@@ -15,6 +15,7 @@ import click
 from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.cli.serve_select import SCENARIOS, ScenarioType
 from dlperf.core.status import SHORTENED
+from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
 
 STUDY = "serving"
 #: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
@@ -36,7 +37,7 @@ MAX_BATCH = 4096
               "(repeatable)")
 @click.option("--quick", is_flag=True, help="the quick variant: torch and onnxruntime, single-stream and server, "
                                             "small models, durations SHORTENED below MLPerf's rules (labelled so)")
-@click.option("--target-latency-ms", type=FiniteFloatRange(min=MIN_LATENCY_MS), default=None,
+@click.option("--target-latency-ms", type=FiniteFloatRange(min=MIN_LATENCY_MS, max=MAX_LATENCY_MS), default=None,
               help="server: the p99 latency bound; multi-stream: the latency LoadGen expects (replaces the "
                    "study's bound, borrowed from MLPerf's)")
 @click.option("--target-qps", type=FiniteFloatRange(min=0, min_open=True, max=MAX_QPS), default=None,
@@ -44,7 +45,7 @@ MAX_BATCH = 4096
                    "LoadGen expects")
 @click.option("--max-batch", type=click.IntRange(min=1, max=MAX_BATCH), default=None,
               help="most samples per predict call (multi-stream, server, offline)")
-@click.option("--min-duration-s", type=FiniteFloatRange(min=0, min_open=True), default=None,
+@click.option("--min-duration-s", type=FiniteFloatRange(min=0, min_open=True, max=MAX_DURATION_S), default=None,
               help="LoadGen's minimum duration per run (MLPerf: 600; shorter is labelled shortened)")
 @click.option("--min-query-count", type=click.IntRange(min=1, max=MAX_QUERY_COUNT), default=None,
               help="LoadGen's minimum queries per run (default: the study's, else MLPerf's)")

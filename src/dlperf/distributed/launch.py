@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dlperf.core.jobs import worker_age_s
+from dlperf.core.scratch import scratch_dir
 from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
 
 __all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankSpec", "backend_for", "check_job", "launch", "remaining_s"]
@@ -97,7 +97,7 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
            threads_per_rank: int, timeout_s: float, seed: int = 0) -> JobOutcome:
     """Run one torchrun job of `world_size` ranks of `kind` on `device` and return how it ended (never raises
     for the job's own failure; KeyboardInterrupt stops the job and propagates)."""
-    with tempfile.TemporaryDirectory(prefix="dlperf-torchrun-") as tmp:
+    with scratch_dir("dlperf-torchrun-") as tmp:  # a SIGKILLed worker's folder: removed by the next
         base = Path(tmp)
         spec = RankSpec(kind=kind, payload=payload, device="cuda" if device.startswith("cuda") else "cpu",
                         backend=backend_for(device), threads_per_rank=threads_per_rank, seed=seed,

@@ -41,12 +41,31 @@ def _stop_on_sigterm(signum: int, frame: Any) -> None:
     raise Stopped("stopped by SIGTERM (torchrun stops the other ranks when one fails)")
 
 
+#: What the command line of a rank's parent holds while the parent is torchrun (`launch.torchrun_argv`).
+TORCHRUN_MARK = b"torch.distributed.run"
+
+
 def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent (torchrun) ends, so no rank outlives its job."""
+    """Ask Linux to SIGKILL this process when its parent (torchrun) ends, so no rank outlives its job. Where
+    torchrun ended before that took effect (its worker killed while it was starting ranks), this rank was
+    handed to init and would wait in init_process_group for minutes: it exits at once."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
-        pass  # not Linux: the launcher still kills the ranks' process groups
+        return  # not Linux: the launcher still kills the ranks' process groups
+    if not parent_is_torchrun():
+        os._exit(1)
+
+
+def parent_is_torchrun() -> bool:
+    """Whether this process's parent is torchrun (read after PR_SET_PDEATHSIG is set: a parent that ends later
+    kills this process; one that ended before left init, or a subreaper, as the parent). True where /proc
+    cannot tell."""
+    try:
+        cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return TORCHRUN_MARK in cmdline
 
 
 def peak_rss_bytes() -> int | None:

@@ -189,13 +189,16 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
 
 def retrying(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`call(*args, **kwargs)`, tried again (up to STORE_TRIES times, a growing pause between) where the store
-    is briefly unreachable (SQLAlchemy's OperationalError: a dropped connection, a restarting server)."""
+    is briefly unreachable (a dropped connection, a restarting server: store.failures' DatabaseUnavailableError,
+    or SQLAlchemy's OperationalError where that did not name it)."""
     from sqlalchemy.exc import OperationalError
+
+    from dlperf.errors import DatabaseUnavailableError
 
     for attempt in range(1, STORE_TRIES + 1):
         try:
             return call(*args, **kwargs)
-        except OperationalError:
+        except (OperationalError, DatabaseUnavailableError):
             if attempt == STORE_TRIES:
                 raise
             time.sleep(STORE_PAUSE_S * attempt)

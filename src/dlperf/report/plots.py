@@ -35,13 +35,20 @@ def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120,
     A folder that cannot be written is the user's to fix: one line (DlperfError), not a traceback."""
     plt = _pyplot()
     paths = [out_dir / f"{stem}.{fmt}" for fmt in formats]
+    written: list[Path] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for p in paths:
+            written.append(p)
             with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": stem}):  # ids from content, not random
                 fig.savefig(p, dpi=dpi, metadata={"Date": None} if p.suffix == ".svg" else None)
     except OSError as exc:
-        raise DlperfError(f"{out_dir}: cannot write plots ({exc.strerror or exc})") from None
+        from dlperf.store.failures import os_error
+
+        if written:
+            written[-1].unlink(missing_ok=True)  # the plot cut short (a full disk): never left half-written
+        raise os_error(exc, f"{out_dir}: plots") or DlperfError(
+            f"{out_dir}: cannot write plots ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
     return paths

@@ -23,7 +23,7 @@ from typing import Any
 from dlperf import __version__
 from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus
-from dlperf.errors import DlperfError, LeaseLostError, RunBusyError
+from dlperf.errors import DlperfError, InfrastructureError, LeaseLostError, RunBusyError
 from dlperf.store import Store, leases
 
 #: A lease whose heartbeat is older than this (seconds) is stale: its owner is taken to be gone.
@@ -48,14 +48,28 @@ def lease_stale_s() -> float:
     return LEASE_STALE_S if value is None else value
 
 
-def shown_status(status: str, lease: leases.Lease | None, stale_s: float | None = None) -> str:
+#: Studies whose runs are searches (`dlperf maxbatch`): their case count is not known beforehand (stored as 0)
+#: and a search is never resumed: one stopped half-way is run again.
+SEARCH_STUDIES = frozenset({"maxbatch"})
+#: What `runs` and `show` call a search left `running` by an owner that is gone, and what to do.
+SEARCH_OWNER_GONE = "interrupted (owner gone; a search is not resumed: run it again)"
+
+
+def shown_status(status: str, lease: leases.Lease | None, stale_s: float | None = None, *,
+                 study: str | None = None) -> str:
     """A run's status as `runs` and `show` print it: a `running` run whose owner is gone (no lease, as runs
-    of older versions have, or a lease whose owner is provably gone) is `interrupted (owner gone)`."""
+    of older versions have, or a lease whose owner is provably gone) is `interrupted (owner gone)`; a
+    search's (`study` in SEARCH_STUDIES) says that nothing resumes it."""
     if status != "running":
         return status
     if lease is None or lease.gone_reason(lease_stale_s() if stale_s is None else stale_s) is not None:
-        return OWNER_GONE
+        return SEARCH_OWNER_GONE if study in SEARCH_STUDIES else OWNER_GONE
     return status
+
+
+def shown_cases(study: str, n_done: int, n_cases: int) -> str:
+    """A run's `cases` column: stored of planned; a search's (no count beforehand) its probes stored."""
+    return f"{n_done} (search)" if study in SEARCH_STUDIES else f"{n_done}/{n_cases}"
 
 
 @dataclass(frozen=True)
@@ -180,11 +194,20 @@ def open_run(store: Store, new: NewRun, *, resume_id: str | None = None,
             raise SweepInterrupted(interrupted(run_id)) from None
         except LeaseLostError:
             raise  # the run is its new owner's: its status too
+        except InfrastructureError:
+            # the store itself failed (unreachable, full): marking the run may fail too, and must not hide why;
+            # a run left `running` by a process that is gone is resumed all the same (its owner is gone)
+            with contextlib.suppress(InfrastructureError):
+                store.set_run_status(run_id, "interrupted", lease_token=token)
+            raise
         except BaseException:
             store.set_run_status(run_id, "interrupted", lease_token=token)  # a crash of this process: resumable
             raise
         finally:
             beat.stop()
         store.set_run_status(run_id, run.status, lease_token=token)
-    finally:
-        leases.release(store.engine, run_id, token)
+    except BaseException:  # the lease is given back on every way out; a store failing then hides nothing
+        with contextlib.suppress(InfrastructureError):
+            leases.release(store.engine, run_id, token)
+        raise
+    leases.release(store.engine, run_id, token)

@@ -28,6 +28,8 @@ from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.store import Store
 from dlperf.studies import Case
 
+#: The study name of every maxbatch run (one of lifecycle.SEARCH_STUDIES: never resumed).
+MAXBATCH_STUDY = "maxbatch"
 #: The settings a maxbatch run stores (in this order): the ones a probe's timing depends on.
 STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "energy", "seed")
 
@@ -128,6 +130,10 @@ def check_search(target: Target, *, framework: str, start: int, max_batch: int, 
         get_framework(framework)
     except KeyError as exc:
         raise StudyError(f"--framework: {exc.args[0]}") from None
+    has = REGISTRY[target.workload]().frameworks()
+    if framework not in has:  # else a store, a run and a probe `unsupported` before the same refusal
+        raise StudyError(f"maxbatch: workload {target.workload!r} has no {framework} implementation (it has: "
+                         f"{', '.join(has)}); give one of them with --framework")
     if device is not None:
         check_devices([device])
     try:
@@ -163,7 +169,7 @@ def search(store: Store, target: Target, *, framework: str, device: str, mem_lim
     if target.model is None:
         filters |= {"workload": target.workload, "axis": target.axis}
     new_run = NewRun(
-        study="maxbatch", variant=target.label,
+        study=MAXBATCH_STUDY, variant=target.label,
         study_hash=hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16],
         study_path="(dlperf maxbatch)", filters=filters, settings=stored, env_id=env_id, n_cases=0,
         derived=derived(fp))

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.core.jobs import WORKER_STARTED_AT_ENV, Job, as_job
+from dlperf.core.scratch import scratch_dir
 from dlperf.hardware.probe import env_threads_vars
 from dlperf.meters.oom import oom_kill_count
 
@@ -64,7 +64,7 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
     may prefix the command with a profiler (ncu) that writes its output in tmpdir;
     the result then carries those files' text under `_tmpdir_files`.
     """
-    with tempfile.TemporaryDirectory(prefix="dlperf-worker-") as tmp:
+    with scratch_dir("dlperf-worker-") as tmp:  # a SIGKILLed sweep's folder: removed by the next
         result_path = Path(tmp) / "result.json"
         job = as_job(job).model_copy(update={"result_path": str(result_path), "parent_pid": os.getpid()})
         spec_path = Path(tmp) / "spec.json"

@@ -16,6 +16,12 @@ from typing import Any
 #: A `workloads.serve.ServeParams` (not imported: `Serve.drive` imports this package, so it imports no workload).
 ServeParams = Any
 
+#: The largest latency bound and minimum duration a case may ask for: LoadGen takes them as whole nanoseconds and
+#: milliseconds in signed 64-bit integers (a larger value is a TypeError inside the worker); an hour per query
+#: and a week per run are past any serving target.
+MAX_LATENCY_MS = 3_600_000.0
+MAX_DURATION_S = 7 * 86_400.0
+
 #: Where `RULES` come from.
 RULES_SOURCE = ("MLCommons inference, loadgen/mlperf.conf and loadgen/test_settings.h at LoadGen 6.0.17 "
                 "(min_duration, min_query_count, target_latency_percentile, samples_per_query, the seeds)")

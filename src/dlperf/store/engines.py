@@ -86,12 +86,27 @@ def sqlite_error_handler(url: str) -> Callable[[Any], None]:
     return handle
 
 
+def infrastructure_handler(url: str) -> Callable[[Any], None]:
+    """A `handle_error` listener: a database unreachable, missing, full or refusing access becomes one
+    user-facing line (store.failures), never the driver's text with its SQL."""
+    from dlperf.store.failures import database_error
+
+    def handle(context: Any) -> None:
+        err = database_error(context.original_exception, url, is_disconnect=context.is_disconnect)
+        if err is not None:
+            raise err from None
+
+    return handle
+
+
 def open_engine(url: str) -> Engine:
-    """The store's engine for `url`, with SQLite's settings and errors where it is SQLite."""
+    """The store's engine for `url`, with SQLite's settings and errors where it is SQLite, and every
+    dialect's infrastructure failures as one line."""
     engine = create_engine(url, future=True)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", sqlite_pragmas)
         event.listen(engine, "handle_error", sqlite_error_handler(url))
+    event.listen(engine, "handle_error", infrastructure_handler(url))
     return engine
 
 
@@ -104,6 +119,7 @@ def migration_lock(engine: Engine) -> Iterator[Connection]:
         event.listen(locked, "connect", _migration_connect)
         event.listen(locked, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         event.listen(locked, "handle_error", sqlite_error_handler(url))
+        event.listen(locked, "handle_error", infrastructure_handler(url))
         try:
             with locked.begin() as conn:
                 yield conn

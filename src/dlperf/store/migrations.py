@@ -164,3 +164,14 @@ def v2_to_v3(conn: Connection) -> None:
         Column("token", String(64), nullable=False),
     )
     md.create_all(conn, tables=[leases])
+
+
+# -- v3 -> v4: a run's variant as long as dlperf writes it ----------------------------------------------
+
+def v3_to_v4(conn: Connection) -> None:
+    """`runs.variant` becomes unbounded text: a `maxbatch` run's variant is its target and `-p` parameters
+    (`transformer model=gpt2-tiny seq_len=8`), longer than the 16 characters of `VARCHAR(16)`, which PostgreSQL
+    enforced (the insert failed) and SQLite never did (a declared length is not checked there, and its column
+    already holds text of any length: nothing to change)."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(text("ALTER TABLE runs ALTER COLUMN variant TYPE TEXT"))

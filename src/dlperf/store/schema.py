@@ -28,7 +28,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from dlperf.store.migrations import v0_to_v1, v1_to_v2, v2_to_v3
+from dlperf.store.migrations import v0_to_v1, v1_to_v2, v2_to_v3, v3_to_v4
 
 metadata = MetaData()
 
@@ -53,7 +53,7 @@ runs = Table(
     metadata,
     Column("id", String(128), primary_key=True),
     Column("study", String(128), nullable=False),
-    Column("variant", String(16), nullable=False),
+    Column("variant", Text, nullable=False),  # v4: Text (VARCHAR(16) before; a maxbatch variant is longer)
     Column("study_hash", String(64), nullable=False),
     Column("study_path", Text, nullable=False),
     Column("filters", JSON, nullable=False),
@@ -109,5 +109,5 @@ run_leases = Table(
 Migration = Callable[[Connection], None]
 
 #: MIGRATIONS[i] upgrades version i to i + 1.
-MIGRATIONS: list[Migration] = [v0_to_v1, v1_to_v2, v2_to_v3]
+MIGRATIONS: list[Migration] = [v0_to_v1, v1_to_v2, v2_to_v3, v3_to_v4]
 SCHEMA_VERSION = len(MIGRATIONS)

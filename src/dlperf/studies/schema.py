@@ -20,9 +20,13 @@ def _known_framework(name: str) -> str:
     return name
 
 
+#: The longest study name: a run's id is the name and 21 characters more, in the store's 128-character column.
+STUDY_NAME_MAX = 100
+
+
 def is_device_name(d: str) -> bool:
     """A device dlperf runs on: cpu, cuda or cuda:N (a study's `devices`, or `--device`)."""
-    return re.fullmatch(r"cpu|cuda(:\d+)?", d) is not None
+    return re.fullmatch(r"cpu|cuda(:\d{1,4})?", d) is not None  # the index's digits capped: results.device is 32 wide
 
 
 def _device_name(d: str) -> str:
@@ -70,7 +74,7 @@ class Settings(_Strict):
 class StudyFile(Settings):
     """A whole study file: the workload, its defaults, and an optional quick variant."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=STUDY_NAME_MAX)
     description: str = ""
     workload: str
     quick: Settings | None = None

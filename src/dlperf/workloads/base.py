@@ -22,9 +22,10 @@ from dlperf.frameworks import REGISTRY, Framework, UnsupportedError
 
 
 class WorkloadParams(BaseModel):
-    """Base for parameter schemas: unknown keys are errors, not silently ignored."""
+    """Base for parameter schemas: unknown keys are errors, not silently ignored; a float that is NaN or
+    infinite is refused as not finite (else NaN fails whichever bound comes first, said as that bound)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ class _Row(BaseModel):
 class RunRow(_Row):
     id: str = Field(min_length=1, max_length=128)
     study: str = Field(max_length=128)
-    variant: str = Field(max_length=16)
+    variant: str  # text of any length since the store's schema version 4 (a maxbatch variant is long)
     study_hash: str = Field(max_length=64)
     study_path: str
     filters: dict[str, Any]

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
@@ -33,13 +34,15 @@ class ServeParams(WorkloadParams):
     image_size: int | None = Field(default=None, gt=0, description="cnn: square input side (default: the model's)")
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     target_latency_ms: float | None = Field(
-        default=None, gt=0, description="server: the latency bound at its percentile (required); multi-stream: "
-        "an expected latency per query (LoadGen plans with the lower of it and the measured one)")
+        default=None, gt=0, le=MAX_LATENCY_MS, description="server: the latency bound at its percentile "
+        "(required); multi-stream: an expected latency per query (LoadGen plans with the lower of it and the "
+        "measured one)")
     target_qps: float | None = Field(
         default=None, gt=0, description="server: the offered rate (none: search for the highest valid rate); "
         "offline: the expected rate (none: measured first)")
     samples_per_query: int = Field(default=8, gt=0, description="multi-stream: samples per query")
-    min_duration_s: float = Field(default=600.0, gt=0, description="LoadGen's minimum duration (MLPerf: 600 s)")
+    min_duration_s: float = Field(default=600.0, gt=0, le=MAX_DURATION_S,
+                                  description="LoadGen's minimum duration (MLPerf: 600 s)")
     min_query_count: int | None = Field(default=None, gt=0, description="none: MLPerf's minimum for the scenario")
     sample_pool: int = Field(default=64, gt=0, description="distinct samples LoadGen draws from (its performance "
                                                            "sample count)")
