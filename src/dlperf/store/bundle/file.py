@@ -93,7 +93,7 @@ def export_bundle(store: Store, run_ref: str, path: Path, *, study_reader: Study
     target = _replaceable(path, force)
     content = bundle_content(store, run_ref, study_reader)
     data = dumps(content)
-    written = loads(data, f"{path} (not written: run {content['run']['id']} in this store)", nothing="")
+    written = loads(data, f"{path} (not written: run {content['run']['id']!r} in this store)", nothing="")
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)

@@ -18,7 +18,7 @@ from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
 from dlperf.store.nonfinite import nonfinite, spelled
 from dlperf.store.schema import environments, results, runs
 from dlperf.timing import Measurement
-from dlperf.untrusted import ID_PATTERN, is_id
+from dlperf.untrusted import is_id
 
 #: The largest value of an `Integer` column (PostgreSQL's is 32 bits).
 _INT_MAX = 2**31 - 1
@@ -44,7 +44,7 @@ def _an_id(value: str) -> str:
     """An id that may name a file or a folder (`dlperf.untrusted.ID_PATTERN`: a run id, a study name, a
     fingerprint hash); its width is the Field's."""
     if not is_id(value, len(value) or 1):
-        raise ValueError(f"not an id (letters, digits, '_', '.', '-'; not '.' or '..': {ID_PATTERN})")
+        raise ValueError("not an id (letters, digits, '_', '.', '-'; not '.' or '..')")
     return value
 
 
@@ -122,7 +122,7 @@ def _valid(model: type[_Row], data: Any, what: str) -> None:
         first = exc.errors()[0]
         field = ".".join(map(str, first["loc"]))
         got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
-        raise Malformed(f"{what}'s {field}: {first['msg']}{got}") from None
+        raise Malformed(f"{what}'s {field}: {first['msg'].removeprefix('Value error, ')}{got}") from None
 
 
 def _time(value: Any, what: str) -> None:
