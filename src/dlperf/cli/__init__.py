@@ -22,6 +22,7 @@ import click
 
 from dlperf import __version__
 from dlperf.errors import DlperfError
+from dlperf.untrusted import printable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every user-facing failure is one line on stderr and a non-zero exit."""
     try:
         code = cli.main(args=argv, prog_name="dlperf", standalone_mode=False)
-    except DlperfError as exc:
-        click.echo(f"dlperf: {exc}" if exc.exit_code == 130 else f"dlperf: error: {exc}", err=True)
+    except DlperfError as exc:  # its text may quote a path or an id from outside: spelled, on one line
+        click.echo(f"dlperf: {printable(exc)}" if exc.exit_code == 130 else f"dlperf: error: {printable(exc)}",
+                   err=True)
         sys.exit(_signal_exit() if exc.exit_code == 130 else exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx and exc.ctx.parent else " (see 'dlperf --help')"

@@ -27,19 +27,22 @@ def bundle() -> None:
                 "json` is a readable report of the results, not meant to be read back.")
 @click.argument("run_ref", metavar="RUN")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
-              help="the bundle's file [default: RUN.dlperf.json.gz in this folder]")
+              help="the bundle's file [default: RUN.dlperf.json.gz in this folder]; never replaces what is not a "
+                   "bundle (a database, a device, a FIFO, any other file)")
+@click.option("--force", is_flag=True, help="replace the bundle already at FILE")
 @db_option
-def export_cmd(run_ref: str, output: Path | None, db: str | None) -> None:
+def export_cmd(run_ref: str, output: Path | None, force: bool, db: str | None) -> None:
     """Write RUN (an id, a unique prefix, or `latest`) as one gzip-compressed JSON bundle.
 
     A run still being executed, or interrupted, is written as it is (a partial bundle, said so); export it again
     when it has ended: importing the newer bundle adds only the results the store lacks."""
     from dlperf.store.bundle import SUFFIX, export_bundle
+    from dlperf.untrusted import path_component
 
     store = open_store(db, create=False)
     run_id = store.resolve_run(run_ref)
-    path = output or Path(f"{run_id}{SUFFIX}")
-    written = export_bundle(store, run_id, path, study_reader=checked_study_text)
+    path = output or Path(f"{path_component(run_id)}{SUFFIX}")
+    written = export_bundle(store, run_id, path, study_reader=checked_study_text, force=force)
     run, content = written.run, written.content
     size_kb = path.stat().st_size / 1024
     click.echo(f"wrote {path} ({size_kb:,.1f} KB): run {run_id}, {len(content['results'])} of {run['n_cases']} "
@@ -53,10 +56,14 @@ def export_cmd(run_ref: str, output: Path | None, db: str | None) -> None:
                    f"ended and import that: only the missing results are added")
 
 
-@bundle.command("import")
+@bundle.command("import", epilog="A bundle is untrusted input: it is read only from a regular file, inflated at "
+                "most to --max-mb, and every row is checked (strict ids, the store's column widths, each result's "
+                "parameters against its workload's) before one transaction writes it.")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--max-mb", type=click.FloatRange(min=0, min_open=True, max=1e9), default=None, metavar="MB",
+              help="the most the bundle may inflate to [env DLPERF_BUNDLE_MAX_MB; default 256]")
 @db_option
-def import_cmd(file: Path, db: str | None) -> None:
+def import_cmd(file: Path, max_mb: float | None, db: str | None) -> None:
     """Load the bundle FILE into the store (made where it does not exist): its environments matched by fingerprint
     (never duplicated), the run under its own id, the results the store lacks. Importing it again adds
     nothing; a newer bundle of the same run adds the missing results and its status. One transaction: a
@@ -65,11 +72,14 @@ def import_cmd(file: Path, db: str | None) -> None:
     carries is not stored (a store has no place for it): keep the bundle."""
     from dlperf.runner.lifecycle import lease_stale_s
     from dlperf.store.bundle import import_bundle, read_bundle
+    from dlperf.store.bundle.file import max_bundle_bytes
+    from dlperf.untrusted import printable
 
-    loaded = read_bundle(file)  # before the store is opened: a bad file creates no store
+    loaded = read_bundle(file, max_bundle_bytes(max_mb))  # before the store is opened: a bad file creates no store
     check_environments(loaded, str(file))
+    check_params(loaded, str(file))
     outcome = import_bundle(open_store(db), loaded, lease_stale_s=lease_stale_s())
-    click.echo(outcome.line())
+    click.echo(printable(outcome.line()))
     if loaded.partial:
         run = loaded.run
         click.echo(f"partial: the bundle holds {len(loaded.content['results'])} of {run['n_cases']} cases of a "
@@ -113,3 +123,28 @@ def check_environments(loaded: Bundle, name: str) -> None:
         if got != env["fingerprint_hash"]:
             raise BundleError(f"{name}: environment {env['fingerprint_hash'][:12]}'s fingerprint does not give its "
                               f"hash (it gives {got[:12]}): edited, or not written by dlperf; nothing was imported")
+
+
+def check_params(loaded: Bundle, name: str) -> None:
+    """Each result's parameters as its workload's Params wants them (the store cannot import the workloads):
+    a parameter no study could give (an op that is not an op) would stop every report of the run."""
+    from pydantic import ValidationError
+
+    from dlperf.store.bundle import BundleError
+    from dlperf.untrusted import printable
+    from dlperf.workloads import REGISTRY
+
+    for r in loaded.content["results"]:
+        what = f"result {r['case_key']!r} repetition {r['repetition']}"
+        workload = REGISTRY.get(r["workload"])
+        if workload is None:
+            raise BundleError(f"{name}: {what}'s workload {r['workload']!r} is not one this dlperf knows (known: "
+                              f"{', '.join(sorted(REGISTRY))}); nothing was imported")
+        try:
+            workload.Params.model_validate(r["params"])
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(["params", *map(str, first["loc"])])
+            got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
+            raise BundleError(printable(f"{name}: {what}'s {field}: {first['msg']}{got}; nothing was "
+                                        f"imported")) from None

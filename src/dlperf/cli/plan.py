@@ -182,13 +182,14 @@ def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str],
 
 def render(out: dict[str, Any]) -> None:
     """The plan on the terminal: what runs, how many, the estimate (labelled) and the time-out bound."""
-    from rich.markup import escape
     from rich.table import Table
+
+    from dlperf.report.tables import shown
 
     console = new_console()
 
     def say(text: str) -> None:
-        console.print(escape(text), highlight=False)
+        console.print(shown(text), highlight=False)  # a study's path or names may hold anything
 
     n, reps = out["case_repetitions"], out["repetitions"]
     say(f"{out['study']} ({out['variant']}): workload {out['workload']}, "
@@ -211,7 +212,7 @@ def render(out: dict[str, Any]) -> None:
     for col in ("repetitions", "estimate per repetition"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(*(escape(c) for c in row))
+        table.add_row(*(shown(c) for c in row))
     console.print(table)
     if out["per_framework_device"]:
         say("cases per framework and device: " + ", ".join(f"{k} {v:,}" for k, v in out["per_framework_device"]

@@ -15,6 +15,7 @@ from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
 from dlperf.report.machines import MachineShare, pick_share, split_by_machine
 from dlperf.report.study import ReportData
 from dlperf.store import Store
+from dlperf.untrusted import path_component
 
 
 def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData:
@@ -29,7 +30,7 @@ def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData
     peaks: tuple[dict[str, dict[str, float]], str | None] = ({}, None)
     if any(r.workload == "ops" for r in results) and not stored.get("devices"):
         peaks = measured_peaks(peaks_runs(store, [env], finished_before=run_row["started_at"]), env)
-    return ReportData(run_row, env, results, plot_dir or Path("reports") / run_id, peaks)
+    return ReportData(run_row, env, results, plot_dir or Path("reports") / path_component(run_id), peaks)
 
 
 def result_environments(store: Store, runs: Iterable[dict[str, Any]], results: Iterable[CaseResult]

@@ -13,6 +13,7 @@ import click
 
 from dlperf.cli.options import db_option, new_console, open_store, write_file, write_output
 from dlperf.units import format_number, format_time
+from dlperf.untrusted import path_component, printable
 
 
 @click.command()
@@ -22,6 +23,7 @@ def runs(limit: int, db: str | None) -> None:
     """The most recent runs in the store. A run left `running` by a process that is gone (killed, its host
     rebooted, no heartbeat for DLPERF_LEASE_STALE_S) shows as `interrupted (owner gone)` (a maxbatch search
     says it is not resumed). A search's cases are its probes stored (its count is not known beforehand)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from dlperf.runner.lifecycle import lease_stale_s, shown_cases, shown_status
@@ -33,9 +35,9 @@ def runs(limit: int, db: str | None) -> None:
         table.add_column(col)
     for r in rows:
         status = shown_status(r["status"], r["lease"], stale_s, study=r["study"])
-        cases = shown_cases(r["study"], r["n_done"] or 0, r["n_cases"])
-        table.add_row(r["id"], r["study"], r["variant"], status, cases, str(r["n_ok"] or 0),
-                      f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+        cells = (r["id"], r["study"], r["variant"], status, shown_cases(r["study"], r["n_done"] or 0, r["n_cases"]),
+                 str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+        table.add_row(*(escape(printable(c)) for c in cells))  # ids may come from a bundle: shown as data
     new_console().print(table)
 
 
@@ -345,7 +347,8 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     run_ids = list(dict.fromkeys(store.resolve_run(ref) for ref in run_refs))
     with tempfile.TemporaryDirectory(prefix="dlperf-html-") as scratch:
         base = plot_dir or Path(scratch)
-        datas = [report_data(store, run_id, base / run_id if plot_dir is None or len(run_ids) > 1 else base)
+        datas = [report_data(store, run_id,
+                             base / path_component(run_id) if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
         machines = {d.run["id"]: run_machines(store, d) for d in datas}  # a fleet run: its results by machine
         per_machine = {d.run["id"]: machine_reports(store, d, machines[d.run["id"]]) for d in datas}
@@ -353,7 +356,7 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         page = render_page(datas, evaluate(judged), histories=run_histories(store, datas, machines),
                            machines=machines, per_machine=per_machine)
     more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""
-    write_html(page, output or Path("reports") / f"{run_ids[0]}{more}.html")
+    write_html(page, output or Path("reports") / f"{path_component(run_ids[0])}{more}.html")
 
 
 def write_html(page: str, output: Path) -> None:

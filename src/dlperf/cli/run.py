@@ -23,6 +23,7 @@ from dlperf.cli.options import (
 from dlperf.cli.plan import RUN_CASE_LIMIT
 from dlperf.errors import DlperfError, StudyError
 from dlperf.units import MIB_BYTES, NOT_MEASURED, format_mib, format_number
+from dlperf.untrusted import path_component
 
 
 @click.command()
@@ -338,7 +339,7 @@ def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str, d
     fits = [(p.value, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status == "ok" and p.peak_bytes]
     failed = [(p.value, p.peak_bytes / MIB_BYTES) for p in result.probes if p.status != "ok" and p.peak_bytes]
     for p in memory_plot(fits, failed, f"{tgt.label} {framework} {device}: peak memory against {axis}{cap}",
-                         plot_dir or Path("reports") / result.run_id, axis_label=axis):
+                         plot_dir or Path("reports") / path_component(result.run_id), axis_label=axis):
         console.print(f"plot: {p}", highlight=False)
     console.print(f"results: run [bold]{result.run_id}[/] in {store.url}", highlight=False)
     if result.stopped:

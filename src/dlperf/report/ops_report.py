@@ -20,6 +20,7 @@ from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import paper
 from dlperf.units import MISSING, format_iqr, format_number, format_size
+from dlperf.untrusted import path_component
 
 REFERENCE_CSV = Path(__file__).resolve().parents[1] / "studies" / "reference" / "study002.csv"
 REFERENCE_CITATION = ("study 002 (shared/seeds/002_193418cc60d7ad6c.txt): Theano on GT710M, K40 and GTX980 under "
@@ -353,7 +354,8 @@ def sections(data: ReportData) -> list[Section]:
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
     overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(set_now)})" if set_now else "")
     paths = roofline_plot(points, OP_ORDER, data.plot_dir,
-                          f"roofline of run {data.run['id']} ({len(points)} cases)", stem=f"roofline-{data.run['id']}")
+                          f"roofline of run {data.run['id']} ({len(points)} cases)",
+                          stem="roofline-" + path_component(data.run["id"]))
     if not paths:
         notes = [*notes, "no roofline plot: no case has both a FLOP/s rate and an arithmetic intensity"]
     # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import DlperfError
+from dlperf.untrusted import path_component
 
 _MARKERS = "osD^v<>Pp*Xh"
 
@@ -34,7 +35,7 @@ def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120,
     the paths. SVG text stays text (svg.fonttype none: small, searchable, inlined as is by the HTML report).
     A folder that cannot be written is the user's to fix: one line (DlperfError), not a traceback."""
     plt = _pyplot()
-    paths = [out_dir / f"{stem}.{fmt}" for fmt in formats]
+    paths = [out_dir / f"{path_component(stem, 200)}.{fmt}" for fmt in formats]  # data may name it
     written: list[Path] = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

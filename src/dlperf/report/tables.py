@@ -22,6 +22,7 @@ from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
+from dlperf.untrusted import printable
 
 #: The note column is never narrower than this; a note longer than NOTE_CELL_CHARS is cut in the table, with
 #: a [n] that points to it whole under the table (a reason of hundreds of characters must not fold the
@@ -296,7 +297,7 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
                     console: Console, machines: Sequence[MachineShare] | None = None) -> None:
     """The run table, its notes and the environment; `machines`: the run's shares by machine (a machine
     column where there is more than one)."""
-    table = Table(title=f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}",
+    table = Table(title=shown(f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}"),
                   title_justify="left")
     names = share_names(machines or [])
     cols = columns(names)
@@ -312,21 +313,21 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
 
     for row in rows:
         style = None if row["status"] == "ok" else ("yellow" if row["status"] == "unsupported" else "red")
-        table.add_row(*(escape(row[c]) for c in cols), style=style)
+        table.add_row(*(shown(row[c]) for c in cols), style=style)
     console.print(table)
     for line in under:
-        console.print(escape(line), highlight=False, soft_wrap=True)
+        console.print(shown(line), highlight=False, soft_wrap=True)
     for i, note in enumerate(whole_notes, 1):
-        console.print(escape(f"[{i}] {note}"), highlight=False, soft_wrap=True)
+        console.print(shown(f"[{i}] {note}"), highlight=False, soft_wrap=True)
     failed = sum(r.status in FAILED for r in results)
     if failed:
-        console.print(escape(f"{failed} failed case{'s' * (failed != 1)}: each one's whole reason and stored "
+        console.print(shown(f"{failed} failed case{'s' * (failed != 1)}: each one's whole reason and stored "
                              f"traceback: {ERRORS_HINT.format(run=run['id'])}"), highlight=False, soft_wrap=True)
     console.print(f"{stored_text(run, results)}; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
-    console.print(escape(validity_line(results)), highlight=False)
+    console.print(shown(validity_line(results)), highlight=False)
     for line in noise_lines(results):
-        console.print(escape(line), highlight=False, soft_wrap=True)
+        console.print(shown(line), highlight=False, soft_wrap=True)
     across = across_processes(results, names)
     if across:
         rep_table = Table(title="repetitions in separate worker processes", title_justify="left")
@@ -334,15 +335,21 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
             rep_table.add_column(col, justify="left" if col in ("case", MACHINE_COLUMN, "flags") else "right",
                                  overflow="fold")
         for row in across:
-            rep_table.add_row(*(escape(x) for x in row))
+            rep_table.add_row(*(shown(x) for x in row))
         console.print(rep_table)
     for reason in energy_reasons(results):
-        console.print(escape(f"energy: {reason}"), highlight=False)
+        console.print(shown(f"energy: {reason}"), highlight=False)
     if any(r.m.energy_estimate is not None for r in results):
         console.print("energy marked 'est.' is an ESTIMATE (TDP x CPU utilisation x time), not a measurement",
                       highlight=False)
     for line in environment_lines(env) + machine_lines(machines):
-        console.print(escape(f"  {line}"), highlight=False)
+        console.print(shown(f"  {line}"), highlight=False)
+
+
+def shown(text: str) -> str:
+    """Text from the store as data on a terminal: control characters spelled out, rich's markup escaped (a run
+    id or a case key may come from a bundle another machine wrote)."""
+    return escape(printable(text))
 
 
 FAILED = ("error", "timeout", "oom", "crashed")

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.studies.schema import Settings, StudyFile
+from dlperf.untrusted import MAX_DEPTH, deeper_than
 from dlperf.workloads import get_workload
 
 SHIPPED_DIR = Path(__file__).parent
@@ -228,6 +229,10 @@ def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
 
 
+#: What the parser's RecursionError stands for (lists nested hundreds deep, as an `exclude` can be written).
+_TOO_DEEP = object()
+
+
 def read_study_file(path: Path) -> StudyFile:
     """Parse and validate the YAML; raise StudyError naming file, key and expectation."""
     try:
@@ -249,6 +254,10 @@ def read_study_file(path: Path) -> StudyFile:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise StudyError(f"{path}{where}: YAML syntax error: {problem}") from None
+    except RecursionError:  # the parser nests a call per level: far past any study's depth
+        raw = _TOO_DEEP
+    if raw is _TOO_DEEP or deeper_than(raw, MAX_DEPTH):
+        raise StudyError(f"{path}: lists and mappings nested more than {MAX_DEPTH} deep: not a study file")
     if not isinstance(raw, dict):
         raise StudyError(f"{path}: expected a mapping of study keys at the top level")
     try:

@@ -21,6 +21,11 @@ RUN_FIELDS = ("id", "study", "variant", "study_hash", "study_path", "filters", "
 RESULT_FIELDS = ("case_key", "repetition", "workload", "framework", "device", "params", "status", "reason",
                  "measurement", "metrics", "wall_s", "started_at", "finished_at")
 TIMES = ("started_at", "finished_at", "created_at")
+#: The most a bundle may inflate to, in MB (10^6 bytes; a run of 10,000 cases with 1,000 raw samples each is
+#: about 220 MB): a bundle is parsed whole (about 3x its size in memory) before it is checked.
+#: DLPERF_BUNDLE_MAX_MB or `dlperf bundle import --max-mb` raise it.
+MAX_MB = 256
+MAX_MB_ENV = "DLPERF_BUNDLE_MAX_MB"
 
 
 class BundleError(DlperfError):

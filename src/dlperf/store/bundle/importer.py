@@ -93,12 +93,16 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
                 created_at=when(e["created_at"], "created_at"))).inserted_primary_key[0]
             envs_new += 1
         env_ids[e["fingerprint_hash"]] = int(found)
-    stored = conn.execute(select(runs.c.study_hash, runs.c.status, runs.c.finished_at, environments.c.fingerprint_hash)
+    stored = conn.execute(select(runs.c.study, runs.c.study_hash, runs.c.status, runs.c.finished_at,
+                                 environments.c.fingerprint_hash)
                           .select_from(runs.join(environments, runs.c.env_id == environments.c.id))
                           .where(runs.c.id == run["id"])).first()
     if stored is not None and stored.study_hash != run["study_hash"]:
         raise BundleError(f"run {run['id']} is already in this store with another study hash ({stored.study_hash}; "
                           f"the bundle's: {run['study_hash']}): not the same run; nothing was imported")
+    if stored is not None and stored.study != run["study"]:
+        raise BundleError(f"run {run['id']} is already in this store with another study name ({stored.study}; the "
+                          f"bundle's: {run['study']}): not the same run; nothing was imported")
     if stored is not None and stored.fingerprint_hash != run["env_fingerprint_hash"]:
         raise BundleError(f"run {run['id']} is already in this store from another environment (fingerprint "
                           f"{stored.fingerprint_hash[:12]}, the bundle's: {run['env_fingerprint_hash'][:12]}): "

@@ -1,19 +1,24 @@
 """A bundle's content checked before anything is written: every field an import writes is there, typed as the
-store's columns want it (their widths included: PostgreSQL enforces them), and readable by the store's readers
-(a result's raw samples parse as a `Measurement`, and `CaseResult.from_row` reads the row back). A checksum says
-only that the writer's content is unchanged, not that the writer was dlperf."""
+store's columns want it (their widths, read from the schema, included: PostgreSQL enforces them), every id
+that may name a path strict (`dlperf.untrusted.ID_PATTERN`), names free of control characters, and readable by
+the store's readers (a result's raw samples parse as a `Measurement`, and `CaseResult.from_row` reads the row
+back). A checksum says only that the writer's content is unchanged, not that the writer was dlperf."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import Column
 
 from dlperf.core.result import CaseResult
 from dlperf.core.status import CaseStatus, RunStatus
 from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
 from dlperf.store.nonfinite import nonfinite, spelled
+from dlperf.store.schema import environments, results, runs
 from dlperf.timing import Measurement
+from dlperf.untrusted import is_id
 
 #: The largest value of an `Integer` column (PostgreSQL's is 32 bits).
 _INT_MAX = 2**31 - 1
@@ -29,35 +34,73 @@ class _Row(BaseModel):
     model_config = ConfigDict(strict=True)
 
 
+def _width(column: Column[Any]) -> int:
+    """The store's width of a String column (PostgreSQL enforces it): read from the schema, so that a migration
+    that widens a column widens this check."""
+    return int(column.type.length)  # type: ignore[attr-defined]
+
+
+def _an_id(value: str) -> str:
+    """An id that may name a file or a folder (`dlperf.untrusted.ID_PATTERN`: a run id, a study name, a
+    fingerprint hash); its width is the Field's."""
+    if not is_id(value, len(value) or 1):
+        raise ValueError("not an id (letters, digits, '_', '.', '-'; not '.' or '..')")
+    return value
+
+
+def _plain(value: str) -> str:
+    """Text without control characters (an escape sequence, a newline) where dlperf shows it as a name."""
+    if not value.replace(" ", "x").isprintable():
+        raise ValueError("holds a control character")
+    return value
+
+
+#: A device as dlperf names one (cpu, cuda, cuda:N): letters, digits, '_', '.', '-', ':'.
+_DEVICE = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+def _a_device(value: str) -> str:
+    if _DEVICE.fullmatch(value) is None:
+        raise ValueError("not a device name (letters, digits, '_', '.', '-', ':')")
+    return value
+
+
+Id = Annotated[str, AfterValidator(_an_id)]
+Plain = Annotated[str, AfterValidator(_plain)]
+Device = Annotated[str, AfterValidator(_a_device)]
+#: The longest case key (a Text column): its workload, framework, device and every parameter.
+CASE_KEY_MAX = 4096
+
+
 class RunRow(_Row):
-    id: str = Field(min_length=1, max_length=128)
-    study: str = Field(max_length=128)
-    variant: str  # text of any length since the store's schema version 4 (a maxbatch variant is long)
-    study_hash: str = Field(max_length=64)
+    id: Id = Field(min_length=1, max_length=_width(runs.c.id))
+    study: Id = Field(min_length=1, max_length=_width(runs.c.study))
+    variant: Plain = Field(min_length=1)  # text of any length since the store's schema version 4
+    study_hash: Id = Field(min_length=1, max_length=_width(runs.c.study_hash))
     study_path: str
     filters: dict[str, Any]
     settings: dict[str, Any]
     status: RunStatus
     n_cases: int = Field(ge=0, le=_INT_MAX)
-    dlperf_version: str = Field(max_length=32)
+    dlperf_version: Plain = Field(max_length=_width(runs.c.dlperf_version))
     started_at: str
     finished_at: str | None
     derived: dict[str, Any] | None
-    env_fingerprint_hash: str
+    env_fingerprint_hash: Id = Field(max_length=_width(environments.c.fingerprint_hash))
 
 
 class EnvironmentRow(_Row):
-    fingerprint_hash: str = Field(min_length=1, max_length=64)
+    fingerprint_hash: Id = Field(min_length=1, max_length=_width(environments.c.fingerprint_hash))
     data: dict[str, Any] = Field(min_length=1)  # a fingerprint; the CLI checks that it gives its hash
     created_at: str
 
 
 class ResultRow(_Row):
-    case_key: str = Field(min_length=1)
+    case_key: Plain = Field(min_length=1, max_length=CASE_KEY_MAX)
     repetition: int = Field(ge=0, le=_INT_MAX)
-    workload: str = Field(max_length=64)
-    framework: str = Field(max_length=64)
-    device: str = Field(max_length=32)
+    workload: Id = Field(max_length=_width(results.c.workload))
+    framework: Id = Field(max_length=_width(results.c.framework))
+    device: Device = Field(max_length=_width(results.c.device))
     params: dict[str, Any]
     status: CaseStatus
     reason: str | None
@@ -66,7 +109,7 @@ class ResultRow(_Row):
     wall_s: float | None
     started_at: str
     finished_at: str
-    env_fingerprint_hash: str
+    env_fingerprint_hash: Id = Field(max_length=_width(environments.c.fingerprint_hash))
 
 
 def _valid(model: type[_Row], data: Any, what: str) -> None:
@@ -79,7 +122,7 @@ def _valid(model: type[_Row], data: Any, what: str) -> None:
         first = exc.errors()[0]
         field = ".".join(map(str, first["loc"]))
         got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
-        raise Malformed(f"{what}'s {field}: {first['msg']}{got}") from None
+        raise Malformed(f"{what}'s {field}: {first['msg'].removeprefix('Value error, ')}{got}") from None
 
 
 def _time(value: Any, what: str) -> None:
