@@ -71,6 +71,8 @@ def test_parameters_are_checked_against_the_workload(dlperf_main, two_runs, tmp_
         (lambda c: c["results"][0]["params"].update(op="</script><script>alert(2)</script>"), "params.op"),
         (lambda c: c["results"][0]["params"].update(size_mb=-1), "params.size_mb"),
         (lambda c: c["results"][0]["params"].update(extra=1), "params.extra"),
+        # a parameter left out imported with the workload's default in mind, then the reports' reads failed
+        (lambda c: c["results"][0]["params"].pop("dtype"), "params.dtype: missing"),
         (lambda c: c["results"][0].update(workload="nosuch"), "workload 'nosuch' is not one this dlperf knows"),
     ]
     for i, (change, fragment) in enumerate(cases):

@@ -116,9 +116,6 @@ def read_only(box: Sandbox, *args: str, regression_exit: bool = False) -> None:
 
 
 # -- study files ----------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 29 findings 4 and 8, being fixed: a study's YAML nested ~1000 deep "
-                   "ends in RecursionError (exit 70); a key holding a control character (\\r, \\n) is printed raw "
-                   "in the error line, which then spans two lines. Remove this mark once the fixes are merged")
 @budget(35)
 @given(text=S.study_texts())
 def test_study_files(box: Sandbox, text: bytes) -> None:
@@ -192,10 +189,6 @@ def mutated_bundle(doc: dict[str, Any], edits: list[tuple[tuple[Any, ...], str, 
     return gzip.compress(data, mtime=0) if gzipped else data
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29 findings 2 and 3, being fixed: a bundle's run id "
-                   "'../../../../../esc-rel' is imported and `report` writes its plots outside the folder; a "
-                   "result whose params.op is a list or a dict is imported and `report` then exits 70 (TypeError). "
-                   "Remove this mark once the fixes are merged")
 @budget(15)
 @given(edits=S.bundle_mutations(), recompute=st.sampled_from([True] * 9 + [False]), gzipped=st.booleans(),
        into_copy=st.booleans())

@@ -141,10 +141,17 @@ def check_params(loaded: Bundle, name: str) -> None:
             raise BundleError(f"{name}: {what}'s workload {r['workload']!r} is not one this dlperf knows (known: "
                               f"{', '.join(sorted(REGISTRY))}); nothing was imported")
         try:
-            workload.Params.model_validate(r["params"])
+            parsed = workload.Params.model_validate(r["params"])
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(["params", *map(str, first["loc"])])
             got = "" if first["type"] == "missing" else f" (got {first['input']!r:.60})"
             raise BundleError(printable(f"{name}: {what}'s {field}: {first['msg']}{got}; nothing was "
                                         f"imported")) from None
+        # a run stores every parameter its case had (None ones left out): a missing one would be a default
+        # assumed for a result measured elsewhere, and the reports read each one
+        missing = [k for k in parsed.model_dump(mode="json", exclude_none=True) if k not in r["params"]]
+        if missing:
+            raise BundleError(printable(f"{name}: {what}'s params.{missing[0]}: missing (a stored result holds "
+                                        f"every parameter of its case; no default is assumed); nothing was "
+                                        f"imported"))
