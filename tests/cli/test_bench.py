@@ -145,3 +145,38 @@ def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:
     table = [line for line in res.stdout.splitlines() if line.startswith("│ onnxruntime") or
              line.startswith("│ openvino")]
     assert len(table) >= 4 and all("x (" in line and "pass" in line for line in table[-4:])
+
+
+STUDY = """name: mine
+description: a user's model in a study file
+workload: model
+frameworks: [torch, onnxruntime]
+devices: [cpu]
+params:
+  source: {source}
+  input: [["x:float32[B,8]"]]
+  batch: [1, 4]
+  task: {task}
+"""
+
+
+@pytest.mark.parametrize("name, task, fragment", [
+    ("models.py:net", "infer", None),
+    ("nothere.py:net", "infer", "params.source: {d}/nothere.py:net: no such file"),
+    ("models.py:net", "fly", "params.task: Input should be 'infer', 'train' or 'generate'"),
+])
+def test_plan_on_a_study_file_of_a_source(user_files: Path, tmp_path: Path, name: str, task: str,
+                                          fragment: str | None) -> None:
+    study = tmp_path / "mine.yaml"
+    study.write_text(STUDY.format(source=f"{user_files}/{name}", task=task))
+    res = run_cli("plan", str(study), "--format", "json", "--db", str(tmp_path / "p.db"))
+    assert not (tmp_path / "p.db").exists()  # plan runs nothing and writes nothing
+    if fragment is not None:
+        assert res.returncode == 2
+        assert_one_line_error(res, fragment.format(d=user_files))
+        return
+    assert res.returncode == 0, res.stderr
+    cases = json.loads(res.stdout)["rows"]
+    assert sorted((c["framework"], c["params"]["batch"]) for c in cases) == [
+        ("onnxruntime", 1), ("onnxruntime", 4), ("torch", 1), ("torch", 4)]
+    assert all(c["workload"] == "model" and c["params"]["source"] == f"{user_files}/{name}" for c in cases)
