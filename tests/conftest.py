@@ -97,14 +97,17 @@ def has_cuda() -> bool:
 #: the other process has nothing left: a scheduling hint only; a file not named here runs after these, in order.
 SLOW_FILES_FIRST = (
     "tests/cli/test_readme.py",  # 153 s
+    "tests/cli/test_bench.py",  # 130 (2026-11-27, alone on a 2-core machine others kept busy: load 3)
     "tests/runner/test_resume.py",  # 87
     "tests/cli/test_gpu_kit_install.py",  # 66 (2026-11-27: a fresh venv, the kit, doctor, smoke --quick)
     "tests/workloads/test_cnn.py",  # 83
     "tests/fuzz/test_fuzz_cli.py",  # 70 (a fixed example budget, issue 29's fuzz harness)
+    "tests/cli/test_bench_hf.py",  # 62 (2026-11-27, as test_bench.py)
     "tests/browser/test_report_page.py",  # 61
     "tests/runner/test_two_resumers.py",  # 53
     "tests/serving/test_loadgen_runs.py",  # 52
     "tests/workloads/test_dtype.py",  # 44
+    "tests/browser/test_model_page.py",  # 37 (2026-11-27, as test_bench.py: one bench run, its page in Chromium)
     "tests/unit/test_timer.py",  # 33
     "tests/cli/test_html_report.py",  # 31
     "tests/cli/test_bad_inputs.py",  # 30

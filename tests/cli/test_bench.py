@@ -46,7 +46,25 @@ def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("user")
     (d / "models.py").write_text(MODELS)
     (d / "raises.py").write_text("raise RuntimeError('broken on import')\n")
+    (d / "bad.onnx").write_bytes(b"not a protobuf at all")
+    _tiny_onnx(d / "tiny.onnx")
     return d
+
+
+def _tiny_onnx(path: Path) -> None:
+    """y = relu(x @ w): x float32[N, S, 8] (both symbolic), w an 8 x 4 initializer (32 parameters)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                              "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -57,6 +75,11 @@ def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (["{d}/models.py:net", "--input", "x:float32[B,5]"], "the model rejects its inputs"),
     (["{d}/models.py:net"], "give its inputs"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
+    (["{d}/bad.onnx"], "bad.onnx: not a valid ONNX model"),
+    (["{d}/tiny.onnx"], "input 'x' axis 1 is symbolic (S): give --seq"),
+    (["{d}/tiny.onnx", "--seq", "3", "--framework", "torch"], "runs on onnxruntime and openvino, not on torch"),
+    (["{d}/tiny.onnx", "--seq", "3", "--task", "train"], "an ONNX file runs task infer, not train"),
+    (["{d}/tiny.onnx", "--seq", "3", "--input", "x:float32[B,3,8]"], "its graph's declared inputs"),
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
     (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
@@ -70,10 +93,29 @@ def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path,
     assert not db.exists()
 
 
-def _gates(db: Path) -> dict[tuple[str, int], dict]:
+def _metrics(db: Path) -> dict[tuple[str, int], dict]:
     with sqlite3.connect(db) as con:
         rows = con.execute("select framework, case_key, metrics from results").fetchall()
-    return {(fw, int(key.split("batch=")[1].split(",")[0])): json.loads(m)["correctness"] for fw, key, m in rows}
+    return {(fw, int(key.split("batch=")[1].split(",")[0])): json.loads(m) for fw, key, m in rows}
+
+
+def _gates(db: Path) -> dict[tuple[str, int], dict]:
+    return {k: m["correctness"] for k, m in _metrics(db).items()}
+
+
+def test_an_onnx_file_runs_on_both_runtimes_against_onnxruntimes_reference(user_files: Path, tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    res = run_cli("bench", f"{user_files}/tiny.onnx", "--seq", "3", "--batch", "1", "--batch", "2", "--budget",
+                  "0.2", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    metrics = _metrics(db)
+    assert set(metrics) == {(fw, b) for fw in ("onnxruntime", "openvino") for b in (1, 2)}
+    for (_, batch), m in metrics.items():
+        assert m["correctness"]["status"] == "pass", m["correctness"]
+        assert m["correctness"]["rel_err"] <= 1e-4
+        assert m["param_count"] == 32 and m["model_info"]["inputs"] == {"x": [batch, 3, 8]}
+        assert "onnxruntime" in m["reference"] and "optimisations off" in m["reference"]
+    assert "has no torch reference; each path is checked against onnxruntime" in " ".join(res.stdout.split())
 
 
 def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) -> None:
@@ -103,3 +145,38 @@ def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:
     table = [line for line in res.stdout.splitlines() if line.startswith("│ onnxruntime") or
              line.startswith("│ openvino")]
     assert len(table) >= 4 and all("x (" in line and "pass" in line for line in table[-4:])
+
+
+STUDY = """name: mine
+description: a user's model in a study file
+workload: model
+frameworks: [torch, onnxruntime]
+devices: [cpu]
+params:
+  source: {source}
+  input: [["x:float32[B,8]"]]
+  batch: [1, 4]
+  task: {task}
+"""
+
+
+@pytest.mark.parametrize("name, task, fragment", [
+    ("models.py:net", "infer", None),
+    ("nothere.py:net", "infer", "params.source: {d}/nothere.py:net: no such file"),
+    ("models.py:net", "fly", "params.task: Input should be 'infer', 'train' or 'generate'"),
+])
+def test_plan_on_a_study_file_of_a_source(user_files: Path, tmp_path: Path, name: str, task: str,
+                                          fragment: str | None) -> None:
+    study = tmp_path / "mine.yaml"
+    study.write_text(STUDY.format(source=f"{user_files}/{name}", task=task))
+    res = run_cli("plan", str(study), "--format", "json", "--db", str(tmp_path / "p.db"))
+    assert not (tmp_path / "p.db").exists()  # plan runs nothing and writes nothing
+    if fragment is not None:
+        assert res.returncode == 2
+        assert_one_line_error(res, fragment.format(d=user_files))
+        return
+    assert res.returncode == 0, res.stderr
+    cases = json.loads(res.stdout)["rows"]
+    assert sorted((c["framework"], c["params"]["batch"]) for c in cases) == [
+        ("onnxruntime", 1), ("onnxruntime", 4), ("torch", 1), ("torch", 4)]
+    assert all(c["workload"] == "model" and c["params"]["source"] == f"{user_files}/{name}" for c in cases)

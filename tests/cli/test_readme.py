@@ -34,6 +34,8 @@ Substitutions (SUBSTITUTIONS; a placeholder the table does not know fails with t
 RUN -> the latest run's id; RUN_A, RUN_B -> the two latest runs of the latest run's study (older, newer; one
 run: both); FILE -> a new file in the session folder; SECONDS -> 0.2; STUDY -> tests/studies/readme_ops.yaml;
 N -> 100; KEY -> a case key of the latest run.
+Paths under `examples/` are written from the repository's root, as a user runs them there: the session folder
+has an `examples` link to the repository's examples/ (read only; the commands still run in the session folder).
 Shipped studies run on a tiny stand-in with the same workload (STAND_INS: `dlperf run ops --quick` runs
 tests/studies/readme_ops.yaml --quick), except where the README shows the command's output: the sample session's
 `dlperf run smoke --quick` runs the real study (about 20 s here). SPEEDUPS adds `--budget 0.2` to `run` (not to the
@@ -41,7 +43,7 @@ run whose output the README shows), `--quick --framework numpy` to `peaks`, `--i
 --steps 1` to `maxbatch` (AlexNet at 227 px searched up to a 2 GiB cap takes minutes; `--image-size` only where the
 target is a CNN model: a workload target takes -p), and `--framework torch --min-duration-s 1` to `serve` (every
 LoadGen run of the quick serving study would otherwise last its 2 s); `--threads 2` becomes at most the logical
-cores.
+cores; `--budget 0.2` is added to `bench` (its example runs six cases).
 Commands run in README order, in this process (tests/cli/conftest.py's way), against one temporary store that
 earlier commands filled; `run` still starts its worker processes. Exit status 0 and some output are required,
 except where EXPECTED_EXIT documents another status.
@@ -88,7 +90,8 @@ REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the REA
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
             "maxbatch": [("--image-size", "64"), ("--max-batch", "1"), ("--steps", "1")],
-            "serve": [("--framework", "torch"), ("--min-duration-s", "1")]}
+            "serve": [("--framework", "torch"), ("--min-duration-s", "1")],
+            "bench": [("--budget", "0.2")]}
 #: SPEEDUPS options only a CNN model's `maxbatch` takes (a workload target gets its parameters from -p).
 CNN_ONLY = {"--image-size"}
 CNN_MODELS = {"alexnet", "caffenet", "googlenet", "lenet5"}
@@ -223,9 +226,11 @@ class Session:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    """A scratch folder (reports/ land there), wide output (no line folds), DLPERF_DB set to a new store."""
+    """A scratch folder (reports/ land there; `examples` links to the repository's), wide output (no line folds),
+    DLPERF_DB set to a new store."""
     folder = tmp_path_factory.mktemp("readme")
     with pytest.MonkeyPatch.context() as mp:
+        (folder / "examples").symlink_to(README.parent / "examples", target_is_directory=True)
         mp.chdir(folder)
         mp.setenv("COLUMNS", "1000")
         mp.setenv("DLPERF_DB", str(folder / "readme.sqlite"))

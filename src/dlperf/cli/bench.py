@@ -48,9 +48,11 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
           seq: int | None, input_specs: tuple[str, ...], inputs_fn: str | None, precisions: tuple[str, ...],
           prompt_len: int | None, new_tokens: int | None, budget_s: float, repetitions: int, threads: int | None,
           new: bool, db: str | None) -> None:
-    """Measure SOURCE: dlperf:NAME, hf:ARCH[,key=value...], hf:PATH, path/to/file.py:NAME or package.module:NAME.
+    """Measure SOURCE: dlperf:NAME, hf:ARCH[,key=value...], hf:PATH, FILE.onnx, path/to/file.py:NAME or
+    package.module:NAME.
 
-    A user's file is Python that the worker runs. Each path is checked against the eager fp32 torch reference."""
+    A user's file is Python that the worker runs. Each path is checked against the eager fp32 torch reference (a
+    FILE.onnx, on onnxruntime and openvino by default: against onnxruntime's unoptimised fp32 outputs)."""
     from pydantic import ValidationError
 
     from dlperf.cli.readers import machine_reports, report_data, run_machines
@@ -66,7 +68,10 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     from dlperf.workloads.model import ModelParams
 
     check_threads(threads)
-    fws = list(frameworks) or ["torch"]
+    onnx = source.endswith(".onnx")
+    fws = list(frameworks) or (["onnxruntime", "openvino"] if onnx else ["torch"])
+    if onnx and "torch" in fws:
+        raise DlperfError(f"{source}: an ONNX file runs on onnxruntime and openvino, not on torch")
     check_frameworks(fws)
     check_devices(list(devices))
     check_text(source)

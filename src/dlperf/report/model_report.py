@@ -117,6 +117,9 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
     out: list[Section] = [Table(f"{label}: latency, throughput, memory, MFU and correctness per path and batch",
                                 header, rows, heading=f"## Model: {label}", intro=intro)]
     out += [Note(n) for n in notes]
+    own = next(((r.metrics or {}).get("reference") for rs in cases.values() for r in rs if r.ok), None)
+    if own:  # a FILE.onnx: no torch module, so its reference is a runtime's and no path has a ratio
+        out.append(Note(f"{label}: an ONNX file has no torch reference; each path is checked against {own}"))
     out += [Note(f"MFU peak: {s}") for s in sorted(sources)]
     if fails:
         out.append(Note(f"FAIL: {', '.join(sorted(set(fails)))} computed something else than the reference; "

@@ -1,7 +1,8 @@
 """`python -m dlperf.workloads.model.check PARAMS_JSON`: what `dlperf bench` decides before anything is measured.
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
-task, build its inputs at batch 1 and run one forward pass. Exit 0, or 2 with one line on stderr saying why.
+task, build its inputs at batch 1 and run one forward pass (a FILE.onnx: task infer, its declared inputs bound,
+the reference run where onnxruntime is installed). Exit 0, or 2 with one line on stderr saying why.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def main(argv: list[str]) -> int:
     try:
         p = ModelParams.model_validate_json(argv[1]).model_copy(update={"batch": 1})
         if p.source.endswith(".onnx"):
-            return 0
+            return check_onnx(p)
         import torch
 
         from dlperf.workloads.model.prepare import prepare
@@ -37,6 +38,20 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
+    return 0
+
+
+def check_onnx(p: ModelParams) -> int:
+    """A FILE.onnx source: task infer, its declared inputs bound at batch 1, the reference run once."""
+    from dlperf.frameworks.base import UnsupportedError
+    from dlperf.workloads.model import onnx_file
+
+    if p.task != "infer":
+        raise SourceError(f"{p.source}: an ONNX file runs task infer, not {p.task}")
+    try:
+        onnx_file.prepared(p, 0)
+    except UnsupportedError as exc:
+        raise SourceError(str(exc)) from None
     return 0
 
 

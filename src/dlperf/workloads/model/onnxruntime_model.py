@@ -1,6 +1,7 @@
 """The model workload on ONNX Runtime: the torch source exported to ONNX (`export`, in a child with torch), fp32,
-inference only; every input bound once through an IOBinding, the outputs bound on the device (as `runtime_steps`
-does for the CNN); outputs checked against the eager fp32 reference by `gate`."""
+inference only (a FILE.onnx source: the file itself, `onnx_file`); every input bound once through an IOBinding,
+the outputs bound on the device (as `runtime_steps` does for the CNN); outputs checked against the eager fp32
+reference by `gate`."""
 
 from __future__ import annotations
 
@@ -20,9 +21,14 @@ WHY_FP32 = "a runtime runs the exported float32 graph; dlperf makes no low-preci
 
 def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray],
                                                             dict[str, Any]]:
-    """Checks, then (model path, feeds, reference outputs, meta) of the case's export."""
+    """Checks, then (model path, feeds, reference outputs, meta) of the case's export, or of its ONNX file
+    (`onnx_file`: the graph's declared inputs, onnxruntime's unoptimised fp32 outputs the reference)."""
     rs.check_task(fw, p.task)
     rs.check_precision(fw, p.precision, ("fp32",), WHY_FP32)
+    if p.source.endswith(".onnx"):
+        from dlperf.workloads.model import onnx_file
+
+        return onnx_file.prepared(p, rs.export_seed(fw))
     return prepared(p, rs.export_seed(fw))
 
 
@@ -31,11 +37,13 @@ def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any
     refs = meta.pop("_refs")
 
     def checked() -> dict[str, Any]:
+        if refs is None:
+            return gate.not_checked(meta.get("not_checked") or "no reference outputs")
         return meta["self_check"] or gate.judge(outputs(), refs, p.precision)
 
     return {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"], "source": p.source,
             "model_info": meta.get("model_info"), "mfu_dtype": p.dtype, "exporter": meta.get("exporter"),
-            "gate": checked}
+            "gate": checked} | ({"reference": meta["reference"]} if meta.get("reference") else {})
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:

@@ -1,5 +1,6 @@
 """The model workload on OpenVINO: the torch source exported to ONNX (`export`), compiled at f32 with the static
-shapes of the export (the case's), inference only; each input shares its NumPy array's memory with the request;
+shapes of the export (the case's; a FILE.onnx source: the file, its symbolic dimensions fixed at the case's),
+inference only; each input shares its NumPy array's memory with the request;
 outputs checked against the eager fp32 reference by `gate` (executed precisions checked as `runtime_steps`)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.frameworks import Framework
+from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams
 from dlperf.workloads.model.onnxruntime_model import info_of, runtime_inputs
@@ -20,7 +21,17 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
     ov = fw.import_module()
     path, feeds, refs, meta = runtime_inputs(fw, p)
-    compiled = fw.compile(str(path), device, "fp32")  # type: ignore[attr-defined]
+    if p.source.endswith(".onnx"):  # the file's symbolic dimensions fixed at the case's (static shapes)
+        from dlperf.frameworks.openvino_fw import DEVICES
+
+        if device not in DEVICES:
+            raise UnsupportedError(f"openvino has no device {device!r} in dlperf (cpu)")
+        ov_model = fw.core().read_model(str(path))  # type: ignore[attr-defined]
+        ov_model.reshape({name: ov.PartialShape(list(a.shape)) for name, a in feeds.items()})
+        compiled = fw.core().compile_model(ov_model, DEVICES[device],  # type: ignore[attr-defined]
+                                           fw.compile_config("fp32"))  # type: ignore[attr-defined]
+    else:
+        compiled = fw.compile(str(path), device, "fp32")  # type: ignore[attr-defined]
     check_executed_precision(compiled, "float32", fw.version or ov.get_version())
     request = compiled.create_infer_request()
     for name, array in feeds.items():

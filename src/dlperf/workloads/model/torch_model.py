@@ -38,6 +38,8 @@ def case_seed(fw: Framework) -> int:
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
+    if p.source.endswith(".onnx"):
+        raise UnsupportedError(f"{p.source}: an ONNX file runs on onnxruntime and openvino, not in torch")
     torch = fw.import_module()
     dev_type = torch.device(device).type
     if p.precision == "bf16" and dev_type not in ("cpu", "cuda"):

@@ -1,0 +1,112 @@
+"""A `FILE.onnx` source on the runtimes: its inputs from the graph's declared inputs, and its reference.
+
+There is no torch module, so no torch reference: the reference is ONNX Runtime on the CPU at fp32 with every
+graph optimisation off (the graph's operators as written), run twice first (`gate.self_check`); where
+onnxruntime is not installed, each path is `not checked` with that reason.
+
+Inputs: each declared input's element type and shape; a fixed dimension is kept, a symbolic or unknown one is
+bound by `--batch` when it is an input's first axis and by `--seq` otherwise (`--seq` required then). Values are
+seeded (`seed`): floating inputs standard normal, integer inputs 0 or 1 (valid ids and indices for any
+vocabulary), booleans true or false. FLOPs are not counted (FlopCounterMode needs the torch module); the
+parameter count is the number of elements of the graph's initializers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlperf.frameworks.base import UnsupportedError
+from dlperf.sources import SourceError
+from dlperf.workloads.model import ModelParams, gate
+
+REFERENCE = "onnxruntime on the CPU at fp32 with graph optimisations off"
+
+
+def input_shapes(graph: Any, batch: int, seq: int | None) -> dict[str, tuple[list[int], np.dtype]]:
+    """Each declared input (initializers excluded): (its shape with symbolic dimensions bound, its dtype)."""
+    import onnx
+
+    inits = {i.name for i in graph.initializer}
+    out: dict[str, tuple[list[int], np.dtype]] = {}
+    for value in graph.input:
+        if value.name in inits:
+            continue
+        tt = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            raise SourceError(f"input {value.name!r} is not a tensor: dlperf feeds tensors only")
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except Exception:
+            raise SourceError(f"input {value.name!r} has element type {tt.elem_type}, which NumPy has no "
+                              "type for") from None
+        dims = []
+        for axis, dim in enumerate(tt.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                dims.append(int(dim.dim_value))
+            elif axis == 0:
+                dims.append(batch)
+            elif seq is None:
+                name = dim.dim_param or "?"
+                raise SourceError(f"input {value.name!r} axis {axis} is symbolic ({name}): give --seq to bind it")
+            else:
+                dims.append(seq)
+        out[value.name] = (dims, dtype)
+    return out
+
+
+def make_feeds(shapes: dict[str, tuple[list[int], np.dtype]], seed: int) -> dict[str, np.ndarray]:
+    """Seeded arrays of the declared shapes and types (see the module's rules)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (dims, dtype) in shapes.items():
+        if np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(dims).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[name] = rng.random(dims) < 0.5
+        else:
+            feeds[name] = rng.integers(0, 2, size=dims).astype(dtype)
+    return feeds
+
+
+def reference(path: Path, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray] | None, dict[str, Any] | None,
+                                                                  str | None]:
+    """(outputs, self-check verdict, why there is none) of the reference: ONNX Runtime, CPU, fp32, no graph
+    optimisation, run twice."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, None, "onnxruntime is not installed: an ONNX file has no other reference"
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        sess = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        runs = [[np.asarray(o, dtype=np.float64) for o in sess.run(None, feeds)] for _ in range(2)]
+    except Exception as exc:
+        raise UnsupportedError(f"{path}: the reference run failed: {type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:200]}") from None
+    return runs[0], gate.self_check(runs[0], runs[1]), None
+
+
+def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], list[np.ndarray] | None,
+                                                 dict[str, Any]]:
+    """(model path, feeds by input name, reference outputs or None, meta) of a case of a FILE.onnx source."""
+    import onnx
+
+    path = Path(p.source)
+    if p.input or p.inputs_fn:
+        raise SourceError(f"{p.source}: an ONNX file's inputs are its graph's declared inputs (no --input or "
+                          "--inputs)")
+    model = onnx.load(str(path), load_external_data=False)
+    try:
+        feeds = make_feeds(input_shapes(model.graph, p.batch, p.seq), seed)
+    except SourceError as exc:
+        raise SourceError(f"{p.source}: {exc}") from None
+    refs, verdict, why = reference(path, feeds)
+    params = int(sum(int(np.prod(t.dims)) for t in model.graph.initializer))
+    meta: dict[str, Any] = {"self_check": verdict, "not_checked": why, "flops_per_call": None,
+                            "param_count": params, "exporter": None, "reference": REFERENCE,
+                            "model_info": {"inputs": {n: list(a.shape) for n, a in feeds.items()}}}
+    return path, feeds, refs, meta
