@@ -151,7 +151,7 @@ def test_energy_estimate_needs_tdp(tmp_path):
 
 
 def test_every_command_is_registered():
-    assert sorted(cli.commands) == ["bundle", "compare", "doctor", "export", "fleet", "history", "hw", "list",
+    assert sorted(cli.commands) == ["bench", "bundle", "compare", "doctor", "export", "fleet", "history", "hw", "list",
                                     "matrix", "maxbatch", "peaks", "plan", "recommend", "report", "run", "runs",
                                     "serve", "show", "verdicts"]
     assert sorted(cli.commands["bundle"].commands) == ["export", "import"]

@@ -37,16 +37,18 @@ ONE_DEFAULT = {
     "devices": ["cpu"], "params": {}, "repetitions": 1, "budget_s": 5.0, "min_run_time_s": 0.2, "timeout_s": 600.0,
     "mem_limit_mb": None, "threads": None, "warmup": 2, "steps": None, "target_rel_ci": 0.02, "seed": 0,
     "exclude": [], "energy": True, "profile": False, "frameworks": [], "energy_estimate_tdp_w": None,
-    "per_call": False,
+    "per_call": False, "precision_rel": None, "max_processes": None, "precision_budget_s": None,
 }
 
 
 def test_run_settings_have_one_default_for_each_key():
     assert RunSettings().model_dump() == ONE_DEFAULT
     # stored in this key order (the order runs.settings has always had); the TDP only where set
-    assert list(RunSettings().stored()) == [k for k in ONE_DEFAULT if k not in ("energy_estimate_tdp_w", "per_call")]
+    only_when_set = ("energy_estimate_tdp_w", "per_call", "precision_rel", "max_processes", "precision_budget_s")
+    assert list(RunSettings().stored()) == [k for k in ONE_DEFAULT if k not in only_when_set]
     assert RunSettings(energy_estimate_tdp_w=65).stored()["energy_estimate_tdp_w"] == 65.0
     assert RunSettings(per_call=True).stored()["per_call"] is True  # per-call timing too: only where set
+    assert RunSettings(precision_rel=0.05).stored()["precision_rel"] == 0.05  # --precision: only where set
 
 
 def test_measure_takes_its_defaults_from_the_same_place():

@@ -78,7 +78,7 @@ def test_a_workload_name_takes_its_parameters_from_p():
 
 @pytest.mark.parametrize(("target", "params", "options", "error", "fragment"), [
     ("resnet", {}, {}, UnknownTarget, "'resnet' is neither a CNN model (alexnet, caffenet, googlenet, lenet5) nor "
-                                      "a workload with a memory axis (cnn, transformer)"),
+                                      "a workload with a memory axis (cnn, model, transformer)"),
     ("faults", {"mode": "ok"}, {}, UnknownTarget, "workload 'faults' has no memory axis to search"),
     ("transformer", {"model": "gpt2-tiny", "batch": 4}, {}, StudyError, "-p batch sets the axis the search varies"),
     ("transformer", {"model": "gpt2-tiny", "seq_len": 8}, {"precision": "amp"}, StudyError,

@@ -241,7 +241,8 @@ def test_the_run_table_heads_a_collectives_bytes_rate_algbw_never_bare_gb_s():
     assert "| algbw GB/s |" in md and "| GB/s |" not in md
     assert run_table_blocks(run, results)[0]["header"].count("algbw GB/s") == 1
     # in a table of several workloads (none is drawn today, but the rows are shared) the collective's cell says it
-    from dlperf.report.tables import column_titles, result_rows
+    from dlperf.report.run_columns import column_titles
+    from dlperf.report.tables import result_rows
 
     other = results[0].model_copy(update={"workload": "ops"})
     mixed = result_rows([results[0], other])

@@ -21,6 +21,7 @@ from dlperf.core.validity import short_reason
 from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
+from dlperf.report.run_columns import ALGBW_WORKLOADS, COLUMNS, all_algbw, column_titles, columns, header_len
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 from dlperf.untrusted import printable
 
@@ -33,40 +34,6 @@ NOTE_CELL_CHARS = 64
 FOLD_MIN_WIDTH = 24
 #: The option of `dlperf show` that prints failed cases whole, with their stored tracebacks.
 ERRORS_HINT = "dlperf show {run} --errors"
-
-COLUMNS = ("framework", "device", "params", "status", "validity", "median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
-           "first call", "energy/call", "note")
-
-
-#: Workloads whose bytes per second (the GB/s column: bytes / median time) is nccl-tests' algorithm bandwidth,
-#: algbw, and not the bus bandwidth (busbw) their own table shows beside it: for all-gather and reduce-scatter the
-#: two differ by 2x on two ranks, so the column is headed (or, in a table of several workloads, each cell marked)
-#: algbw there.
-ALGBW_WORKLOADS = ("collectives",)
-ALGBW_TITLE = "algbw GB/s"
-
-
-def _all_algbw(results: Sequence[CaseResult]) -> bool:
-    return bool(results) and all(r.workload in ALGBW_WORKLOADS for r in results)
-
-
-def column_titles(cols: Sequence[str], results: Sequence[CaseResult]) -> list[str]:
-    """The headers of `cols` over these results: `GB/s` is `algbw GB/s` where every case is a collective."""
-    return [ALGBW_TITLE if c == "GB/s" and _all_algbw(results) else c for c in cols]
-
-
-def _header_len(col: str, algbw: bool) -> int:
-    """The width of `col`'s header: `column_titles`' (`algbw`: every case a collective)."""
-    return cell_len(ALGBW_TITLE if algbw and col == "GB/s" else col)
-
-
-def columns(names: dict[int, str]) -> tuple[str, ...]:
-    """The table's columns: `COLUMNS`, with the machine column where the run spans machines (`names` not empty)."""
-    if not names:
-        return COLUMNS
-    i = COLUMNS.index("device") + 1
-    return (*COLUMNS[:i], MACHINE_COLUMN, *COLUMNS[i:])
-
 
 def energy_text(m: Metrics) -> str:
     """Measured joules per call; an estimate only when one was asked for, and marked as such."""
@@ -123,7 +90,7 @@ def result_rows(results: list[CaseResult], names: dict[int, str] | None = None) 
     """Display strings for each result; every time shown carries its IQR and sample count; with `names` (env
     id -> machine, `report.machines.share_names`), the machine that ran it."""
     rows = []
-    mark_algbw = not _all_algbw(results)  # a table of several workloads marks each collective's cell instead
+    mark_algbw = not all_algbw(results)  # a table of several workloads marks each collective's cell instead
     for r in results:
         m = r.m
         rep = f" #{r.repetition}" if r.repetition else ""
@@ -242,7 +209,7 @@ def _fits(rows: list[dict[str, str]], cols: tuple[str, ...], console_width: int,
     other column at its widest cell, params and note each at least FOLD_MIN_WIDTH (or their widest cell), 3
     characters of border per column."""
     def widest(c: str) -> int:
-        return max([_header_len(c, algbw), *(cell_len(r[c]) for r in rows)])
+        return max([header_len(c, algbw), *(cell_len(r[c]) for r in rows)])
 
     need = sum((min(widest(c), FOLD_MIN_WIDTH) if c in ("params", "note") else widest(c)) + 3 for c in cols)
     return need + 1 <= console_width
@@ -255,7 +222,7 @@ def _compact(results: list[CaseResult], rows: list[dict[str, str]], cols: tuple[
     value in any case are left out (named), and the notes become numbered marks whose text follows the table
     (`notes` is extended). Returns (the columns kept, the lines to print under the table); a table that fits
     is left as it is."""
-    if len(rows) < 2 or _fits(rows, cols, console_width, _all_algbw(results)):
+    if len(rows) < 2 or _fits(rows, cols, console_width, all_algbw(results)):
         return cols, []
     same = [c for c in cols if c in SHAREABLE_COLUMNS and len({r[c] for r in rows}) == 1]
     shared = shared_params(results)
@@ -288,7 +255,7 @@ def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str,
     """The note column's width: what the other columns leave of the console (their widest cell or header,
     plus 3 characters of border each), at least NOTE_MIN_WIDTH (the params column folds to make room), at
     most the longest note."""
-    others = sum(max([_header_len(c, algbw), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
+    others = sum(max([header_len(c, algbw), *(cell_len(r[c]) for r in rows)]) + 3 for c in cols if c != "note")
     longest = max([cell_len("note"), *(cell_len(r["note"]) for r in rows)])
     return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
 
@@ -304,7 +271,7 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     rows = result_rows(results, names)
     whole_notes = cut_notes(rows)
     cols, under = _compact(results, rows, cols, console.width, whole_notes)
-    note_width = _note_width(rows, console.width, cols, _all_algbw(results))
+    note_width = _note_width(rows, console.width, cols, all_algbw(results))
     for col, title in zip(cols, column_titles(cols, results), strict=True):
         table.add_column(title, justify="right" if col in ("median", "IQR", "n", "samples/s", "GFLOP/s", "GB/s",
                                                           "first call", "energy/call") else "left",

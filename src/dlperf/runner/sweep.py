@@ -27,6 +27,7 @@ from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
 from dlperf.runner.events import RunEvents
 from dlperf.runner.executor import CaseBatch, CaseExecutor
 from dlperf.runner.lifecycle import NewRun, OpenRun, SweepInterrupted, open_run
+from dlperf.runner.oom_series import memory_series, note_oom, oom_boundaries
 from dlperf.runner.precision import (
     DEFAULT_MAX_PROCESSES,
     CaseState,
@@ -194,7 +195,7 @@ def _sweep(cases: list[Case], settings: RunSettings, store: Store, run: OpenRun,
         return summary
     target = precision_target(settings)
     stored = store.results(run_id) if todo or target else []
-    oom_at = _oom_boundaries(stored)
+    oom_at = oom_boundaries(stored)
     rounds = _Rounds(store, run, env_id, settings, counters, events, wait_idle_s, summary, oom_at, stored,
                      target, Canary() if todo or target else None)
     with events.cases(len(cases), summary.n_skipped):
@@ -255,7 +256,7 @@ class _Rounds:
             shown = self.states[case.key]
         precision = stored_precision(shown, self.target)
         row = _with_metrics(row, precision=precision | ({"added": True} if added else {}))
-        _note_oom(row, self.oom_at)
+        note_oom(row, self.oom_at)
         self.run.store_result(row)
         self.summary.statuses[row.status] = self.summary.statuses.get(row.status, 0) + 1
         self.events.case_done(index, total, row)
@@ -317,35 +318,9 @@ def _sweep_elsewhere(summary: SweepSummary, executor: CaseExecutor, batch: CaseB
         run.status = "interrupted"  # what was not run stays re-runnable: a rerun resumes it
 
 
-def _memory_series(workload: str, framework: str, device: str, params: dict[str, Any]) -> tuple[Any, str, int] | None:
-    """(series, axis, value) when the workload has a memory axis (e.g. cnn's batch), else None."""
-    from dlperf.workloads import REGISTRY
-
-    axis = REGISTRY[workload].memory_axis if workload in REGISTRY else None
-    if axis is None or not isinstance(params.get(axis), int):
-        return None
-    rest = tuple(sorted((k, repr(v)) for k, v in params.items() if k != axis))
-    return (workload, framework, device, rest), axis, params[axis]
-
-
-def _oom_boundaries(rows: list[CaseResult]) -> dict[Any, int]:
-    """Smallest out-of-memory value of the memory axis per series, from stored results (for resume)."""
-    out: dict[Any, int] = {}
-    for row in rows:
-        _note_oom(row, out)
-    return out
-
-
-def _note_oom(row: CaseResult, oom_at: dict[Any, int]) -> None:
-    found = _memory_series(row.workload, row.framework, row.device, row.params or {})
-    if row.status == "oom" and found is not None:
-        series, _, value = found
-        oom_at[series] = min(value, oom_at.get(series, value))
-
-
 def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int) -> CaseResult | None:
     """An `oom` row, without running, for a case larger than one of its series that ran out of memory."""
-    found = _memory_series(case.workload, case.framework, case.device, case.params)
+    found = memory_series(case.workload, case.framework, case.device, case.params)
     if found is None:
         return None
     series, axis, value = found

@@ -13,12 +13,11 @@ from dlperf.core.result import CaseResult
 from dlperf.report.html.render import table_block, text_blocks
 from dlperf.report.machines import MachineShare, describe_machine, share_names
 from dlperf.report.noise import noise_lines
+from dlperf.report.run_columns import column_titles, columns
 from dlperf.report.tables import (
     FAILED,
     across_columns,
     across_processes,
-    column_titles,
-    columns,
     energy_reasons,
     environment_lines,
     result_rows,
