@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.report.inference_report import _interval, failure_mark, latency, memory_cells
+from dlperf.report.inference_report import _interval, failure_mark, latency, memory_cells, plot_panels
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.serving_plots import latency_batch_plot
 from dlperf.report.study import ReportData
@@ -136,15 +136,7 @@ def sections(data: ReportData) -> list[Section]:
     for label, cases in groups.items():
         out += source_table(data, label, cases)
     out += [Note(GATE_NOTE), Note(RATIO_NOTE)]
-    panels = {}
-    for label, cases in groups.items():
-        lines: dict[str, list[tuple[int, float, float | None, float | None]]] = defaultdict(list)
-        for (fw, dev, prec, batch), rs in cases.items():
-            lat = latency(rs)
-            if lat:
-                lines[f"{fw} {dev}" + ("" if prec == "fp32" else f" {prec}")].append(
-                    (batch, lat["median_s"], lat["low_s"], lat["high_s"]))
-        panels[label] = sorted(lines.items())
+    panels = plot_panels(groups)  # the same (framework device precision, batch) keys as the inference study's
     paths = latency_batch_plot(panels, data.plot_dir, stem="model-latency-per-batch")
     if paths:
         out.append(Figure(paths, "latency per call against batch size, per source and path",
