@@ -276,7 +276,7 @@ def tests(check: Check, absent: list[str] | tuple[str, ...] = (), *, name: str =
     if o.exit_status == 5:
         o.note = "pytest collected no GPU test"
     if not xml.exists():
-        o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "pytest wrote no JUnit XML"
+        o.fail_with("pytest wrote no JUnit XML")
         return
     lines, _, skipped = junit_summary(xml.read_text(encoding="utf-8"))
     o.details = lines + ([f"deselected by name (not installed): {', '.join(absent)}"] if absent else [])
@@ -321,19 +321,10 @@ def quick(check: Check, ncu: str | None, absent: list[str]) -> None:
                        TIMEOUTS_S[part.name], run_dir / "run.log", stdout=run_dir / "run.txt")
         new = sorted(run_ids(store) - before)
         if not new:
-            o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "no run was stored"
+            o.fail_with("no run was stored")
         for run_id in new:
-            export = run_dir / "results.json"
-            e = check.step(f"{part.name}:export", check.dlperf("export", run_id, "--db", check.rel(store), "--format",
-                                                               "json", "-o", check.rel(export)),
-                           QUICK_EXPORT_S, run_dir / "export.log")
-            if e.failed or not export.exists():
-                continue
-            lines, n_failed = run_summary(json.loads(export.read_text(encoding="utf-8")))
-            o.details += lines
-            if n_failed:
-                o.failed_anyway = True
-                o.note = (o.note + "; " if o.note else "") + f"{n_failed} cases ended in error, timeout or crashed"
+            export_findings(check, f"{part.name}:export", run_id, check.rel(store), run_dir / "results.json",
+                            QUICK_EXPORT_S, run_dir / "export.log", o)
         check.saver and check.saver()
 
 
@@ -372,7 +363,7 @@ def run_planned(check: Check, p: StudyPlan, store: Path, *, counters: bool) -> S
                    stdout=where / "run.txt")
     new = sorted(run_ids(store) - before)
     if not new:
-        o.failed_anyway, o.note = True, (o.note + "; " if o.note else "") + "no run was stored"
+        o.fail_with("no run was stored")
     for run_id in new:
         reports(check, p.name, run_id, store, where, o)
     return o
@@ -390,16 +381,22 @@ def reports(check: Check, name: str, run_id: str, store: Path, where: Path, stud
     check.step(f"report:{name}:markdown", check.dlperf("report", run_id, "--db", db, "--plot-dir", plots,
                                                        "--format", "markdown", "-o", check.rel(where / "report.md")),
                t, logs / "report-md.log")
-    export = where / "results.json"
-    o = check.step(f"report:{name}:export", check.dlperf("export", run_id, "--db", db, "--format", "json", "-o",
-                                                         check.rel(export)), t, logs / "export.log")
-    if o.failed or not export.exists():
+    export_findings(check, f"report:{name}:export", run_id, db, where / "results.json", t, logs / "export.log",
+                    study)
+
+
+def export_findings(check: Check, step: str, run_id: str, db: str, export: Path, timeout_s: float, log: Path,
+                    into: StepOutcome) -> None:
+    """`dlperf export --format json` of one run as the step `step`; its summary goes into the findings of the
+    step `into` (cases that errored, timed out or crashed fail it)."""
+    e = check.step(step, check.dlperf("export", run_id, "--db", db, "--format", "json", "-o", check.rel(export)),
+                   timeout_s, log)
+    if e.failed or not export.exists():
         return
     lines, n_failed = run_summary(json.loads(export.read_text(encoding="utf-8")))
-    study.details += lines
+    into.details += lines
     if n_failed:
-        study.failed_anyway = True
-        study.note = (study.note + "; " if study.note else "") + f"{n_failed} cases ended in error, timeout or crashed"
+        into.fail_with(f"{n_failed} cases ended in error, timeout or crashed")
 
 
 def parse_args(argv: list[str], steps: list[str]) -> argparse.Namespace:

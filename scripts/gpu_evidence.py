@@ -73,6 +73,10 @@ class StepOutcome:
     def failed(self) -> bool:
         return not self.skipped and (self.timed_out or self.exit_status != 0 or self.failed_anyway)
 
+    def fail_with(self, note: str) -> None:
+        """Mark the step failed though its command exited 0, adding `note` to its notes."""
+        self.failed_anyway, self.note = True, (self.note + "; " if self.note else "") + note
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
