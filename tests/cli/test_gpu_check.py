@@ -289,3 +289,43 @@ def test_run_ids_of_a_store_that_is_not_one(tmp_path):
     assert gpu_check.run_ids(tmp_path / "absent.db") == set()
     (tmp_path / "empty.db").write_bytes(b"")
     assert gpu_check.run_ids(tmp_path / "empty.db") == set()
+
+
+def test_tests_of_an_absent_framework_are_not_collected_at_all(tmp_path, monkeypatch):
+    """The first H200 run failed its quick:tests on a collection error: a test file named after TensorFlow
+    imports it at the top, and `-k "not tensorflow"` deselects only after collecting. Files named after an absent
+    framework are now ignored (--ignore-glob, which pytest roots at its working folder: the check's ROOT, here
+    tmp_path); a GPU test of a present one still runs and is counted."""
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    tree = tmp_path / "t"
+    tree.mkdir()
+    (tree / "test_model_tensorflow.py").write_text("raise ImportError('tensorflow is not installed')\n")
+    (tree / "test_present.py").write_text("import pytest\n\n@pytest.mark.gpu\ndef test_cuda():\n    assert True\n")
+    check = _check(tmp_path)
+    gpu_check.tests(check, ["tensorflow"], name="quick:tests", where=tmp_path / "ev", args=(str(tree),))
+    (o,) = check.outcomes
+    assert "--ignore-glob=*tensorflow*" in o.command and "-k 'not tensorflow'" in o.command
+    assert not o.failed, (o.exit_status, o.note, (tmp_path / "ev" / "pytest-tests.txt").read_text())
+    assert o.details[0].startswith("1 GPU tests: 1 passed, 0 failed")
+
+
+def test_part_reruns_only_the_named_quick_parts_and_keeps_the_store(tmp_path):
+    """`--part ops` (rerun what failed): only that part runs, and the quick store keeps the earlier runs."""
+    check = _check(tmp_path)
+    store = tmp_path / "quick" / "store.db"
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"earlier runs")
+    check.python = str(tmp_path / "python")  # a stand-in that records what it was asked to run
+    (tmp_path / "python").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'asked.txt'}\n")
+    (tmp_path / "python").chmod(0o755)
+    gpu_check.quick(check, None, [], only=["ops"])
+    assert [o.name for o in check.outcomes] == ["quick:ops"]
+    assert store.read_bytes() == b"earlier runs"
+    assert "dlperf.cli run scripts/gpu_quick/ops.yaml --new --db" in (tmp_path / "asked.txt").read_text()
+
+
+def test_part_without_the_quick_step_is_one_line(tmp_path):
+    smi = _fake_smi(tmp_path, "print('NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB')")
+    res = _run("--nvidia-smi", str(smi), "--step", "tests", "--part", "ops", "--out", str(tmp_path / "ev"))
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "gpu-check: error: --part picks parts of the quick step: add --step quick"]

@@ -37,6 +37,14 @@ def _stderr_tail(path: Path, lines: int = 3) -> str:
     return " | ".join(t.strip() for t in text[-lines:] if t.strip())
 
 
+def _wrapper_log_tail(tmp: Path, lines: int = 3) -> str:
+    """The last lines a profiler wrapping the worker wrote to its log in `tmp` (ncu logs its errors to its
+    --log-file, not to stderr): the reason a wrapped worker left no result."""
+    said = [ln.strip() for f in sorted(tmp.glob("*.csv")) for ln in f.read_text(errors="replace").splitlines()
+            if ln.startswith("==")]
+    return " | ".join(said[-lines:])
+
+
 def classify_exit(returncode: int, *, oom_kills_before: int | None, oom_kills_after: int | None,
                   stderr_tail: str) -> dict[str, Any]:
     """A result for a worker that exited without writing one."""
@@ -109,11 +117,14 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
                 return WorkerOutcome(result, wall_s)
             except (OSError, json.JSONDecodeError) as exc:
                 return WorkerOutcome({"status": "error", "reason": f"unreadable worker result: {exc}"}, wall_s)
+        said = _stderr_tail(stderr_path)
+        if not said and wrap is not None and (logged := _wrapper_log_tail(Path(tmp))):
+            said = f"the profiler's log: {logged}"
         result = classify_exit(
             returncode,
             oom_kills_before=oom_before,
             oom_kills_after=oom_kill_count(),
-            stderr_tail=_stderr_tail(stderr_path),
+            stderr_tail=said,
         )
         return WorkerOutcome(result, wall_s)
 

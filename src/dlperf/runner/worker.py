@@ -29,14 +29,30 @@ ACTIVITY_WINDOW_S = 0.1
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this worker if the sweep process dies (e.g. by SIGKILL)."""
+    """Ask Linux to SIGKILL this worker if its parent dies (e.g. the sweep, by SIGKILL).
+
+    The parent is the sweep, or a profiler the sweep wrapped the worker in (ncu: `run_worker(wrap=...)`); the
+    sweep has its process group killed with it either way. Exit at once only when the sweep itself is gone
+    (it died before prctl took effect): a parent that is not the sweep while the sweep lives is the wrapper.
+    """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass  # not Linux: the parent's own cleanup still kills workers it knows of
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    if os.getppid() != parent_pid and not _alive(parent_pid):
         os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _limit_memory(mem_limit_mb: int | None) -> None:
