@@ -317,7 +317,7 @@ def quick(check: Check, ncu: str | None, absent: list[str], only: list[str] | tu
 
     if runs("quick:tests"):
         tests(check, absent, name="quick:tests", where=where,
-              args=("-n", "4", "--deselect", COUNTERS_TEST, "--ignore", TIMING_TEST))
+              args=("-n", "6", "--deselect", COUNTERS_TEST, "--ignore", TIMING_TEST))
     if runs("quick:timing"):
         tests(check, name="quick:timing", where=where, args=(TIMING_TEST,))
     if ncu and runs("quick:counters"):

@@ -34,6 +34,19 @@ META = {
     "ruptures": gpu_kit.Dist("ruptures", "1.1.10", ("numpy", "scipy", 'matplotlib; extra == "display"')),
     "nvtx": gpu_kit.Dist("nvtx", "0.2.17", ('pytest; extra == "test"',)),
     "mlcommons-loadgen": gpu_kit.Dist("mlcommons_loadgen", "6.0.17"),
+    # the fleet extra (Dask): the first H200 run skipped the fleet's GPU test for want of `distributed`
+    "distributed": gpu_kit.Dist("distributed", "2026.8.0", (
+        "click>=8.0", "cloudpickle>=3.0.0", "dask<2026.8.1,>=2026.8.0", "jinja2>=2.10.3", "locket>=1.0.0",
+        "msgpack>=1.0.2", "packaging>=20.0", "psutil>=5.8.0", "pyyaml>=5.4.1", "sortedcontainers>=2.0.5",
+        "tblib!=3.2.0,!=3.2.1,>=1.6.0", "toolz>=0.12.0", "tornado>=6.2.0", "zict>=3.0.0")),
+    "dask": gpu_kit.Dist("dask", "2026.8.0", (
+        "click>=8.1", "cloudpickle>=3.0.0", "fsspec>=2021.09.0", "packaging>=20.0", "partd>=1.4.0", "pyyaml>=5.4.1",
+        "toolz>=0.12.0", 'importlib_metadata>=4.13.0; python_version < "3.12"')),
+    "partd": gpu_kit.Dist("partd", "1.4.2", ("locket", "toolz")),
+    "locket": gpu_kit.Dist("locket", "1.0.0"),
+    "tblib": gpu_kit.Dist("tblib", "3.2.2"),
+    "tornado": gpu_kit.Dist("tornado", "6.6.1"),
+    "zict": gpu_kit.Dist("zict", "3.0.0"),
 }
 #: SQLAlchemy 2.0's greenlet line, which 2.1 moved into its asyncio extra.
 SA20 = gpu_kit.Dist("SQLAlchemy", "2.0.36", (
@@ -49,8 +62,9 @@ def _requirements() -> list[str]:
 def test_against_the_image_list_the_kit_is_what_the_image_lacks_and_their_own_needs():
     res = gpu_kit.resolve(_requirements(), IMAGE, ENV312, META)
     assert res.needs == {}
-    assert [f.name for f in res.fetch] == ["annotated-types", "mlcommons-loadgen", "nvtx", "pydantic",
-                                           "pydantic-core", "ruptures", "sqlalchemy", "typing-inspection"]
+    assert [f.name for f in res.fetch] == ["annotated-types", "dask", "distributed", "locket", "mlcommons-loadgen",
+                                           "nvtx", "partd", "pydantic", "pydantic-core", "ruptures", "sqlalchemy",
+                                           "tblib", "tornado", "typing-inspection", "zict"]
     by = {f.name: f for f in res.fetch}
     assert by["pydantic-core"].why == ["pydantic needs pydantic-core==2.50.5 (absent on the target)"]
     assert by["pydantic"].why == ["dlperf needs pydantic>=2.5 (absent on the target)"]
@@ -67,10 +81,12 @@ def test_against_the_image_list_the_kit_is_what_the_image_lacks_and_their_own_ne
 
 def test_the_first_round_asks_for_the_missing_roots_then_their_needs():
     first = gpu_kit.resolve(_requirements(), IMAGE, ENV312, {})
-    assert first.needs == {"mlcommons-loadgen": ">=4.1", "nvtx": ">=0.2", "pydantic": ">=2.5", "ruptures": ">=1.1.9",
-                           "sqlalchemy": ">=2.0"}
+    assert first.needs == {"distributed": ">=2024.1", "mlcommons-loadgen": ">=4.1", "nvtx": ">=0.2",
+                           "pydantic": ">=2.5", "ruptures": ">=1.1.9", "sqlalchemy": ">=2.0"}
     second = gpu_kit.resolve(_requirements(), IMAGE, ENV312, {k: META[k] for k in first.needs})
-    assert second.needs == {"annotated-types": ">=0.6.0", "pydantic-core": "==2.50.5", "typing-inspection": ">=0.4.4"}
+    assert second.needs == {"annotated-types": ">=0.6.0", "dask": "<2026.8.1,>=2026.8.0", "locket": ">=1.0.0",
+                            "pydantic-core": "==2.50.5", "tblib": "!=3.2.0,!=3.2.1,>=1.6.0", "tornado": ">=6.2.0",
+                            "typing-inspection": ">=0.4.4", "zict": ">=3.0.0"}
 
 
 def test_sqlalchemy_2_0_brings_greenlet_on_x86_64_only():
@@ -159,15 +175,16 @@ def test_build_kit_downloads_until_complete_and_writes_the_manifest(tmp_path, mo
     out.mkdir()
     _fake_wheel(out / "stale-1.0-py3-none-any.whl", gpu_kit.Dist("stale", "1.0"))  # an earlier kit's leftover
     m = gpu_kit.build_kit(out, "3.12", gpu_kit.IMAGE_LIST.read_text(), "image list")
-    assert [a[0] for a in asked] == ["mlcommons-loadgen", "nvtx", "pydantic", "ruptures", "sqlalchemy",
-                                     "annotated-types", "pydantic-core", "typing-inspection"]
+    assert [a[0] for a in asked] == ["distributed", "mlcommons-loadgen", "nvtx", "pydantic", "ruptures", "sqlalchemy",
+                                     "annotated-types", "dask", "locket", "pydantic-core", "tblib", "tornado",
+                                     "typing-inspection", "zict", "partd"]
     assert {a[2:] for a in asked} == {("3.12", "manylinux_2_28_x86_64")}
     assert not (out / "stale-1.0-py3-none-any.whl").exists()
     assert sorted(p.name for p in out.glob("*.whl")) == sorted(w["file"] for w in m["wheels"])
     assert m["total_bytes"] == sum(p.stat().st_size for p in out.glob("*.whl"))
     assert json.loads((out / "manifest.json").read_text()) == m
     text = (out / "MANIFEST.txt").read_text()
-    assert "8 wheels" in text and "    pydantic needs pydantic-core==2.50.5 (absent on the target)" in text
+    assert "15 wheels" in text and "    pydantic needs pydantic-core==2.50.5 (absent on the target)" in text
 
 
 def test_over_the_limit_or_a_missing_freeze_is_one_line(tmp_path, monkeypatch, capsys):

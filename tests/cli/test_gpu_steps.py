@@ -67,7 +67,7 @@ def test_quick_study_files_are_cuda_cases_of_the_shipped_studies():
     gemm = json.dumps({"op": "dot", "size_mb": 384.0, "dtype": "bfloat16"}, sort_keys=True)  # 8192^3 in bf16
     assert gemm in mine and gemm not in shipped
     assert set(mine) - {gemm} <= shipped  # else the shipped quick grid's cases, at its largest size only
-    assert len(set(mine) - {gemm}) >= 6
+    assert len(set(mine) - {gemm}) >= 4
 
 
 def _smi(tmp_path: Path) -> Path:
@@ -90,12 +90,12 @@ def test_dry_run_prints_each_part_and_its_time_out_against_a_stand_in_nvidia_smi
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     ncu = gpu_check.find_ncu() is not None
-    # quick:ops given 50 s on the command line, planned at 75 s
-    budget = gpu_steps.quick_budget_s(gpu_steps.quick_parts(wheels=True, ncu=ncu), ncu) - 25
+    # quick:ops given 50 s on the command line, planned at 85 s
+    budget = gpu_steps.quick_budget_s(gpu_steps.quick_parts(wheels=True, ncu=ncu), ncu) - 35
     assert f"quick: {budget:g} s at most of 470 s" in lines
     assert "  quick:install: 15 s: the kit's wheels into a temporary folder (pip install --no-index --no-deps)" in lines
     assert any(ln.startswith("  quick:ops: 50 s (+ export 5 s)") for ln in lines)
-    assert any(ln.startswith("  quick:transformer: 30 s") for ln in lines)
+    assert any(ln.startswith("  quick:transformer: 28 s") for ln in lines)
     assert lines[0].startswith("facts (every invocation, first): facts:nvidia-smi 5 s")
     assert any(ln.startswith("studies-2: ") for ln in lines) and "  study:ops: 320 s (+ 4 reports 15 s each)" in lines
     assert not (tmp_path / "ev").exists()

@@ -81,7 +81,8 @@ def parse_csv(text: str) -> list[dict[str, Any]]:
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
     if start is None:
-        raise CountersUnavailable("ncu wrote no kernel rows (no kernel ran inside the NVTX range?)")
+        raise CountersUnavailable("ncu saw no kernel inside the NVTX range: the step launched none (a plain "
+                                  "device-to-device copy runs on the copy engine, which ncu does not profile)")
     header = rows[start]
     kernels = []
     for row in rows[start + 1:]:

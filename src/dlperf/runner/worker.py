@@ -9,11 +9,9 @@ classified by the parent from the exit status; nothing here needs to survive it.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
-import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -22,37 +20,10 @@ from typing import Any
 
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
+from dlperf.runner.parent_watch import die_with_parent
 
-PR_SET_PDEATHSIG = 1
 #: Seconds of machine activity recorded just before and just after a case's measurement (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this worker if its parent dies (e.g. the sweep, by SIGKILL).
-
-    The parent is the sweep, or a profiler the sweep wrapped the worker in (ncu: `run_worker(wrap=...)`); the
-    sweep has its process group killed with it either way. Exit at once only when the sweep itself is gone
-    (it died before prctl took effect): a parent that is not the sweep while the sweep lives is the wrapper.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's own cleanup still kills workers it knows of
-    if os.getppid() != parent_pid and not _alive(parent_pid):
-        os._exit(1)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` exists (signal 0 checks without sending)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _limit_memory(mem_limit_mb: int | None) -> None:
@@ -391,7 +362,7 @@ def main(argv: list[str]) -> int:
     job = read_job(Path(argv[1]).read_bytes())
     if job.parent_pid is None or job.result_path is None:
         raise SystemExit("a worker job needs parent_pid and result_path (runner.process.run_worker sets them)")
-    _die_with_parent(job.parent_pid)
+    die_with_parent(job.parent_pid)
     _limit_memory(job.mem_limit_mb)
     result = HANDLERS[type(job)](job)
     write_result(job.result_path, result)
