@@ -70,7 +70,8 @@ def test_repetitions_are_pooled_into_one_comparison_per_case():
     c = one(a, b)
     assert (c.processes_a, c.processes_b, c.method, c.verdict) == (4, 4, "processes", "slower")
     two = one(a[:2], b[:2])
-    assert (two.processes_a, two.method) == (2, "samples")
+    assert (two.processes_a, two.method) == (2, "processes")  # the spread between two processes is measured
+    assert one(a[:1], b[:1]).method == "samples"
     assert two.median_a_s == pytest.approx(float(np.median(per_call(1e-3, 0, 100) + per_call(1e-3, 1, 100))))
 
 
