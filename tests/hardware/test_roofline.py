@@ -294,6 +294,18 @@ def test_the_cpu_compute_peak_is_that_of_the_cores_the_run_uses():
     assert ceilings(env | {"threads": 2}, "cpu", "float32", {}, None).flop_peak == pytest.approx(500e9)
 
 
+def test_the_compute_ceiling_says_whether_its_peak_was_measured_set_or_modelled():
+    """The FMA loop's measured throughput is no theoretical figure: the ceiling's label says which it is."""
+    def source(fp32_source, dtype="float32"):
+        peaks = {"fp32_flops_per_s": 500e9, "bf16_flops_per_s": 900e9, "fp32_source": fp32_source}
+        return ceilings({"cpu_peaks_theoretical": peaks}, "cpu", dtype, {}, None).flop_source
+
+    assert source("measured") == "measured float32 peak (FMA loop)"
+    assert source("DLPERF_CPU_PEAK_FP32_GFLOPS") == "float32 peak from DLPERF_CPU_PEAK_FP32_GFLOPS"
+    assert source("nominal") == source(None) == "theoretical float32 peak"
+    assert source("measured", "bfloat16") == "theoretical bfloat16 peak"  # only FP32 is measured
+
+
 def test_a_level_never_has_a_lower_ceiling_than_one_further_out():
     c = ceilings({}, "cpu", "float32", {}, None, _stored([("L1", 87e9), ("L2", 216e9), ("LLC", 203e9), (DRAM, 54e9)]))
     by_name = {lv.name: lv for lv in c.levels}

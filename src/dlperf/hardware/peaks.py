@@ -289,6 +289,18 @@ def flop_peak(peaks: dict[str, Any], dtype: str) -> float | None:
     return peaks.get(key) if key else None
 
 
+def flop_peak_origin(peaks: dict[str, Any], dtype: str) -> str:
+    """What the dtype's peak is, in words for a ceiling's label: the FP32 figure of a CPU is the FMA loop's
+    measured throughput where it was measured (`fp32_source`), a setting where one was given, else a model."""
+    if dtype == "float32":
+        source = peaks.get("fp32_source")
+        if source == "measured":
+            return "measured float32 peak (FMA loop)"
+        if source and source not in ("nominal", "catalog"):
+            return f"float32 peak from {source}"
+    return f"theoretical {dtype} peak"
+
+
 def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
                   visible_cores: int | None = None) -> dict[str, Any]:
     """A device's theoretical peaks for the ops study, read from its catalog entry where it has one.

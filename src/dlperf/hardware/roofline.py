@@ -28,7 +28,7 @@ from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
-from dlperf.hardware.peaks import flop_peak
+from dlperf.hardware.peaks import flop_peak, flop_peak_origin
 from dlperf.units import format_size
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
@@ -204,7 +204,7 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
     (the peaks runs the caller pinned: same host, finished before the run started)."""
     theo = device_theoretical(env, device)
     fp = flop_peak(theo, dtype)
-    flop_source = f"theoretical {dtype} peak" if fp else f"no theoretical {dtype} peak for {device}"
+    flop_source = flop_peak_origin(theo, dtype) if fp else f"no theoretical {dtype} peak for {device}"
     if fp:
         fp, share = cpu_share(fp, env, device, env.get("threads"))
         flop_source += f" of {share}" if share else ""
