@@ -58,7 +58,7 @@ test: install-all gpu-kit-test
 	$(BIN)/ruff check src tests benchmarks scripts
 	sh scripts/ensure_postgres.sh
 	sh scripts/ensure_chromium.sh
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone"
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" --durations=30
 	$(PYTEST) -m alone
 
 # make gpu-check [STEPS="install tests studies"] [STUDIES="peaks ops"] [GPU_PYTHON=/path/to/python3]

@@ -85,11 +85,21 @@ def _tiny_onnx(path: Path) -> None:
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
-                                               fragment: str) -> None:
+                                               fragment: str, dlperf_main) -> None:
+    """In this process (`dlperf.cli.main`, as the command line calls it): 15 subprocesses importing torch and
+    transformers took most of this file's time; the one below checks the same path as a user's subprocess."""
     db = tmp_path / "s.db"
-    res = run_cli("bench", *(a.format(d=user_files) for a in args), "--db", str(db))
+    res = dlperf_main("bench", *(a.format(d=user_files) for a in args), "--db", str(db))
     assert res.returncode == 2
     assert_one_line_error(res, fragment)
+    assert not db.exists()
+
+
+def test_a_source_that_raises_on_import_is_one_line_in_a_users_process(user_files: Path, tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    res = run_cli("bench", f"{user_files}/raises.py:net", "--db", str(db))
+    assert res.returncode == 2
+    assert_one_line_error(res, "importing it raised RuntimeError: broken on import")
     assert not db.exists()
 
 

@@ -162,3 +162,14 @@ def test_the_run_report_has_its_studys_history_on_its_machine(dlperf_main, fleet
     page = (tmp_path / "r.html").read_text()
     assert "History of this study on this machine" in page and f"Machine {M1}" in page
     assert f"Machine {M2}" not in page
+
+
+@pytest.mark.parametrize("name, stem", [("ops", "ops"), ("../../etc/passwd", "etc_passwd"), ("a/b c", "a_b_c"),
+                                        ("..", "study"), ("x\n\x1b[2J", "x_2J"), ("é" * 300, "study")])
+def test_a_study_name_from_a_store_is_a_safe_default_file_name(name, stem):
+    """history and matrix name their default page after the study: a name from a store or a bundle made
+    elsewhere never becomes a path outside reports/."""
+    from dlperf.cli.history import file_stem
+
+    assert file_stem(name) == stem
+    assert "/" not in file_stem(name) and len(file_stem("x" * 500)) == 100

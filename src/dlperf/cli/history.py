@@ -7,6 +7,7 @@ the data, their section builders draw it."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,13 @@ def _result_env_ids(store: Any, run_ids: list[str]) -> dict[str, set[int]]:
     return out
 
 
+def file_stem(name: str) -> str:
+    """A study name as a safe file name: the default report path is built from it (a name from a store or a
+    bundle made elsewhere may hold '/', '..' or a control character); at most 100 characters."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "study"
+    return stem[:100]
+
+
 def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None, title: str = "",
           default: str = "") -> None:
     from dlperf.report.sections import render_markdown, render_terminal
@@ -158,7 +166,8 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
         if fmt == "html" and plot_dir is None:  # figures are inlined into the page
             plot_dir = Path(scratch)
         sections = history_sections(hist, plot_dir=plot_dir) if fmt != "json" or plot_dir is not None else []
-        _emit(sections, history_json(hist), fmt, output, f"dlperf history: study {study}", f"history-{study}.html")
+        _emit(sections, history_json(hist), fmt, output, f"dlperf history: study {study}",
+              f"history-{file_stem(study)}.html")
     failed = hist.failures()
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) failed the gate at +{fail_pct:g}%: "
@@ -184,7 +193,7 @@ def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
     result_envs = result_environments(store, runs, (r for rs in results.values() for r in rs))
     mat = build_matrix(study, runs, envs, results, result_envs)
     _emit(matrix_sections(mat), matrix_json(mat), fmt, output, f"dlperf matrix: study {study}",
-          f"matrix-{study}.html")
+          f"matrix-{file_stem(study)}.html")
 
 
 __all__ = ["history", "matrix", "run_histories", "study_runs"]

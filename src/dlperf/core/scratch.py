@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from dlperf.core.janitor import release_folder, watch_folder
+
 #: The file in a scratch folder that names its owner: "PID START" (START: the process's start time in clock
 #: ticks since boot, /proc/PID/stat's field 22).
 OWNER_FILE = ".dlperf-owner"
@@ -58,4 +60,8 @@ def scratch_dir(prefix: str) -> Iterator[str]:
         started = _started(os.getpid())
         if started is not None:
             Path(tmp, OWNER_FILE).write_text(f"{os.getpid()} {started}\n")
-        yield tmp
+        watch_folder(tmp)  # removed at once if this process is SIGKILLed (core/janitor.py)
+        try:
+            yield tmp
+        finally:
+            release_folder(tmp)

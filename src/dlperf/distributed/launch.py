@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dlperf.core.janitor import release_group, watch_group
 from dlperf.core.jobs import worker_age_s
 from dlperf.core.scratch import scratch_dir
 from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
@@ -106,6 +107,10 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         spec_path.write_text(spec.model_dump_json())
         argv = torchrun_argv(world_size, spec_path)
         env = dict(os.environ) | {k: str(threads_per_rank) for k in THREAD_VARS}
+        # torchrun's own temporary folder (torchelastic_*) and the ranks' go inside this scratch folder: a SIGKILL
+        # of torchrun leaves its folder behind, and this one is removed whatever happens (core/janitor.py)
+        (base / "tmp").mkdir()
+        env["TMPDIR"] = str(base / "tmp")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         log_path = base / "torchrun.log"
         oom_before = oom_kills()
@@ -113,12 +118,15 @@ def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True, preexec_fn=_die_with(os.getpid()))
+            watch_group(proc.pid)  # torchrun and its ranks: killed by this process's janitor if it is SIGKILLed
             vanished: dict[int, float] = {}
             try:
                 ended, stopped_at = _wait(proc, base, world_size, start + timeout_s, vanished)
             except BaseException:
                 _stop(proc, base)
                 raise
+            finally:
+                release_group(proc.pid)
         wall_s = time.perf_counter() - start
         ranks = _rank_results(base, world_size)
         log_tail = tail(log_path)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.core.janitor import release_group, watch_group
 from dlperf.core.jobs import WORKER_STARTED_AT_ENV, Job, as_job
 from dlperf.core.scratch import scratch_dir
 from dlperf.hardware.probe import env_threads_vars
@@ -97,6 +98,7 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
                 env=env,
                 start_new_session=True,
             )
+            watch_group(proc.pid)  # its own session: killed by this process's janitor if this one is SIGKILLed
             try:
                 returncode = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -108,6 +110,8 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
             except BaseException:  # Ctrl-C or SIGTERM in the sweep: take the worker down with us
                 _kill_group(proc)
                 raise
+            finally:
+                release_group(proc.pid)
         wall_s = time.perf_counter() - start
         if result_path.exists():
             try:

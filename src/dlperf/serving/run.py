@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlperf.core.scratch import scratch_dir
 from dlperf.serving.settings import log_settings, shortened_effective
 from dlperf.serving.sut import ServingSUT
 
@@ -129,7 +129,7 @@ def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: A
     import mlperf_loadgen as lg
 
     sut = ServingSUT(predict, max_batch)
-    with tempfile.TemporaryDirectory(prefix="dlperf-loadgen-") as outdir:
+    with scratch_dir("dlperf-loadgen-") as outdir:  # a SIGKILLed worker's: its janitor removes it
         lg_sut = lg.ConstructSUT(sut.issue_queries, sut.flush_queries)
         # The inputs are the step's own (synthetic, already built): nothing to load or unload per sample.
         lg_qsl = lg.ConstructQSL(sample_pool, sample_pool, _nothing_to_load, _nothing_to_load)
