@@ -209,7 +209,8 @@ def test_a_run_with_an_override_is_never_resumed_without_it(dlperf_main, stored_
 
 def test_an_unconfirmed_best_rate_says_so():
     """A search whose best VALID probe no run without the probes' cap confirmed is printed as such."""
-    from dlperf.cli.serve import UNCONFIRMED, case_line
+    from dlperf.cli.serve import case_line
+    from dlperf.cli.serve_text import UNCONFIRMED
     from dlperf.core.result import CaseResult
 
     def row(confirmed: bool) -> CaseResult:

@@ -35,62 +35,6 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     return runs, envs, results
 
 
-def run_histories(store: Any, datas: list[Any], machines: dict[str, list[Any]] | None = None
-                  ) -> dict[str, list[Any]]:
-    """For the HTML report, by run id: the run's study's history on each machine the run's results came from
-    (`machines`: its `report.machines.MachineShare`s by run id; None: read here), one timeline each, every run
-    of the study on that machine (a fleet run's share there counts), or [] when no machine of the run has
-    another run of it. Each study's runs are read once, their results' environment ids by one query, and
-    results only of the runs on the run's machines."""
-    from dataclasses import replace
-
-    from dlperf.cli.readers import run_machines
-    from dlperf.report.history import build_history
-    from dlperf.report.history_report import history_sections
-    from dlperf.report.machines import machine_id
-
-    out: dict[str, list[Any]] = {}
-    results: dict[str, list[Any]] = {}
-    for study in dict.fromkeys(str(d.run["study"]) for d in datas):
-        runs = store.runs_of_study(study)
-        envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
-        result_envs = {int(r["env_id"]): envs[r["id"]] for r in runs}
-        touched: dict[str, set[str]] = {}  # run id -> the machines its results came from (its own if none)
-        env_ids = _result_env_ids(store, [r["id"] for r in runs])
-        for run in runs:
-            for env_id in env_ids.get(run["id"], set()) - set(result_envs):
-                result_envs[env_id] = store.environment(env_id)
-            touched[run["id"]] = {machine_id(result_envs[e]) for e in env_ids.get(run["id"], set())} or {
-                machine_id(envs[run["id"]])}
-        for data in (d for d in datas if str(d.run["study"]) == study):
-            shares = (machines or {}).get(data.run["id"]) or run_machines(store, data)
-            mids = {s.machine_id for s in shares}
-            mine = [r for r in runs if touched[r["id"]] & mids]
-            for r in mine:
-                if r["id"] not in results:
-                    results[r["id"]] = store.results(r["id"])
-            hist = build_history(study, mine, envs, {r["id"]: results[r["id"]] for r in mine},
-                                 result_envs=result_envs)
-            kept = [t for t in hist.timelines if t.machine_id in mids and len(t.runs) > 1]
-            out[data.run["id"]] = (history_sections(replace(hist, timelines=kept), plot_dir=data.plot_dir / "history")
-                                   if kept else [])
-    return out
-
-
-def _result_env_ids(store: Any, run_ids: list[str]) -> dict[str, set[int]]:
-    """The environment ids each run's results name (the machines that ran them), by run id, in one query."""
-    from sqlalchemy import select
-
-    from dlperf.store.schema import results
-
-    out: dict[str, set[int]] = {}
-    with store.engine.connect() as conn:
-        for run_id, env_id in conn.execute(select(results.c.run_id, results.c.env_id).where(
-                results.c.run_id.in_(run_ids)).distinct()):
-            out.setdefault(str(run_id), set()).add(int(env_id))
-    return out
-
-
 def file_stem(name: str) -> str:
     """A study name as a safe file name: the default report path is built from it (a name from a store or a
     bundle made elsewhere may hold '/', '..' or a control character); at most 100 characters."""
@@ -196,4 +140,4 @@ def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
           f"matrix-{file_stem(study)}.html")
 
 
-__all__ = ["history", "matrix", "run_histories", "study_runs"]
+__all__ = ["history", "matrix", "study_runs"]

@@ -42,7 +42,7 @@ def open_store(db: str | None, *, create: bool = True) -> Any:
     --db would otherwise become a new, empty store that shows nothing), never created."""
     from dlperf.store import Store
     from dlperf.store.db import default_db_path
-    from dlperf.store.engines import sqlite_path
+    from dlperf.store.urls import sqlite_path
 
     if not create:
         text = str(db if db is not None else os.environ.get("DLPERF_DB") or default_db_path())

@@ -70,7 +70,7 @@ class ConsoleEvents(RunEvents):
         status = result.status
         rep = f" #{result.repetition}" if result.repetition else ""
         if status == "ok" and result.workload == "serve":
-            from dlperf.cli.serve import verdict_text
+            from dlperf.cli.serve_text import verdict_text
 
             # a case LoadGen drove (`dlperf serve`): its verdict (or why its search ran none), not a timer's
             detail = verdict_text(result.m)

@@ -338,8 +338,7 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     share; the page says which runs were left out)."""
     import tempfile
 
-    from dlperf.cli.history import run_histories
-    from dlperf.cli.readers import machine_reports, report_data, run_machines
+    from dlperf.cli.readers import machine_reports, report_data, run_histories, run_machines
     from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
 

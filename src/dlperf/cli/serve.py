@@ -14,7 +14,7 @@ import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.cli.serve_select import SCENARIOS, ScenarioType
-from dlperf.core.status import SHORTENED
+from dlperf.cli.serve_text import verdict_text
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
 
 STUDY = "serving"
@@ -112,10 +112,6 @@ def resume_mismatch(resume: str, run_id: str, existing: dict[str, Any], quick: b
             f"resume it, or leave --resume out to run these")
 
 
-#: Said of a search's best rate that no run without the probes' outstanding-query cap has confirmed.
-UNCONFIRMED = " (not confirmed by a run without the cap)"
-
-
 def case_line(row: Any) -> str:
     """One case as `dlperf serve` ends with it: framework, device, model, scenario, then LoadGen's verdict (VALID or
     INVALID and its reasons), the scenario's metric and the search's best rate, or how the case ended."""
@@ -125,50 +121,3 @@ def case_line(row: Any) -> str:
     if row.status != "ok":
         return f"{what}: {row.status}: {row.reason or 'no reason stored'}"  # whole: a ConfigError's fix is at its end
     return f"{what}: {verdict_text(row.m)}"
-
-
-def verdict_text(m: Any) -> str:
-    """LoadGen's verdict from a case's metrics: `VALID, p90 latency: 412 us`, `INVALID (min duration not met) ...`,
-    with the Server search's best rate and the shortened label where they apply; a search that stopped before any
-    probe says why."""
-    lg = getattr(m, "loadgen", None)
-    search = getattr(m, "server_search", None)
-    if not isinstance(lg, dict):
-        if isinstance(search, dict) and not search.get("probes"):  # the search stopped before any LoadGen run
-            return f"search: no rate tried ({search.get('stopped') or 'no reason stored'})"
-        return "no LoadGen result stored"
-    reasons = lg.get("invalid_reasons") or []
-    text = str(lg.get("validity") or "no verdict")
-    if reasons:
-        text += f" ({'; '.join(str(r) for r in reasons)})"
-    metric = lg.get("metric") or {}
-    if metric:
-        name, unit = str(metric.get("name") or "metric"), metric.get("unit")
-        shown = unit if unit and unit != "s" and str(unit) not in name else None  # the unit once, not twice
-        value = format_metric(metric.get("value"), "s" if unit == "s" else shown)
-        text += f", {name}: {value}"
-    if isinstance(search, dict):
-        probes = search.get("probes") or []
-        best = search.get("best_qps")
-        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
-                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
-                                      f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
-    if lg.get("shortened"):
-        text += f" ({SHORTENED})"
-    return text
-
-
-def format_metric(value: float | None, unit: str | None) -> str:
-    """A LoadGen metric with its unit: a latency in s as a time, a rate with its unit."""
-    from dlperf.units import NOT_MEASURED, format_time
-
-    if value is None:
-        return NOT_MEASURED
-    if unit == "s":
-        return format_time(value)
-    return f"{format_rate(value)} {unit or ''}".rstrip()
-
-
-def format_rate(value: float) -> str:
-    """A rate for a reader: whole numbers with thousands separators from 100 up (26,040), 3 digits below (8.12)."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -54,7 +54,7 @@ def _setting(name: str, default: float) -> float:
 
 def shared_url(url: str) -> str:
     """The store URL as workers must see it: a SQLite path made absolute (their working folders differ)."""
-    from dlperf.store.engines import sqlite_path
+    from dlperf.store.urls import sqlite_path
 
     path = sqlite_path(url)
     if path is None or str(path) == ":memory:" or path.is_absolute():
@@ -110,7 +110,7 @@ class DaskExecutor:
         none can. Called before the run is created, so a bad address stores nothing."""
         from distributed import Client
 
-        from dlperf.store.engines import sqlite_path
+        from dlperf.store.urls import sqlite_path
 
         check_address(self.scheduler)
         timeout_s = _setting("DLPERF_FLEET_CONNECT_S", CONNECT_S)

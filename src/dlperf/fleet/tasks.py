@@ -77,7 +77,7 @@ class FleetState:
     def store(self, url: str) -> Any:
         """The store at `url`, opened once; a SQLite file this machine cannot see is an error, never created."""
         from dlperf.store import Store
-        from dlperf.store.engines import sqlite_path
+        from dlperf.store.urls import sqlite_path
 
         with self._lock:
             if url not in self._stores:

@@ -16,9 +16,10 @@ from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus, check_run_status
 from dlperf.errors import LeaseLostError, StoreError, UnknownRunError
 from dlperf.store import leases, schema
-from dlperf.store.engines import migration_lock, open_engine, sqlite_path
+from dlperf.store.engines import migration_lock, open_engine
 from dlperf.store.nonfinite import finite_metrics, nonfinite
 from dlperf.store.schema import MIGRATIONS, environments, meta, results, run_leases, runs
+from dlperf.store.urls import sqlite_path
 
 
 def default_db_path() -> Path:

@@ -19,22 +19,12 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
 from dlperf.errors import StoreError
+from dlperf.store.urls import sqlite_path
 
 #: The PostgreSQL advisory lock that serialises schema migrations ('dlperf' in ASCII).
 PG_MIGRATION_LOCK = 0x646C70657266
 #: How long a SQLite connection waits for another's lock; a migration waits longer.
 BUSY_TIMEOUT_MS, MIGRATION_BUSY_TIMEOUT_MS = 10_000, 60_000
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (`sqlite:///PATH`, or the URI form `sqlite:///file:PATH?mode=ro&uri=true`);
-    None for an in-memory or another database."""
-    if not url.startswith("sqlite:///"):
-        return None
-    rest = url.removeprefix("sqlite:///")
-    if rest.startswith("file:") and "uri=true" in rest:
-        rest = rest.removeprefix("file:").split("?", 1)[0]
-    return None if rest in ("", ":memory:") else Path(rest)
 
 
 def sqlite_pragmas(dbapi_conn: Any, _record: Any, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:

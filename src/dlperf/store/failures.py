@@ -36,7 +36,7 @@ _UNREACHABLE = ("connection failed", "connection is bad", "server closed the con
 
 def where(url: str) -> str:
     """The store as messages name it: a SQLite file's path, else the URL without its password."""
-    from dlperf.store.engines import sqlite_path
+    from dlperf.store.urls import sqlite_path
 
     path = sqlite_path(url)
     if path is not None:

@@ -12,18 +12,11 @@ from dlperf.workloads.mlp import Mlp
 from dlperf.workloads.model import Model
 from dlperf.workloads.ops import Ops
 from dlperf.workloads.peaks import Peaks
+from dlperf.workloads.registry import REGISTRY, get_workload, register
 from dlperf.workloads.serve import Serve
 from dlperf.workloads.transformer import Transformer
 
-REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (Ops, Mlp, Backends, Cnn, Peaks, Faults, Transformer, Serve,
-                                                           Ddp, Collectives, Model)}
-
-
-def get_workload(name: str) -> Workload:
-    try:
-        return REGISTRY[name]()
-    except KeyError:
-        raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(REGISTRY))})") from None
+register(Ops, Mlp, Backends, Cnn, Peaks, Faults, Transformer, Serve, Ddp, Collectives, Model)
 
 
 __all__ = ["REGISTRY", "Cost", "Workload", "WorkloadParams", "get_workload"]

@@ -7,10 +7,10 @@ import statistics
 from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.report.claims.claim import Claim
 from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, pick, runs_with
-from dlperf.report.claims.loader import Claim
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.rules import Outcome, judge_band, not_run, per_run, rule
+from dlperf.report.claims.rule_base import Outcome, judge_band, not_run, per_run, rule
 from dlperf.report.study import ReportData
 
 Point = tuple[str, str, int, str, int]  # device, model, image size, precision, batch

@@ -71,7 +71,7 @@ class DdpParams(WorkloadParams):
             raw["seq_len"] = self.seq_len or 128
         elif self.image_size is not None:
             raw["image_size"] = self.image_size
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         get_workload(self.workload).parse(raw)  # ValueError naming the bad field
         return raw
@@ -79,14 +79,14 @@ class DdpParams(WorkloadParams):
     def trained_params(self) -> dict[str, Any]:
         """One rank's training step with every default resolved (learning rate, classes, precision...), as plain
         values: what each rank of the job builds (`dlperf.distributed.ddp_rank` never imports the workloads)."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         return get_workload(self.workload).parse(self.inner_params()).model_dump(mode="json")
 
     @property
     def sample_unit(self) -> str:
         """What a sample is: the inner workload's unit (image for a cnn, token for the transformer)."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         return get_workload(self.workload).sample_unit
 
@@ -100,7 +100,7 @@ class Ddp(Workload[DdpParams]):
 
     def cost(self, params: DdpParams) -> Cost:
         """The whole job's step: every rank's training step (the inner workload's cost) times the world size."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         inner = get_workload(params.workload)
         per_rank = inner.cost(inner.parse(params.inner_params()))

@@ -69,7 +69,7 @@ class ServeParams(WorkloadParams):
                 raw["image_size"] = self.image_size
             if self.precision != "fp32":
                 raise ValueError("a served cnn runs in fp32 here")
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         get_workload(self.workload).parse(raw)  # ValueError naming the bad field
         return raw
@@ -83,13 +83,13 @@ class Serve(Workload[ServeParams]):
 
     def frameworks(self) -> list[str]:
         """Every framework that builds an inference step of a served workload."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         return sorted({fw for w in SERVED_WORKLOADS for fw in get_workload(w).frameworks()})
 
     def cost(self, params: ServeParams) -> Cost:
         """The served step's cost per sample (one query sample)."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         inner = get_workload(params.workload)
         batch = inner.cost(inner.parse(params.inner_params()))
@@ -99,7 +99,7 @@ class Serve(Workload[ServeParams]):
 
     def build(self, fw: Framework, device: str, params: ServeParams) -> Step:
         """The served workload's inference step, built by its own builder for `fw` (it must offer `predict`)."""
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload
 
         inner = get_workload(params.workload)
         step = inner.build(fw, device, inner.parse(params.inner_params()))

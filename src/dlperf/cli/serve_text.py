@@ -1,0 +1,59 @@
+"""A served case's LoadGen verdict as one line of text: what `dlperf serve` ends with and what the progress line
+of a serve case says. Its own module, below both (`progress` would otherwise import `serve`, which imports
+`run`, which imports `progress`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.core.status import SHORTENED
+
+#: Said of a search's best rate that no run without the probes' outstanding-query cap has confirmed.
+UNCONFIRMED = " (not confirmed by a run without the cap)"
+
+
+def verdict_text(m: Any) -> str:
+    """LoadGen's verdict from a case's metrics: `VALID, p90 latency: 412 us`, `INVALID (min duration not met) ...`,
+    with the Server search's best rate and the shortened label where they apply; a search that stopped before any
+    probe says why."""
+    lg = getattr(m, "loadgen", None)
+    search = getattr(m, "server_search", None)
+    if not isinstance(lg, dict):
+        if isinstance(search, dict) and not search.get("probes"):  # the search stopped before any LoadGen run
+            return f"search: no rate tried ({search.get('stopped') or 'no reason stored'})"
+        return "no LoadGen result stored"
+    reasons = lg.get("invalid_reasons") or []
+    text = str(lg.get("validity") or "no verdict")
+    if reasons:
+        text += f" ({'; '.join(str(r) for r in reasons)})"
+    metric = lg.get("metric") or {}
+    if metric:
+        name, unit = str(metric.get("name") or "metric"), metric.get("unit")
+        shown = unit if unit and unit != "s" and str(unit) not in name else None  # the unit once, not twice
+        value = format_metric(metric.get("value"), "s" if unit == "s" else shown)
+        text += f", {name}: {value}"
+    if isinstance(search, dict):
+        probes = search.get("probes") or []
+        best = search.get("best_qps")
+        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
+                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
+                                      f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
+    if lg.get("shortened"):
+        text += f" ({SHORTENED})"
+    return text
+
+
+def format_metric(value: float | None, unit: str | None) -> str:
+    """A LoadGen metric with its unit: a latency in s as a time, a rate with its unit."""
+    from dlperf.units import NOT_MEASURED, format_time
+
+    if value is None:
+        return NOT_MEASURED
+    if unit == "s":
+        return format_time(value)
+    return f"{format_rate(value)} {unit or ''}".rstrip()
+
+
+def format_rate(value: float) -> str:
+    """A rate for a reader: whole numbers with thousands separators from 100 up (26,040), 3 digits below (8.12)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
