@@ -56,6 +56,7 @@ TEST_WORKERS ?= 2
 PYTEST := DLPERF_REQUIRE_POSTGRES=1 DLPERF_REQUIRE_CHROMIUM=1 DLPERF_REQUIRE_GPU_KIT=1 $(BIN)/python -m pytest
 test: install-all gpu-kit-test
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/python scripts/typecheck.py
 	sh scripts/ensure_postgres.sh
 	sh scripts/ensure_chromium.sh
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" --durations=30

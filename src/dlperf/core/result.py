@@ -10,6 +10,7 @@ what the samples say.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -198,7 +199,7 @@ class CaseResult(BaseModel):
         return (int(m.peak_rss_bytes), "worker peak RSS") if m.peak_rss_bytes else (None, "not measured")
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> CaseResult:
+    def from_row(cls, row: Mapping[str, Any]) -> CaseResult:
         """A result from a store row, its statistics and rates recomputed from the raw samples."""
         data = dict(row)
         metrics = dict(data.get("metrics") or {})

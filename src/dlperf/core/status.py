@@ -20,7 +20,7 @@ def check_run_status(status: str) -> RunStatus:
     """`status` if it is a RunStatus; ValueError otherwise (a programming error, never user input)."""
     if status not in RUN_STATUSES:
         raise ValueError(f"unknown run status {status!r} (known: {', '.join(RUN_STATUSES)})")
-    return status  # type: ignore[return-value]
+    return status
 
 #: Whether a case's figures can be trusted (metrics.validity), decided per case from its samples and from
 #: what the machine was doing while it ran (`dlperf.core.validity`); the reason is stored beside it.

@@ -159,7 +159,9 @@ class Store:
                 res = conn.execute(
                     insert(environments).values(fingerprint_hash=fp_hash, data=fp, created_at=now())
                 )
-                return int(res.inserted_primary_key[0])
+                key = res.inserted_primary_key
+                assert key is not None
+                return int(key[0])
         except IntegrityError:  # another process inserted it first
             with self.engine.connect() as conn:
                 return int(conn.execute(
@@ -261,7 +263,7 @@ class Store:
         if ref in ids:
             return ref
         if len(ids) == 1:
-            return ids[0]
+            return str(ids[0])
         if not ids:
             raise UnknownRunError(f"unknown run {ref!r} in {self.url} (see 'dlperf runs')")
         raise UnknownRunError(f"run {ref!r} is ambiguous: {', '.join(sorted(ids)[:5])}")
@@ -351,7 +353,7 @@ class Store:
         if run_ids is not None:
             q = q.where(results.c.run_id.in_(list(run_ids)))
         with self.engine.connect() as conn:
-            return [CaseResult.from_row(r) for r in conn.execute(q.order_by(results.c.id)).mappings().all()]
+            return [CaseResult.from_row(dict(r)) for r in conn.execute(q.order_by(results.c.id)).mappings().all()]
 
     def results(self, run_id: str) -> list[CaseResult]:
         """A run's results, typed, in the order they were stored; statistics recomputed from the raw samples."""
@@ -359,7 +361,7 @@ class Store:
             rows = conn.execute(
                 select(results).where(results.c.run_id == run_id).order_by(results.c.id)
             ).mappings().all()
-        return [CaseResult.from_row(r) for r in rows]
+        return [CaseResult.from_row(dict(r)) for r in rows]
 
 
 def _set_version(conn: Any, version: int) -> None:

@@ -60,7 +60,8 @@ def loadgen_cells(lg: Any) -> list[Any]:
     """The LOADGEN_COLUMNS of one row ("" where the case stored no LoadGen result)."""
     if not isinstance(lg, dict):
         return [""] * len(LOADGEN_COLUMNS)
-    metric = lg.get("metric") if isinstance(lg.get("metric"), dict) else {}
+    found = lg.get("metric")
+    metric: dict[str, Any] = found if isinstance(found, dict) else {}
     value = metric.get("value")
     if "shortened" not in lg:
         short = ""

@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from dlperf.errors import DlperfError
 
@@ -43,12 +43,12 @@ class Bundle:
 
     @property
     def run(self) -> dict[str, Any]:
-        return self.content["run"]
+        return cast(dict[str, Any], self.content["run"])
 
     @property
     def partial(self) -> bool:
         """Whether the run had not ended well when exported (running, interrupted, failed): cases may be missing."""
-        return self.run["status"] != "complete"
+        return bool(self.run["status"] != "complete")
 
 
 def canonical(content: dict[str, Any]) -> bytes:

@@ -88,9 +88,11 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
         found = conn.execute(select(environments.c.id)
                              .where(environments.c.fingerprint_hash == e["fingerprint_hash"])).scalar()
         if found is None:
-            found = conn.execute(insert(environments).values(
+            key = conn.execute(insert(environments).values(
                 fingerprint_hash=e["fingerprint_hash"], data=e["data"],
-                created_at=when(e["created_at"], "created_at"))).inserted_primary_key[0]
+                created_at=when(e["created_at"], "created_at"))).inserted_primary_key
+            assert key is not None
+            found = key[0]
             envs_new += 1
         env_ids[e["fingerprint_hash"]] = int(found)
     stored = conn.execute(select(runs.c.study, runs.c.study_hash, runs.c.status, runs.c.finished_at,
@@ -160,7 +162,10 @@ def _ended_later(run: dict[str, Any], stored_end: datetime | None) -> bool:
     """Whether the bundle's run ended after the stored one (a stored run that has not ended is older): resumed
     to its end since, even where that brought no new result."""
     end = when(run["finished_at"], "finished_at")
-    return end is not None and (stored_end is None or end > when(iso(stored_end), "stored"))
+    if end is None:
+        return False
+    stored = when(iso(stored_end), "stored") if stored_end is not None else None
+    return stored is None or end > stored
 
 
 def _refuse_if_executed(conn: Connection, run_id: str, stale_s: float) -> None:

@@ -176,10 +176,10 @@ def check_shape(content: dict[str, Any]) -> None:
     seen: set[tuple[str, int]] = set()
     for r in content["results"]:
         _check_result(r, run["id"], hashes)
-        key = (r["case_key"], r["repetition"])
-        if key in seen:
-            raise Malformed(f"result {key[0]!r} repetition {key[1]} appears twice")
-        seen.add(key)
+        once = (r["case_key"], r["repetition"])
+        if once in seen:
+            raise Malformed(f"result {once[0]!r} repetition {once[1]} appears twice")
+        seen.add(once)
     study = content["study"]
     if not isinstance(study.get("yaml"), str | None) or not isinstance(study.get("note"), str | None):
         raise Malformed("its study's yaml or note is not text")
