@@ -55,6 +55,7 @@ SKIPPED = {
     "tensorflow": "TensorFlow: too large for the kit; the check skips it where the node has none",
     "openvino": "OpenVINO: too large for the kit and CPU-only in dlperf; the check skips it where absent",
     "ruff": "a linter: `make test` uses it, the GPU check does not",
+    "mypy": "the type checker: `make test` uses it, the GPU check does not",
     "playwright": "browser tests: `make test` uses it, the GPU check does not",
 }
 
