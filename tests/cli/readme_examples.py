@@ -68,16 +68,21 @@ class Planned:
 
 
 def readme_blocks(text: str, source: str = "README.md") -> list[Block]:
+    """The fenced blocks of `text`. A fence indented under a list item (`  ```text`) opens a block too; its lines
+    lose that indent, so a command in it starts its line as at the top level."""
     blocks: list[Block] = []
     current: Block | None = None
+    indent = 0
     for no, line in enumerate(text.splitlines(), 1):
-        if current is None and line.startswith("```"):
-            current = Block(line[3:].strip(), no + 1, source=source)
-        elif current is not None and line.startswith("```"):
+        fence = line.lstrip(" ").startswith("```")
+        if current is None and fence:
+            indent = len(line) - len(line.lstrip(" "))
+            current = Block(line.strip()[3:].strip(), no + 1, source=source)
+        elif current is not None and fence:
             blocks.append(current)
             current = None
         elif current is not None:
-            current.lines.append(line)
+            current.lines.append(line[indent:] if line[:indent].isspace() else line)
     assert current is None, f"{source}:{current.first_line - 1}: this block is never closed"
     return blocks
 

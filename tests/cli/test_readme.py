@@ -18,6 +18,7 @@ What is taken from them (fenced blocks only; prose is not read):
   compare their label; lines printed on some runs only (OPTIONAL: `energy:` per meter that could not measure, the
   ops tables' legend of validity marks, roofline flag notes, a narrow table's numbered notes `[1] ...`) are not
   compared; lines that mask alike in a row count once (cache levels differ).
+- A block fenced inside a list item (an indented fence) is read with that indent removed (the fleet's commands).
 - Not taken: ```python blocks (the timer's uses a placeholder `fn`), and a block with no command line (the ops
   report excerpt, which shows no command to run).
 - How a line is expanded: `[--opt value]` is optional: measuring commands (run, peaks, maxbatch) run once with
@@ -67,13 +68,11 @@ import pytest
 import yaml
 
 from tests.cli.readme_examples import (
-    README,
     ROOT,
     Block,
     Planned,
     Shown,
     document_blocks,
-    documents,
     mask,
     plan,
     shape_mismatch,
@@ -118,8 +117,6 @@ EXCLUDED_DLPERF = [
      "needs a live Dask scheduler and a PostgreSQL server (HOST, DBHOST); tests/fleet/test_fleet.py runs this "
      "command against its own scheduler, workers and PostgreSQL"),
 ]
-#: The most lines README.md may have (issue 30): the rest lives in docs/.
-README_MAX_LINES = 300
 BLOCKS = document_blocks()
 EXCLUDED = [p for p in plan(BLOCKS) if any(test(p.template) for test, _ in EXCLUDED_DLPERF)]
 PLANNED = [p for p in plan(BLOCKS) if p not in EXCLUDED]
@@ -368,31 +365,3 @@ def test_a_busy_machines_numbered_notes_are_not_compared() -> None:
     progress = Shown(1, "dlperf x", [(2, "[1/12] ops: ok"), (3, "done")])
     assert "README.md:3" in str(shape_mismatch(progress, "[1/12] ops: ok\n[2/12] mlp: ok\ndone\n"))
 
-
-# -- the README's size, and the files read ------------------------------------------------------------------------
-
-def test_readme_is_short() -> None:
-    """README.md stays an entry page (issue 30): what dlperf is, the two commands, "Your model", everyday use,
-    where results go, exit codes and links; the chapters live in docs/."""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= README_MAX_LINES, (f"README.md has {len(lines)} lines, over {README_MAX_LINES}: move a "
-                                            f"section to docs/ (its commands stay tested there)")
-
-
-def test_every_doc_is_read_in_a_fixed_order(tmp_path: Path) -> None:
-    """README.md first, then docs/*.md by name; a block is named by its file and line; every file with a fenced
-    block contributes blocks, and a docs/ file's dlperf command is planned like a README one."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "README.md").write_text("# x\n\n```bash\ndlperf runs\n```\n", encoding="utf-8")
-    (tmp_path / "docs" / "b.md").write_text("text\n```bash\ndlperf list\ndlperf runs\n```\n", encoding="utf-8")
-    (tmp_path / "docs" / "a.md").write_text("```yaml\nexclude: []\n```\n", encoding="utf-8")
-    assert [p.relative_to(tmp_path).as_posix() for p in documents(tmp_path)] == ["README.md", "docs/a.md",
-                                                                               "docs/b.md"]
-    blocks = document_blocks(tmp_path)
-    assert [b.where for b in blocks] == ["README.md:4", "docs/a.md:2", "docs/b.md:3"]
-    planned = plan(blocks)
-    assert [(p.template, p.shown.where) for p in planned] == [(["runs"], "README.md:4"), (["list"], "docs/b.md:3")]
-    assert [place.where for place in planned[0].places] == ["README.md:4", "docs/b.md:4"]
-    real = {path.relative_to(ROOT).as_posix() for path in documents() if "```" in path.read_text(encoding="utf-8")}
-    assert real <= {b.source for b in BLOCKS}
-    assert any(b.source.startswith("docs/") for b in BLOCKS), "no docs/ file's block is read"
