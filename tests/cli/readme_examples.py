@@ -1,5 +1,6 @@
-"""Reading README.md's fenced blocks for tests/cli/test_readme.py: its commands (with the output it shows for
-them) expanded into argv lists, and the masked, line-by-line comparison of shown output with real output."""
+"""Reading the fenced blocks of README.md and docs/*.md for tests/cli/test_readme.py: their commands (with the
+output they show for them) expanded into argv lists, and the masked, line-by-line comparison of shown output with
+real output. Every place is named `FILE:LINE`, FILE as written from the repository's root (`docs/studies.md:12`)."""
 
 from __future__ import annotations
 
@@ -9,70 +10,103 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 COMMAND_LANGS = {"", "bash", "sh", "shell", "console", "text"}
 COMMAND = re.compile(r"^(?:\$ )?(?:\S*/)?dlperf(?:\s|$)")
 MAKE = re.compile(r"^(?:\$ )?make(?:\s|$)")
 MEASURING = {"run", "peaks", "maxbatch"}  # commands that measure: run once, with every optional part shown
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """The files whose blocks are read, in the order their commands run: README.md, then docs/*.md by name."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
 
 @dataclass
 class Block:
     lang: str
     first_line: int
     lines: list[str] = field(default_factory=list)
+    source: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.first_line}"
 
 
 @dataclass
 class Shown:
-    """A command line of the README, and the output lines it shows it printing."""
+    """A command line of the README or docs/, and the output lines it shows it printing."""
 
     line_no: int
     text: str
     output: list[tuple[int, str]] = field(default_factory=list)
+    source: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line_no}"
 
 
 @dataclass
 class Planned:
-    """One command to run: the argv before substitution, and every README line that shows it."""
+    """One command to run: the argv before substitution, where it is first shown, and every place that shows it
+    (the first included), in reading order."""
 
     template: list[str]
     shown: Shown
-    lines: list[int]
+    places: list[Shown]
 
     @property
     def label(self) -> str:
-        return f"L{self.shown.line_no}: dlperf {' '.join(self.template)}"
+        return f"{self.shown.where}: dlperf {' '.join(self.template)}"
+
+    @property
+    def shows_output(self) -> bool:
+        """Some place shows what this command prints: it runs as shown (no stand-in, no speed-ups)."""
+        return any(place.output for place in self.places)
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, source: str = "README.md") -> list[Block]:
+    """The fenced blocks of `text`. A fence indented under a list item (`  ```text`) opens a block too; its lines
+    lose that indent, so a command in it starts its line as at the top level."""
     blocks: list[Block] = []
     current: Block | None = None
+    indent = 0
     for no, line in enumerate(text.splitlines(), 1):
-        if current is None and line.startswith("```"):
-            current = Block(line[3:].strip(), no + 1)
-        elif current is not None and line.startswith("```"):
+        fence = line.lstrip(" ").startswith("```")
+        if current is None and fence:
+            indent = len(line) - len(line.lstrip(" "))
+            current = Block(line.strip()[3:].strip(), no + 1, source=source)
+        elif current is not None and fence:
             blocks.append(current)
             current = None
         elif current is not None:
-            current.lines.append(line)
-    assert current is None, f"README.md: the block opened at line {current.first_line - 1} is never closed"
+            current.lines.append(line[indent:] if line[:indent].isspace() else line)
+    assert current is None, f"{source}:{current.first_line - 1}: this block is never closed"
     return blocks
 
 
+def document_blocks(root: Path = ROOT) -> list[Block]:
+    """The fenced blocks of every file of documents(), in that order."""
+    return [block for path in documents(root)
+            for block in readme_blocks(path.read_text(encoding="utf-8"), path.relative_to(root).as_posix())]
+
+
 def shown_commands(blocks: list[Block]) -> tuple[list[Shown], list[tuple[int, str]]]:
-    """The README's dlperf commands with their shown output, and its `make` lines."""
+    """The dlperf commands of `blocks` with their shown output, and their `make` lines (`FILE:LINE`, text)."""
     commands: list[Shown] = []
-    makes: list[tuple[int, str]] = []
+    makes: list[tuple[str, str]] = []
     for block in blocks:
         if block.lang not in COMMAND_LANGS:
             continue
         current: Shown | None = None
         for no, line in enumerate(block.lines, block.first_line):
             if COMMAND.match(line):
-                current = Shown(no, line.removeprefix("$ "))
+                current = Shown(no, line.removeprefix("$ "), source=block.source)
                 commands.append(current)
             elif MAKE.match(line):
-                makes.append((no, line.removeprefix("$ ")))
+                makes.append((f"{block.source}:{no}", line.removeprefix("$ ")))
                 current = None
             elif current is not None and line.strip() and not line.strip().startswith("#"):
                 current.output.append((no, line))
@@ -80,7 +114,7 @@ def shown_commands(blocks: list[Block]) -> tuple[list[Shown], list[tuple[int, st
 
 
 def expand(shown: Shown) -> list[list[str]]:
-    """The argv lists (without `dlperf`) that one README line stands for."""
+    """The argv lists (without `dlperf`) that one README or docs/ line stands for."""
     tokens = shlex.split(shown.text, comments=True)[1:]
     parts: list[tuple[bool, list[str]]] = []  # (optional, tokens)
     group: list[str] | None = None
@@ -96,7 +130,7 @@ def expand(shown: Shown) -> list[list[str]]:
                 group = None
         else:
             parts.append((False, [tok]))
-    assert group is None, f"README.md:{shown.line_no}: unclosed '[' in `{shown.text}`"
+    assert group is None, f"{shown.where}: unclosed '[' in `{shown.text}`"
     full = [t for _, toks in parts for t in toks]
     bare = [t for optional, toks in parts if not optional for t in toks]
     variants = [full] if not tokens or tokens[0] in MEASURING or full == bare else [full, bare]
@@ -108,15 +142,15 @@ def expand(shown: Shown) -> list[list[str]]:
 
 
 def plan(blocks: list[Block]) -> list[Planned]:
-    """Every command to run, in README order; a command shown twice runs once, at its first place."""
+    """Every command to run, in reading order; a command shown twice runs once, at its first place."""
     planned: dict[tuple[str, ...], Planned] = {}
     for shown in shown_commands(blocks)[0]:
         for argv in expand(shown):
             key = tuple(argv)
             if key in planned:
-                planned[key].lines.append(shown.line_no)
+                planned[key].places.append(shown)
             else:
-                planned[key] = Planned(argv, shown, [shown.line_no])
+                planned[key] = Planned(argv, shown, [shown])
     return list(planned.values())
 
 
@@ -202,7 +236,7 @@ def match_from(segment: list[Item], real: list[Item], start: int) -> tuple[int, 
 
 
 def shape_mismatch(shown: Shown, output: str) -> str | None:
-    """Why the README's shown output is not the shape of `output`, naming the README line; None when it is."""
+    """Why the shown output is not the shape of `output`, naming the line (`FILE:LINE`); None when it is."""
     wanted = items(shown.output)
     real = [i for i in items(list(enumerate(output.splitlines(), 1))) if i is not None]
     segments: list[list[Item]] = [[]]
@@ -225,11 +259,11 @@ def shape_mismatch(shown: Shown, output: str) -> str | None:
         else:
             done, _, reached = best
             if done == len(segment):
-                return (f"README.md:{segment[-1].line_no}: the sample stops here but the command goes on with "
+                return (f"{shown.source}:{segment[-1].line_no}: the sample stops here but the command goes on with "
                         f"{real[reached].raw.strip()!r} (add the lines, or a '...' line)")
             want = segment[done]
             got = real[reached].raw.strip() if reached < len(real) else "(the end of its output)"
-            return (f"README.md:{want.line_no}: {want.raw.strip()!r} is not what the command prints there: it "
+            return (f"{shown.source}:{want.line_no}: {want.raw.strip()!r} is not what the command prints there: it "
                     f"prints {got!r} (compared as {want.key} against "
                     f"{real[reached].key if reached < len(real) else None})")
     return None

@@ -1,21 +1,24 @@
-"""The README's examples, tested: every study YAML block loads, every command shown runs, and the output the README
-shows for a command has the shape of what that command prints now.
+"""The examples of README.md and docs/*.md, tested: every study YAML block loads, every command shown runs, and the
+output they show for a command has the shape of what that command prints now.
 
-What is taken from README.md (fenced blocks only; prose is not read):
+Which files: README.md, then every docs/*.md by name (readme_examples.documents), read in that order as one text;
+a place is named `FILE:LINE` (`docs/studies.md:12`). "The README" below means all of them.
+What is taken from them (fenced blocks only; prose is not read):
 - ```yaml blocks: a mapping with `workload:` is a study file and must load with the project's loader (full and,
   where it has one, quick variant) into at least one case; any other YAML must parse, and a fragment made only of
   study keys (e.g. `exclude:`) must load when put into at least one shipped study.
-- ```bash / ```console / ```text / bare ``` blocks: an unindented line that starts with `dlperf` (or `$ dlperf`,
-  or a path ending in `/dlperf` such as `.venv/bin/dlperf`) is a command. New README commands are picked up as
-  they are written. Lines after a command in the same block, up to the next command, are what the README shows
-  it printing (blank and `#` lines aside): they must match the real output line by line with numbers, run ids,
-  units and machine-dependent words masked (test_shown_output_matches). A `...` line leaves out any number of
-  lines; box rules and the wrapped second lines of table rows are not compared; cells of `note`, `flags`,
-  `check` and `energy/call` (measured only where a meter exists) are not compared; lines that depend on the
-  machine (`threads:`, `validity:`, and indented lines such as `  CPU: ...`) compare their label; lines printed on
-  some runs only (OPTIONAL: `energy:` per meter that could not measure, the ops tables' legend of validity marks,
-  roofline flag notes, a narrow table's numbered notes `[1] ...`) are not compared; lines that mask alike in a
-  row count once (cache levels differ).
+- ```bash / ```console / ```text / bare ``` blocks: an unindented line that starts with `dlperf` (or `$ dlperf`, or
+  a path ending in `/dlperf` such as `.venv/bin/dlperf`) is a command. New README commands are picked up as they are
+  written. Lines after a command in the same block, up to the next command, are what the README shows it printing
+  (blank and `#` lines aside): they must match the real output line by line with numbers, run ids, units and
+  machine-dependent words masked (test_shown_output_matches). A `...` line leaves out any number of lines; a command
+  shown with output in several places is compared at each; box rules and the wrapped second lines of table rows are
+  not compared; cells of `note`, `flags`, `check` and `energy/call` (measured only where a meter exists) are not
+  compared; lines that depend on the machine (`threads:`, `validity:`, and indented lines such as ` CPU: ...`)
+  compare their label; lines printed on some runs only (OPTIONAL: `energy:` per meter that could not measure, the
+  ops tables' legend of validity marks, roofline flag notes, a narrow table's numbered notes `[1] ...`) are not
+  compared; lines that mask alike in a row count once (cache levels differ).
+- A block fenced inside a list item (an indented fence) is read with that indent removed (the fleet's commands).
 - Not taken: ```python blocks (the timer's uses a placeholder `fn`), and a block with no command line (the ops
   report excerpt, which shows no command to run).
 - How a line is expanded: `[--opt value]` is optional: measuring commands (run, peaks, maxbatch) run once with
@@ -44,9 +47,9 @@ run whose output the README shows), `--quick --framework numpy` to `peaks`, `--i
 target is a CNN model: a workload target takes -p), and `--framework torch --min-duration-s 1` to `serve` (every
 LoadGen run of the quick serving study would otherwise last its 2 s); `--threads 2` becomes at most the logical
 cores; `--budget 0.2` is added to `bench` (its example runs six cases).
-Commands run in README order, in this process (tests/cli/conftest.py's way), against one temporary store that
-earlier commands filled; `run` still starts its worker processes. Exit status 0 and some output are required,
-except where EXPECTED_EXIT documents another status.
+Commands run in reading order (README.md, then docs/*.md by name), in this process (tests/cli/conftest.py's way),
+against one temporary store that earlier commands filled; `run` still starts its worker processes. Exit status 0
+and some output are required, except where EXPECTED_EXIT documents another status.
 """
 
 from __future__ import annotations
@@ -65,13 +68,13 @@ import pytest
 import yaml
 
 from tests.cli.readme_examples import (
-    README,
+    ROOT,
     Block,
     Planned,
     Shown,
+    document_blocks,
     mask,
     plan,
-    readme_blocks,
     shape_mismatch,
     shown_commands,
 )
@@ -114,7 +117,7 @@ EXCLUDED_DLPERF = [
      "needs a live Dask scheduler and a PostgreSQL server (HOST, DBHOST); tests/fleet/test_fleet.py runs this "
      "command against its own scheduler, workers and PostgreSQL"),
 ]
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = document_blocks()
 EXCLUDED = [p for p in plan(BLOCKS) if any(test(p.template) for test, _ in EXCLUDED_DLPERF)]
 PLANNED = [p for p in plan(BLOCKS) if p not in EXCLUDED]
 
@@ -153,10 +156,10 @@ class Session:
                 out.append(tok)
                 continue
             if tok not in SUBSTITUTIONS:
-                raise AssertionError(f"README.md:{item.shown.line_no}: `{item.shown.text}` has the placeholder {tok}, "
+                raise AssertionError(f"{item.shown.where}: `{item.shown.text}` has the placeholder {tok}, "
                                      f"which SUBSTITUTIONS in tests/cli/test_readme.py does not know")
             if tok == "FILE":
-                file = self.folder / f"L{item.shown.line_no}-{variant}.out"
+                file = self.folder / f"{Path(item.shown.source).stem}-L{item.shown.line_no}-{variant}.out"
                 out.append(str(file))
             elif tok in ("SECONDS", "N", "STUDY"):
                 out.append({"SECONDS": "0.2", "N": "100", "STUDY": str(STAND_INS["ops"])}[tok])
@@ -177,18 +180,18 @@ class Session:
             name = argv[pos]
             from dlperf.studies.loader import shipped_studies
 
-            if item.shown.output:  # the README shows what it prints: it runs as shown
+            if item.shows_output:  # the README shows what it prints: it runs as shown
                 pass
             elif name in STAND_INS:
                 argv[pos] = str(STAND_INS[name])
             elif name in shipped_studies() and name not in REAL_STUDIES:
-                raise AssertionError(f"README.md:{item.shown.line_no}: `{item.shown.text}` runs the shipped study "
+                raise AssertionError(f"{item.shown.where}: `{item.shown.text}` runs the shipped study "
                                      f"{name!r}: give it a tiny stand-in in STAND_INS (tests/studies/readme_{name}"
                                      f".yaml) or list it in REAL_STUDIES")
         if "--threads" in argv:
             at = argv.index("--threads") + 1
             argv[at] = str(min(int(argv[at]), os.cpu_count() or 1))
-        for opt, value in [] if item.shown.output else SPEEDUPS.get(command, []):
+        for opt, value in [] if item.shows_output else SPEEDUPS.get(command, []):
             if opt in CNN_ONLY and command == "maxbatch" and argv[1] not in CNN_MODELS:
                 continue  # `maxbatch WORKLOAD -p ...` takes its workload's own parameters, not a CNN's options
             if opt not in argv:
@@ -201,8 +204,8 @@ class Session:
                 try:
                     self.outcomes[i] = self.call(i)
                 except AssertionError as exc:  # the line cannot be run as written (its own test says why)
-                    where = f"README.md:{PLANNED[i].shown.line_no}: `{PLANNED[i].shown.text}`: "
-                    message = str(exc) if str(exc).startswith("README.md:") else where + str(exc)
+                    where = f"{PLANNED[i].shown.where}: `{PLANNED[i].shown.text}`: "
+                    message = str(exc) if str(exc).startswith(PLANNED[i].shown.where) else where + str(exc)
                     self.outcomes[i] = (PLANNED[i].template, -1, "", message, None, 0.0)
         return self.outcomes[index]
 
@@ -230,7 +233,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     DLPERF_DB set to a new store."""
     folder = tmp_path_factory.mktemp("readme")
     with pytest.MonkeyPatch.context() as mp:
-        (folder / "examples").symlink_to(README.parent / "examples", target_is_directory=True)
+        (folder / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
         mp.chdir(folder)
         mp.setenv("COLUMNS", "1000")
         mp.setenv("DLPERF_DB", str(folder / "readme.sqlite"))
@@ -242,7 +245,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 YAML_BLOCKS = [b for b in BLOCKS if b.lang in ("yaml", "yml")]
 
 
-@pytest.mark.parametrize("block", YAML_BLOCKS, ids=[f"README.md:{b.first_line}" for b in YAML_BLOCKS])
+@pytest.mark.parametrize("block", YAML_BLOCKS, ids=[b.where for b in YAML_BLOCKS])
 def test_yaml_block_validates(block: Block, tmp_path: Path) -> None:
     from dlperf.errors import StudyError
     from dlperf.studies import load_study
@@ -250,7 +253,7 @@ def test_yaml_block_validates(block: Block, tmp_path: Path) -> None:
     from dlperf.studies.schema import StudyFile
 
     text = "\n".join(block.lines) + "\n"
-    where = f"README.md:{block.first_line}"
+    where = block.where
     data = yaml.safe_load(text)
     path = tmp_path / "example.yaml"
     if isinstance(data, dict) and "workload" in data:
@@ -291,9 +294,9 @@ def test_every_shipped_study_is_real_or_has_a_stand_in() -> None:
 
 
 def test_make_lines_are_excluded_with_a_reason() -> None:
-    for no, text in shown_commands(BLOCKS)[1]:
+    for where, text in shown_commands(BLOCKS)[1]:
         target = text.split()[1] if len(text.split()) > 1 else ""
-        assert target in EXCLUDED_MAKE, (f"README.md:{no}: `{text}` is neither run by this test nor excluded "
+        assert target in EXCLUDED_MAKE, (f"{where}: `{text}` is neither run by this test nor excluded "
                                          f"with a reason in EXCLUDED_MAKE")
 
 
@@ -304,7 +307,7 @@ def test_excluded_commands_are_run_by_their_own_test() -> None:
         assert reasons, item.shown.text
         for why in reasons:
             named = re.search(r"tests/[\w/]+\.py", why)
-            assert named and (README.parent / named.group(0)).is_file(), why
+            assert named and (ROOT / named.group(0)).is_file(), why
 
 
 # -- commands ----------------------------------------------------------------------------------------------------
@@ -316,7 +319,7 @@ def test_readme_command_runs(session: Session, index: int) -> None:
     if code == -1:
         pytest.fail(err)
     expected = next((codes for test, codes, _ in EXPECTED_EXIT if test(argv)), {0})
-    where = (f"README.md:{item.shown.line_no}: `{item.shown.text}` (run as `dlperf {shlex.join(argv)}`, "
+    where = (f"{item.shown.where}: `{item.shown.text}` (run as `dlperf {shlex.join(argv)}`, "
              f"{seconds:.1f} s)")
     assert code in expected, (f"{where} exited {code}, expected {sorted(expected)}\nstderr:\n{err}\n"
                               f"stdout:\n{out[-3000:]}")
@@ -325,16 +328,17 @@ def test_readme_command_runs(session: Session, index: int) -> None:
     assert "Traceback" not in out + err, f"{where} printed a traceback:\n{err}"
 
 
-SHOWN = [(i, p) for i, p in enumerate(PLANNED) if p.shown.output and p.shown.line_no == p.lines[0]]
+#: (index into PLANNED, a place that shows the command's output): every such place, the first and any later one.
+SHOWN = [(i, place) for i, p in enumerate(PLANNED) for place in p.places if place.output]
 
 
-@pytest.mark.parametrize("index", [i for i, _ in SHOWN], ids=[p.label for _, p in SHOWN])
-def test_shown_output_matches(session: Session, index: int) -> None:
+@pytest.mark.parametrize(("index", "place"), SHOWN, ids=[f"{place.where}: dlperf {' '.join(PLANNED[i].template)}"
+                                                      for i, place in SHOWN])
+def test_shown_output_matches(session: Session, index: int, place: Shown) -> None:
     """The README's sample of what a command prints has the shape of what it prints now (numbers masked)."""
-    item = PLANNED[index]
     _, code, out, err, _, _ = session.outcome(index)
-    assert code == 0, f"README.md:{item.shown.line_no}: `{item.shown.text}` failed ({code}): {err}"
-    problem = shape_mismatch(item.shown, out)
+    assert code == 0, f"{place.where}: `{place.text}` failed ({code}): {err}"
+    problem = shape_mismatch(place, out)
     assert problem is None, f"{problem}\nthe command printed:\n{out}"
 
 
@@ -360,3 +364,4 @@ def test_a_busy_machines_numbered_notes_are_not_compared() -> None:
                                  "12 of 12 cases stored\n") is None
     progress = Shown(1, "dlperf x", [(2, "[1/12] ops: ok"), (3, "done")])
     assert "README.md:3" in str(shape_mismatch(progress, "[1/12] ops: ok\n[2/12] mlp: ok\ndone\n"))
+

@@ -41,7 +41,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 # -- finding 1: what -o may replace ------------------------------------------------------------------------
 def test_the_read_only_url_of_the_store_is_its_own_file(source, tmp_path):
-    """The URL form the README recommends for reading a store: the bundle must not replace that store."""
+    """The URL form docs/trust.md recommends for reading a read-only store: the bundle must not replace that store."""
     store, run_id = source
     db = tmp_path / "src.sqlite"
     ro = Store(f"sqlite:///file:{db}?mode=ro&uri=true")

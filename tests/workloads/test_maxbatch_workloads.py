@@ -25,7 +25,7 @@ def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -
 def test_transformer_maxbatch(tmp_path):
     """The issue's example, the largest batch of gpt2-tiny's training step (64 tokens), under a 640 MiB cap rather
     than its 1 GiB: the same search (doubling, out-of-memory, bisection) over batches about half as large, so each
-    probe's training steps cost half as much (README's 1 GiB line runs in tests/cli/test_readme.py)."""
+    probe's training steps cost half as much (docs/studies.md's 1 GiB line runs in tests/cli/test_readme.py)."""
     db = tmp_path / "r.sqlite"
     res = run_cli("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "task=train", "-p", "seq_len=64",
                   "--mem-limit", "640MiB", "--steps", "1", "--start", "64", "--plot-dir", str(tmp_path / "plots"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-#: How a case ended (results.status). README's "What a case can end as" says what each means.
+#: How a case ended (results.status). docs/methodology.md's "What a case can end as" says what each means.
 CaseStatus = Literal["ok", "error", "timeout", "oom", "crashed", "unsupported"]
 #: Where a run stands (runs.status): `failed` is a `dlperf maxbatch` search stopped by a failure other
 #: than running out of memory (its boundary is not known).

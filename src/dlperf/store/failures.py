@@ -1,7 +1,7 @@
 """The one place where failures of what is under dlperf become user-facing errors (errors.InfrastructureError):
 a database that cannot be reached, opened or logged into, one that is full, a disk that is full, a permission
 the system refused. Each is one line naming what failed and what to do, never SQL text or SQLAlchemy's
-background link, with its own exit code (README: exit codes).
+background link, with its own exit code (README.md: Exit codes; docs/trust.md).
 
 The store's engines call `database_error` from their `handle_error` event (store.engines); the CLI's top-level
 handler calls `user_facing` on whatever else reaches it (an OSError of an output file, a database error

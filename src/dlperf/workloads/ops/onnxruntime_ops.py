@@ -14,7 +14,7 @@ Dtypes: whatever kernels the provider registers. ONNX Runtime never lowers a dty
 fails to open (NOT_IMPLEMENTED), which is `unsupported` with ONNX Runtime's message (the CPU provider has no
 bfloat16 kernels for most ops). For float16 nodes it lacks, the CPU provider inserts casts and computes in float32
 (more precision, not less; the arrays stay float16): such a float16 case times float32 arithmetic plus the casts,
-not float16 arithmetic, which the stored case does not say (only this docstring and the README). bfloat16
+not float16 arithmetic, which the stored case does not say (only this docstring and docs/studies.md). bfloat16
 inputs are fed as raw 16-bit words (NumPy has no bfloat16 that ONNX Runtime converts), on the CPU only.
 """
 

@@ -16,7 +16,7 @@ executed node's runtime precision is read from the runtime model, and a case com
 (float64 in f32) is `unsupported`, naming the nodes, never timed as if it were float64. Computing above it is
 allowed: a float16 case runs in f32 (the f32 hint, so every float16 op here computes in float32 between float16
 inputs and output) -- it times OpenVINO's float16 path, not float16 arithmetic, and the float16 rows say so only
-here and in the README.
+here and in docs/studies.md.
 """
 
 from __future__ import annotations
