@@ -5,6 +5,7 @@ shipped example on torch, onnxruntime and openvino at batch 1 and 32 passes with
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -100,6 +101,36 @@ def test_a_source_that_raises_on_import_is_one_line_in_a_users_process(user_file
     res = run_cli("bench", f"{user_files}/raises.py:net", "--db", str(db))
     assert res.returncode == 2
     assert_one_line_error(res, "importing it raised RuntimeError: broken on import")
+    assert not db.exists()
+
+
+#: A sitecustomize that makes `import transformers` fail in every process started with it on PYTHONPATH, as where
+#: the hf extra is not installed.
+NO_TRANSFORMERS = '''
+import sys
+
+class _Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name == "transformers" or name.startswith("transformers."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.modules.pop("transformers", None)
+sys.meta_path.insert(0, _Absent())
+'''
+
+
+def test_an_hf_source_without_transformers_is_one_line_and_no_store(tmp_path: Path, dlperf_main,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_TRANSFORMERS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(REPO / "src"))]))
+    db = tmp_path / "s.db"
+    res = dlperf_main("bench", "hf:bert,num_hidden_layers=1", "--db", str(db))
+    assert res.returncode == 2
+    assert_one_line_error(res, "hf:bert,num_hidden_layers=1: transformers is not installed (pip install "
+                               "'dlperf[hf]')")
     assert not db.exists()
 
 

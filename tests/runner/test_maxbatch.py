@@ -69,6 +69,17 @@ def test_a_cnn_model_name_is_the_cnn_workload_searched_along_batch():
     assert t.sample == "image"
 
 
+def test_a_source_is_the_model_workload_searched_along_batch_its_training_step_by_default():
+    t = resolve_target("m.py:build", {"precision": "bf16"}, source_options={"input": ("x:float32[B,8]",),
+                                                                            "inputs_fn": None, "seq": None})
+    assert (t.workload, t.axis, t.model) == ("model", "batch", None)
+    assert t.params == {"source": "m.py:build", "precision": "bf16", "input": ["x:float32[B,8]"], "task": "train"}
+    assert t.label == "m.py:build precision=bf16 input=x:float32[B,8] task=train"
+    onnx = resolve_target("net.onnx", source_options={"seq": 3})
+    assert onnx.params == {"source": "net.onnx", "seq": 3, "task": "infer"}  # the one task an ONNX file runs
+    assert resolve_target("hf:gpt2,n_layer=1", source_options={"task": "generate"}).params["task"] == "generate"
+
+
 def test_a_workload_name_takes_its_parameters_from_p():
     t = resolve_target("transformer", {"model": "gpt2-tiny", "task": "train", "seq_len": 64})
     assert (t.workload, t.axis, t.model, t.sample) == ("transformer", "batch", None, "token")
@@ -77,8 +88,14 @@ def test_a_workload_name_takes_its_parameters_from_p():
 
 
 @pytest.mark.parametrize(("target", "params", "options", "error", "fragment"), [
-    ("resnet", {}, {}, UnknownTarget, "'resnet' is neither a CNN model (alexnet, caffenet, googlenet, lenet5) nor "
-                                      "a workload with a memory axis (cnn, model, transformer)"),
+    ("resnet", {}, {}, UnknownTarget, "'resnet' is neither a CNN model (alexnet, caffenet, googlenet, lenet5), "
+                                      "a workload with a memory axis (cnn, model, transformer) nor a source"),
+    ("lenet5", {}, {"source_options": {"input": ("x:float32[B,8]",), "seq": 4}}, StudyError,
+     "--input, --seq are for a SOURCE target"),
+    ("dlperf:lenet5", {}, {"precision": "amp"}, StudyError, "give a source's precision as -p precision=bf16"),
+    ("m.py:build", {"task": "infer"}, {"source_options": {"task": "train"}}, StudyError,
+     "-p task is set by --task: give it once"),
+    ("m.py:build", {"batch": 2}, {}, StudyError, "-p batch is set by the search"),
     ("faults", {"mode": "ok"}, {}, UnknownTarget, "workload 'faults' has no memory axis to search"),
     ("transformer", {"model": "gpt2-tiny", "batch": 4}, {}, StudyError, "-p batch sets the axis the search varies"),
     ("transformer", {"model": "gpt2-tiny", "seq_len": 8}, {"precision": "amp"}, StudyError,

@@ -8,18 +8,12 @@ run`'s path (`run.execute_study`: workers, store, resume), and the run table and
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.errors import DlperfError
 
 STUDY = "bench"
-#: Seconds the pre-flight check may take (an hf: model is built once there).
-CHECK_TIMEOUT_S = 600
 
 
 @click.command()
@@ -65,7 +59,7 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     from dlperf.runner.cases import check_devices
     from dlperf.sources import check_text
     from dlperf.studies.loader import Study
-    from dlperf.workloads.model import ModelParams
+    from dlperf.workloads.model.check import ModelParams, preflight
 
     check_threads(threads)
     onnx = source.endswith(".onnx")
@@ -100,16 +94,3 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html",
                   highlight=False)
 
-
-def preflight(params: object) -> None:
-    """Load the source and run one forward pass at batch 1 in a fresh process; DlperfError with its line if not."""
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    try:
-        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.check",
-                               params.model_dump_json()],  # type: ignore[attr-defined]
-                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired:
-        raise DlperfError(f"loading the source took over {CHECK_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise DlperfError(lines[-1] if lines else f"checking the source failed (exit {done.returncode})")

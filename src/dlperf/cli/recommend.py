@@ -1,5 +1,6 @@
 """`dlperf recommend`: estimates for hardware the user lacks (the measured efficiency of hardware they have is
-`dlperf hw measured`, in hw.py). Every estimate is labelled "est." in its table."""
+`dlperf hw measured`, in hw.py), for a CNN (`--workload cnn:MODEL`) or a source (`--model SOURCE`, its costs
+counted on its eager module in a fresh process). Every estimate is labelled "est." in its table."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 from dlperf.errors import DlperfError, StoreError
-from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr, format_mib, format_number, format_pct
+from dlperf.untrusted import path_component
 
 
 @click.command()
-@click.option("--workload", required=True, metavar="FAMILY:MODEL", help="e.g. cnn:alexnet, cnn:googlenet")
+@click.option("--workload", default=None, metavar="FAMILY:MODEL", help="e.g. cnn:alexnet, cnn:googlenet")
+@click.option("--model", "source", default=None, metavar="SOURCE",
+              help="a model of yours, as dlperf bench takes it: file.py:NAME, hf:ARCH[,k=v...], dlperf:NAME")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME:DTYPE[DIMS]",
+              help="--model's input, e.g. x:float32[B,256] (repeatable)")
+@click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="--model's FN(batch) inputs")
+@click.option("--seq", type=click.IntRange(min=1), default=None, help="--model's sequence length (S)")
 @click.option("--batch", type=click.IntRange(min=1), default=128, show_default=True)
-@click.option("--image-size", type=click.IntRange(min=1), default=None, help="default: the model's")
+@click.option("--image-size", type=click.IntRange(min=1), default=None, help="a CNN's (default: the model's)")
 @click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32", show_default=True)
 @click.option("--target-samples-per-s", "target", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="only devices estimated to reach this; ranks cheapest first")
@@ -38,26 +45,31 @@ from dlperf.units import MISSING, UNKNOWN, format_figure, format_gb, format_iqr,
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="json: every ranked and left-out device and every check, for scripts (no figure)")
 @db_option
-def recommend(workload: str, batch: int, image_size: int | None, precision: str, target: float | None,
+def recommend(workload: str | None, source: str | None, input_specs: tuple[str, ...], inputs_fn: str | None,
+              seq: int | None, batch: int, image_size: int | None, precision: str, target: float | None,
               budget_usd: float | None, max_power_w: float | None, kind: tuple[str, ...],
               efficiency: float | None, rank_by: str | None, top: int, runs: tuple[str, ...],
               plot_dir: Path, no_plot: bool, fmt: str, db: str | None) -> None:
-    """Rank catalog devices for training WORKLOAD at BATCH: ESTIMATED memory, images/s and cost."""
+    """Rank catalog devices for training WORKLOAD (a CNN) or --model SOURCE (a model of yours: a training step,
+    its FLOPs and memory counted on its eager module, a user's file run in a fresh process) at BATCH: ESTIMATED
+    memory, samples/s and cost."""
     from dlperf.cli.readers import cnn_inputs
-    from dlperf.hardware import recommend as R
+    from dlperf.cli.recommend_text import R, print_costs, print_ranked, print_validation, what
     from dlperf.hardware.catalog import catalog
     from dlperf.hardware.detect import this_cpu
     from dlperf.hardware.measured import cnn_rows
-    from dlperf.models import get_spec
-    from dlperf.models.spec import layers
 
-    try:
-        _family, model = R.parse_workload(workload)
-        size = image_size or get_spec(model).image_size
-        layers(get_spec(model), size)
-    except ValueError as exc:
-        raise DlperfError(str(exc)) from None
-    req = R.Request(model, batch, size, precision, target, budget_usd, max_power_w, efficiency)
+    if (workload is None) == (source is None):
+        raise DlperfError("give one of --workload FAMILY:MODEL (a CNN) or --model SOURCE (a model of yours)")
+    if source is None and (input_specs or inputs_fn or seq):
+        raise DlperfError("--input, --inputs and --seq are for --model SOURCE")
+    if source is not None and image_size is not None:
+        raise DlperfError("--image-size is for a CNN (--workload); give --model SOURCE's inputs with --input")
+    req = (_cnn_request(R, workload, batch, image_size, precision) if workload is not None else
+           _source_request(R, source, input_specs, inputs_fn, seq, batch, precision))  # type: ignore[arg-type]
+    req = R.Request(req.model, batch, req.image_size, precision, target, budget_usd, max_power_w, efficiency,
+                    costs=req.costs)
+    model = req.model
     try:
         store = open_store(db, create=False)
     except StoreError:
@@ -76,7 +88,9 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
         return
     plot_dir = None if no_plot else plot_dir
     console = new_console()
-    _print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
+    if req.costs is not None:
+        print_costs(console, req.costs)
+    print_ranked(console, ranked[:top], req, key, len(ranked), rows, checks)
     unchecked = [(e, why) for e, why in excluded if why.startswith(R.CANNOT_CHECK_MEMORY)]
     left_out = [(e, why) for e, why in excluded if not why.startswith(R.CANNOT_CHECK_MEMORY)]
     if left_out:
@@ -87,8 +101,45 @@ def recommend(workload: str, batch: int, image_size: int | None, precision: str,
                       + "; ".join(f"{e['device'].id} ({why.partition(': ')[2]})" for e, why in unchecked),
                       highlight=False, markup=False, soft_wrap=True)
     if plot_dir is not None:
-        _plot(console, ranked, [e for e, _ in excluded], req, plot_dir)
-    _print_validation(console, checks, model)
+        _plot(console, ranked, [e for e, _ in excluded], req, plot_dir, f"ESTIMATED {what(req)}")
+    print_validation(console, checks, model, source=req.costs is not None)
+
+
+def _cnn_request(R: Any, workload: str, batch: int, image_size: int | None, precision: str) -> Any:
+    """The request's model and image size for `--workload cnn:MODEL` (DlperfError where it has none)."""
+    from dlperf.models import get_spec
+    from dlperf.models.spec import layers
+
+    try:
+        _family, model = R.parse_workload(workload)
+        size = image_size or get_spec(model).image_size
+        layers(get_spec(model), size)
+    except ValueError as exc:
+        raise DlperfError(str(exc)) from None
+    return R.Request(model, batch, size, precision)
+
+
+def _source_request(R: Any, source: str, input_specs: tuple[str, ...], inputs_fn: str | None, seq: int | None,
+                    batch: int, precision: str) -> Any:
+    """The request for `--model SOURCE`: its training step counted at batches 1, 2 and 4 in a fresh process
+    (`workloads.model.costs`) and estimated at `batch` (`hardware.source_costs`); DlperfError with one line for a
+    bad source."""
+    from pydantic import ValidationError
+
+    from dlperf.hardware.source_costs import from_counts
+    from dlperf.workloads.model.costs import ONNX_REFUSAL, ModelParams, count
+
+    if source.endswith(".onnx"):
+        raise DlperfError(ONNX_REFUSAL.format(source=source))
+    point = {"source": source, "task": "train", "seq": seq, "input": list(input_specs) or None,
+             "inputs_fn": inputs_fn, "precision": "bf16" if precision == "amp" else "fp32"}
+    try:
+        params = ModelParams.model_validate({k: v for k, v in point.items() if v is not None})
+    except ValidationError as exc:
+        msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise DlperfError(msg if source in msg else f"--model {source}: {msg}") from None
+    costs = from_counts(source, count(params), batch, precision)
+    return R.Request(source, batch, None, precision, costs=costs)
 
 
 def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tuple[dict[str, Any], str]],
@@ -125,95 +176,19 @@ def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tu
     }
 
 
-def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path) -> None:
+def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path,
+          title: str) -> None:
     """The figure; a failure to draw or write it is one line, the tables stand."""
     from dlperf.report.plots import recommend_plot
 
-    stem = f"{req.model}-b{req.batch}-{req.image_size}px-{req.precision}"
-    title = f"ESTIMATED {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}"
+    if req.costs is None:
+        stem = f"{req.model}-b{req.batch}-{req.image_size}px-{req.precision}"
+    else:  # a source's text may hold any character: a safe file name from it
+        stem = path_component(f"{req.model}-b{req.batch}-{req.precision}")
     try:
-        paths = recommend_plot(ranked, others, plot_dir, stem, title, req.budget_usd, req.target_ips)
+        paths = recommend_plot(ranked, others, plot_dir, stem, title, req.budget_usd,
+                               req.target_ips, samples="images" if req.costs is None else "samples")
     except (DlperfError, ValueError) as exc:  # the ranking stands without its figure
         console.print(f"plot: not written ({exc})", highlight=False, markup=False)
         return
     console.print(f"plot: {paths[0]}", highlight=False, markup=False)
-
-
-def _print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str, n: int,
-                  rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
-    from dlperf.hardware import recommend as R
-    from dlperf.report.sections import rich_table
-
-    header = ["#", "device", "kind", "est. GB / has", "est. img/s", "eff.", "price $", "TDP W",
-              "est. img/s/$1k", "est. img/s/W", "measured here", "why this rank"]
-    table = []
-    for e in ranked:
-        d = e["device"]
-        has = e["memory_capacity_bytes"]
-        cap = f" / {format_figure(has / 1e9)}" + (" RAM" if e["memory_source"] == R.HOST_RAM else "")
-        table.append([str(e["rank"]), d.id, d.kind, format_gb(e["memory_bytes"], named=False) + cap,
-                      format_figure(e["images_per_s"]), format_pct(e["efficiency"]),
-                      format_figure(d.launch_price_usd, ",.0f"), format_figure(d.tdp_w),
-                      format_figure(e["images_per_s_per_kusd"]), format_figure(e["images_per_j_tdp"]),
-                      _measured_cell(d, rows, checks, req), e["reason"]])
-    if not ranked:
-        console.print(f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
-                      "no device qualifies (why each is left out follows)", highlight=False)
-        return
-    title = (f"ESTIMATES for {req.model} training, batch {req.batch}, {req.image_size} px, {req.precision}: "
-             f"{n} device{' qualifies' if n == 1 else 's qualify'}, top {len(ranked)} by {R.RANK_KEYS[key][1]}")
-    console.print(rich_table(title, header, table, text_cols=(-2, -1)))
-    sources = sorted({e["efficiency_source"] for e in ranked})
-    console.print("every figure above is an estimate: memory from the model definition (models.memory), img/s = "
-                  "batch / (roofline step time / efficiency) on the catalog's peaks and bandwidth; efficiency "
-                  "from: " + " | ".join(sources), highlight=False, markup=False, soft_wrap=True)
-
-
-def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, Any]], req: Any) -> str:
-    """The measurement nearest to the request on this device, and the leave-one-out estimate's error there."""
-    from dlperf.hardware.measured import nearest
-
-    def same_device(row: dict[str, Any]) -> bool:
-        if dev.detected:  # this machine's CPU as it is here
-            return row["kind"] == "cpu" and row["device_name"] == dev.name
-        return row["entry"] is dev and row["share"] == 1.0  # a whole catalog device, not a VM's slice of it
-
-    mine = [c for c in checks if c["row"]["precision"] == req.precision and same_device(c["row"])]
-    if not mine:
-        return MISSING
-    near = nearest([c["row"] for c in mine], req.batch, req.image_size)
-    best = max((c for c in mine if c["row"]["batch"] == near["batch"] and
-                c["row"]["image_size"] == near["image_size"]), key=lambda c: c["row"]["images_per_s"])
-    r = best["row"]
-    return (f"{format_number(r['images_per_s'], ',.1f')} img/s {r['framework']} b{r['batch']} {r['image_size']}px "
-            f"(est. {format_pct(best['ips_error'], '+.0f', missing=UNKNOWN)})")
-
-
-def _print_validation(console: Any, checks: list[dict[str, Any]], model: str) -> None:
-    from dlperf.report.sections import rich_table
-
-    if not checks:
-        console.print(f"no stored {model} results to check the estimates against "
-                      f"(run `dlperf run cnn --quick`, then recommend again)", highlight=False)
-        return
-    header = ["device", "framework", "px", "batch", "measured memory", "est. memory", "error", "measured img/s",
-              "IQR", "est. img/s (leave one out)", "error"]
-    table = [[c["row"]["device"], c["row"]["framework"], str(c["row"]["image_size"]), str(c["row"]["batch"]),
-              format_mib(c["memory_measured"], missing=UNKNOWN), format_mib(c["memory_estimate"], missing=UNKNOWN),
-              format_pct(c["memory_error"], "+.0f", missing=UNKNOWN), format_figure(c["row"]["images_per_s"]),
-              format_iqr(c["row"].get("iqr_rel"), missing=UNKNOWN), format_figure(c["ips_estimate"]),
-              format_pct(c["ips_error"], "+.0f", missing=UNKNOWN)]
-             for c in sorted(checks, key=lambda c: (c["row"]["device"], c["row"]["framework"],
-                                                   c["row"]["image_size"], c["row"]["batch"]))]
-    console.print(rich_table(f"the estimates against this user's {model} measurements", header, table))
-    mem = [abs(c["memory_error"]) for c in checks if c["memory_error"] is not None]
-    ips = [abs(c["ips_error"]) for c in checks if c["ips_error"] is not None]
-    if mem:
-        console.print(f"memory estimate: largest error {format_pct(max(mem), '.1f')} over {len(mem)} measured cases "
-                      f"({sum(m <= 0.25 for m in mem)} within 25%); a CPU's figure is the worker's peak RSS, "
-                      f"estimated as the model's host estimate plus the framework's footprint measured before "
-                      f"the workload was built", highlight=False, soft_wrap=True)
-    if ips:
-        console.print(f"throughput estimate (efficiency from the other batches): median error "
-                      f"{format_pct(sorted(ips)[len(ips) // 2])}, largest {format_pct(max(ips))}",
-                      highlight=False)

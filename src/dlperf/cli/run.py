@@ -268,8 +268,15 @@ def stop_cleanly_on_signals() -> None:
 @click.argument("target", metavar="TARGET")
 @click.option("-p", "--param", "params", type=KeyValue(), multiple=True,
               help="a parameter of TARGET's workload, its value read as YAML (repeatable): -p model=gpt2-tiny")
-@click.option("--framework", default="torch", show_default=True, metavar="NAME", help="torch, tensorflow, ...")
+@click.option("--framework", default=None, metavar="NAME",
+              help="torch, tensorflow, ... [default: torch; a FILE.onnx: onnxruntime]")
 @click.option("--device", default="cpu", show_default=True, metavar="DEV", help="cpu, cuda, cuda:N")
+@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default=None,
+              help="a SOURCE's task [default: train; a FILE.onnx: infer]")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME:DTYPE[DIMS]",
+              help="a SOURCE's input, as in dlperf bench (B the batch searched; repeatable)")
+@click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="a SOURCE's FN(batch) inputs")
+@click.option("--seq", type=click.IntRange(min=1), default=None, help="a SOURCE's sequence length (S)")
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap of each probe's worker (2GiB, 512MiB, ...), so the search works on a CPU")
 @click.option("--image-size", type=click.IntRange(min=1), default=None,
@@ -287,24 +294,30 @@ def stop_cleanly_on_signals() -> None:
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where the memory-against-batch plot goes [default: reports/RUN/]")
 @db_option
-def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str, device: str,
-             mem_limit_mb: int | None, image_size: int | None, precision: str | None, start: int, max_batch: int,
-             steps: int, timeout_s: float, exact: bool, plot_dir: Path | None, db: str | None) -> None:
-    """The largest batch that fits: TARGET is a CNN model (alexnet, caffenet, googlenet, lenet5; its training step)
-    or a workload with a memory axis (cnn, transformer; its other parameters as -p KEY=VALUE). Doubling, then
-    bisection of the axis, a fresh worker per probe."""
+def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str | None, device: str, task: str | None,
+             input_specs: tuple[str, ...], inputs_fn: str | None, seq: int | None, mem_limit_mb: int | None,
+             image_size: int | None, precision: str | None, start: int, max_batch: int, steps: int,
+             timeout_s: float, exact: bool, plot_dir: Path | None, db: str | None) -> None:
+    """The largest batch that fits: TARGET is a CNN model (alexnet, caffenet, googlenet, lenet5; its training step),
+    a workload with a memory axis (cnn, transformer; its other parameters as -p KEY=VALUE) or a SOURCE as dlperf
+    bench takes it (file.py:NAME with --input, hf:ARCH, dlperf:NAME, FILE.onnx). Doubling, then bisection of the
+    axis, a fresh worker per probe."""
     from rich.markup import escape
 
     from dlperf.cli.progress import ConsoleEvents, short
     from dlperf.report.plots import memory_plot
     from dlperf.report.sections import rich_table
-    from dlperf.runner.maxbatch import UnknownTarget, check_search, resolve_target, search
+    from dlperf.runner.maxbatch import UnknownTarget, check_search, check_source, resolve_target, search
 
+    source_options = {"task": task, "input": input_specs, "inputs_fn": inputs_fn, "seq": seq}
     try:
-        tgt = resolve_target(target, key_values(params), image_size=image_size, precision=precision)
+        tgt = resolve_target(target, key_values(params), image_size=image_size, precision=precision,
+                             source_options=source_options)
     except UnknownTarget as exc:
         raise click.BadParameter(str(exc), param_hint="'TARGET'") from None
+    framework = framework or ("onnxruntime" if tgt.workload == "model" and target.endswith(".onnx") else "torch")
     check_search(tgt, framework=framework, start=start, max_batch=max_batch, device=device)
+    check_source(tgt)  # a source: loaded and run once in a fresh process
     if mem_limit_mb:
         from dlperf.hardware.probe import default_threads
         from dlperf.runner.footprint import refuse_caps_below_imports

@@ -1,4 +1,4 @@
-"""`dlperf recommend`: which devices of the catalog would train this CNN, how fast, at what cost.
+"""`dlperf recommend`: which devices of the catalog would train this CNN or source, how fast, at what cost.
 
 Every figure here is an ESTIMATE, made from the model definition and the catalog:
 - memory: parameters, gradients, momentum, input and activations for the batch (`models.memory`), checked
@@ -9,6 +9,8 @@ Every figure here is an ESTIMATE, made from the model definition and the catalog
   (stored cnn results, nearest batch and image size, same device kind), else `DEFAULT_EFFICIENCY`.
 Where a device was also measured, the estimate is set against the measurement, the efficiency for
 that comparison taken from the device's *other* measurements (leave one out), so the error is honest.
+A source (`--model SOURCE`) brings its own FLOPs, memory and traffic (`source_costs.SourceCosts`, counted on its
+eager module) in `Request.costs`; nothing stored calibrates it, so its efficiency is given or the default.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.hardware.catalog import Device
+from dlperf.hardware.source_costs import SourceCosts
 from dlperf.models import MODELS, get_spec
 from dlperf.models.memory import train_memory, train_traffic_bytes
 from dlperf.models.spec import train_flops
@@ -32,14 +35,20 @@ FAMILIES = ("cnn",)
 
 @dataclass(frozen=True)
 class Request:
-    model: str
+    model: str  # a CNN's name, or a source's text (with `costs`)
     batch: int
-    image_size: int
+    image_size: int | None  # a CNN's; None for a source
     precision: str = "fp32"
     target_ips: float | None = None
     budget_usd: float | None = None
     max_power_w: float | None = None
     efficiency: float | None = None  # the user's override
+    costs: SourceCosts | None = None  # a source's step, counted (None: a CNN's, from its definition)
+
+    @property
+    def rate_unit(self) -> str:
+        """What a sample is called in rates: a CNN's images, a source's samples."""
+        return "img/s" if self.costs is None else "samples/s"
 
 
 def parse_workload(text: str) -> tuple[str, str]:
@@ -91,6 +100,9 @@ def calibration(rows: list[dict[str, Any]], req: Request, kind: str) -> tuple[fl
     """(efficiency, where it came from) for a device of `kind`."""
     if req.efficiency is not None:
         return req.efficiency, "given (--efficiency)"
+    if req.costs is not None:
+        return DEFAULT_EFFICIENCY, "default (stored results calibrate the CNNs only; see DEFAULT_EFFICIENCY)"
+    assert req.image_size is not None  # a CNN's request
     same = [r for r in rows if r["model"] == req.model and r["precision"] == req.precision
             and (r["kind"] == "cpu") == (kind == "cpu")]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -148,19 +160,24 @@ def estimate(dev: Device, req: Request, eff: float, eff_source: str,
              here: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The estimate for one device: memory need and fit, images/s, GFLOP/s, per dollar and per watt.
     `here`: the memory this machine gives its own devices (`memory_here`)."""
-    spec = get_spec(req.model)
-    mem = train_memory(spec, req.batch, req.image_size, precision=req.precision, where=_where(dev.kind))
+    flops: float | None
+    if req.costs is not None:
+        mem = req.costs.memory(_where(dev.kind))
+        flops, traffic = req.costs.flops, float(req.costs.traffic_bytes())
+    else:
+        spec = get_spec(req.model)
+        mem = train_memory(spec, req.batch, req.image_size, precision=req.precision, where=_where(dev.kind))
+        flops = train_flops(spec, req.batch, req.image_size)
+        traffic = train_traffic_bytes(spec, req.batch, req.image_size, precision=req.precision)
     peak, which, bw = device_ceilings(dev, req.precision)
     cap, cap_source = memory_capacity(dev, here or {})
     out: dict[str, Any] = {"device": dev, "memory_bytes": mem.total_bytes, "memory": mem, "peak_label": which,
                            "efficiency": eff, "efficiency_source": eff_source, "images_per_s": None,
                            "memory_capacity_bytes": cap, "memory_source": cap_source,
                            "fits": None if cap is None else mem.total_bytes <= cap}
-    if peak is None:
+    if peak is None or flops is None:
         return out
-    flops = train_flops(spec, req.batch, req.image_size)
-    step_s, binds = roofline_step_s(flops, train_traffic_bytes(spec, req.batch, req.image_size,
-                                                               precision=req.precision), peak, bw)
+    step_s, binds = roofline_step_s(flops, traffic, peak, bw)
     ips = req.batch / (step_s / eff)
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
     out.update(images_per_s=ips, binds=binds, gflops=flops / (step_s / eff) / 1e9,
@@ -173,6 +190,8 @@ def exclusion(est: dict[str, Any], req: Request) -> str | None:
     """Why a device is left out of the ranking, or None."""
     dev: Device = est["device"]
     if est["images_per_s"] is None:
+        if req.costs is not None and req.costs.flops is None:
+            return f"FLOPs {req.costs.flops_note}"
         return f"no {est['peak_label']} peak in the catalog"
     if est["fits"] is False:
         return f"needs {est['memory_bytes'] / 1e9:,.2f} GB > {_capacity_text(est)}"
@@ -190,7 +209,7 @@ def exclusion(est: dict[str, Any], req: Request) -> str | None:
         if tdp > req.max_power_w:
             return f"TDP {tdp:g} W > {req.max_power_w:g} W"
     if req.target_ips is not None and est["images_per_s"] < req.target_ips:
-        return f"est. {est['images_per_s']:,.1f} img/s < target {req.target_ips:,.1f}"
+        return f"est. {est['images_per_s']:,.1f} {req.rate_unit} < target {req.target_ips:,.1f}"
     return None
 
 
@@ -242,10 +261,11 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
     dev: Device = est["device"]
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
     kusd, per_w = est["images_per_s_per_kusd"], est["images_per_j_tdp"]
-    first = {"throughput": f"est. {est['images_per_s']:,.0f} img/s",
+    unit = req.rate_unit
+    first = {"throughput": f"est. {est['images_per_s']:,.0f} {unit}",
              "price": f"${price:,.0f}" if price else "price unknown",
-             "per-dollar": f"est. {kusd:,.1f} img/s per $1k" if kusd else "price unknown",
-             "per-watt": f"est. {per_w:,.2f} img/s per W" if per_w else "TDP unknown"}[key_name]
+             "per-dollar": f"est. {kusd:,.1f} {unit} per $1k" if kusd else "price unknown",
+             "per-watt": f"est. {per_w:,.2f} {unit} per W" if per_w else "TDP unknown"}[key_name]
     parts = [first]
     if est["fits"] is True:
         parts.append(f"fits {est['memory_bytes'] / 1e9:,.2f} of {_capacity_text(est)}")
@@ -254,7 +274,7 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
     if req.max_power_w is not None:
         parts.append(f"{tdp:g} W <= {req.max_power_w:g} W")
     if req.target_ips is not None:
-        parts.append(f">= {req.target_ips:g} img/s")
+        parts.append(f">= {req.target_ips:g} {unit}")
     parts.append(f"bound by {est['binds']}")
     return "; ".join(parts)
 

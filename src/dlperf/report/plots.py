@@ -183,8 +183,9 @@ def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], 
 
 
 def recommend_plot(ranked: list[dict[str, Any]], others: list[dict[str, Any]], out_dir: Path, stem: str,
-                   title: str, budget_usd: float | None = None, target_ips: float | None = None) -> list[Path]:
-    """Log-log estimated images/s against launch price: qualifying devices filled and named, the rest
+                   title: str, budget_usd: float | None = None, target_ips: float | None = None,
+                   samples: str = "images") -> list[Path]:
+    """Log-log estimated `samples`/s against launch price: qualifying devices filled and named, the rest
     hollow; devices without a price are left off (said in the caption). Returns the written files."""
     plt = _pyplot()
 
@@ -214,11 +215,11 @@ def recommend_plot(ranked: list[dict[str, Any]], others: list[dict[str, Any]], o
     if budget_usd:
         ax.axvline(budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${budget_usd:,.0f}")
     if target_ips:
-        ax.axhline(target_ips, color="tab:red", ls=":", lw=1, label=f"target {target_ips:,.0f} img/s")
+        ax.axhline(target_ips, color="tab:red", ls=":", lw=1, label=f"target {target_ips:,.0f} {samples}/s")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("launch price, USD (catalog)")
-    ax.set_ylabel("ESTIMATED images/s")
+    ax.set_ylabel(f"ESTIMATED {samples}/s")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="lower right")

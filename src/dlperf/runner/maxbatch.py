@@ -1,9 +1,12 @@
 """`dlperf maxbatch`: the largest value of a workload's memory axis that fits, by doubling then bisecting.
 
-The target is a CNN model's name (study 001's form: the cnn workload's training step, its batch searched) or the
+The target is a CNN model's name (study 001's form: the cnn workload's training step, its batch searched), the
 name of any workload that declares a `memory_axis` (its class attribute, e.g. the transformer's `batch`), with
-that workload's other parameters given as `-p KEY=VALUE`. Every probe is a fresh worker (so one probe's memory
-never helps or hurts the next) and is stored as a case of its own run, out-of-memory probes included.
+that workload's other parameters given as `-p KEY=VALUE`, or a source (`dlperf bench SOURCE`'s: a user's
+module, `hf:...`, `dlperf:NAME`, `FILE.onnx`), run as the `model` workload with its batch searched
+(`source_target`; `check_source` loads it once before any store is opened). Every probe is a fresh worker (so
+one probe's memory never helps or hurts the next) and is stored as a case of its own run, out-of-memory probes
+included.
 Out of memory means: the framework's OOM error, a kill by the kernel's OOM
 killer, or the worker's memory cap (`mem_limit_mb`, RLIMIT_DATA), including an
 ambiguous error a fresh worker has shown to be the cap's (runner.recheck). Any other
@@ -25,8 +28,11 @@ from dlperf.hardware.probe import default_threads
 from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
+from dlperf.sources import SourceError, kind_of
 from dlperf.store import Store
 from dlperf.studies import Case
+from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model.check import preflight
 
 #: The study name of every maxbatch run (one of lifecycle.SEARCH_STUDIES: never resumed).
 MAXBATCH_STUDY = "maxbatch"
@@ -35,7 +41,11 @@ STORED_SETTINGS = ("steps", "warmup", "timeout_s", "mem_limit_mb", "threads", "e
 
 
 class UnknownTarget(StudyError):
-    """A TARGET that is neither a CNN model nor a workload with a memory axis."""
+    """A TARGET that is neither a CNN model, a workload with a memory axis nor a source."""
+
+
+#: The options only a source target takes, as `resolve_target`'s `source_options` keys, and their flags.
+SOURCE_OPTIONS = {"task": "--task", "input": "--input", "inputs_fn": "--inputs", "seq": "--seq"}
 
 
 @dataclass(frozen=True)
@@ -85,13 +95,21 @@ def _first_error(exc: ValueError) -> str:
 
 
 def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_size: int | None = None,
-                   precision: str | None = None) -> Target:
-    """`target` (a CNN model or a workload with a memory axis) and its `-p` parameters, as a Target; StudyError
-    names the first problem. `image_size` and `precision` are the CNN form's options."""
+                   precision: str | None = None, source_options: dict[str, Any] | None = None) -> Target:
+    """`target` (a CNN model, a workload with a memory axis or a source) and its `-p` parameters, as a Target;
+    StudyError names the first problem. `image_size` and `precision` are the CNN form's options;
+    `source_options` (`SOURCE_OPTIONS`' keys, None where not given) a source's."""
     from dlperf.models import MODELS
     from dlperf.workloads import REGISTRY
 
     params = dict(params or {})
+    given = {k: v for k, v in (source_options or {}).items() if v not in (None, (), [])}
+    if target not in MODELS and target not in REGISTRY and is_source(target):
+        return source_target(target, params, given, image_size=image_size, precision=precision)
+    if given:
+        raise StudyError(f"maxbatch: {', '.join(SOURCE_OPTIONS[k] for k in given)} "
+                         f"{'is' if len(given) == 1 else 'are'} for a SOURCE target (file.py:NAME, hf:ARCH, "
+                         f"dlperf:NAME, FILE.onnx), not {target!r}")
     if target in MODELS:
         options = {"model": ("TARGET", target), "precision": ("--precision", precision),
                    "image_size": ("--image-size", image_size)}
@@ -104,8 +122,9 @@ def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_s
         return Target("cnn", "batch", base | params, target, model=target)
     axes = sorted(n for n, w in REGISTRY.items() if w.memory_axis)
     if target not in REGISTRY:
-        raise UnknownTarget(f"{target!r} is neither a CNN model ({', '.join(sorted(MODELS))}) nor a workload with "
-                            f"a memory axis ({', '.join(axes)})")
+        raise UnknownTarget(f"{target!r} is neither a CNN model ({', '.join(sorted(MODELS))}), a workload with "
+                            f"a memory axis ({', '.join(axes)}) nor a source (file.py:NAME, pkg.mod:NAME, "
+                            f"hf:ARCH, dlperf:NAME, FILE.onnx)")
     axis = REGISTRY[target].memory_axis
     if axis is None:
         raise UnknownTarget(f"workload {target!r} has no memory axis to search (workloads with one: "
@@ -118,6 +137,41 @@ def resolve_target(target: str, params: dict[str, Any] | None = None, *, image_s
         raise StudyError(f"maxbatch: -p {axis} sets the axis the search varies (use --start and --max-batch)")
     label = " ".join([target, *(f"{k}={v}" for k, v in params.items())])
     return Target(target, axis, params, label)
+
+
+def is_source(text: str) -> bool:
+    """Whether `text` has a source's form (`sources.kind_of`; its check comes with the parameters')."""
+    try:
+        kind_of(text)
+    except SourceError:
+        return False
+    return True
+
+
+def source_target(source: str, params: dict[str, Any], options: dict[str, Any], *, image_size: int | None = None,
+                  precision: str | None = None) -> Target:
+    """A source as the `model` workload's target, its batch searched. The task is `options`' or `-p task=`'s,
+    else a training step (as the CNN form's), an ONNX file's inference (the one task it runs)."""
+    if image_size is not None or precision is not None:
+        raise StudyError("maxbatch: --image-size and --precision are for a CNN model's name; give a source's "
+                         "precision as -p precision=bf16")
+    for key in ("source", "batch", *options):
+        if key in params:
+            what = {"source": "TARGET", "batch": "the search (use --start and --max-batch)"}.get(key) or \
+                SOURCE_OPTIONS[key]
+            raise StudyError(f"maxbatch: -p {key} is set by {what}: give it once")
+    fixed: dict[str, Any] = {"source": source}
+    fixed |= params | {k: list(v) if k == "input" else v for k, v in options.items()}
+    fixed.setdefault("task", "infer" if source.endswith(".onnx") else "train")
+    shown = [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in fixed.items() if k != "source"]
+    return Target("model", "batch", fixed, " ".join([source, *shown]))
+
+
+def check_source(target: Target) -> None:
+    """A source target loaded and run once at batch 1 in a fresh process (`workloads.model.check`): a DlperfError
+    with its one line where it cannot be (no-op for other targets). Called before the store is opened."""
+    if target.workload == "model":
+        preflight(ModelParams.model_validate(target.params | {"batch": 1}))
 
 
 def check_search(target: Target, *, framework: str, start: int, max_batch: int, device: str | None = None) -> None:

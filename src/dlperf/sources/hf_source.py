@@ -102,10 +102,11 @@ class HfSource(SourceKind):
 
     def load(self, text: str, seed: int) -> Loaded:
         import torch
+
+        cfg = self.config(text)  # first: its SourceError names a missing transformers
         import transformers
         from transformers.models.auto import modeling_auto as ma
 
-        cfg = self.config(text)
         causal = (cfg.model_type in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
                   and cfg.model_type not in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel

@@ -2,21 +2,40 @@
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
 task, build its inputs at batch 1 and run one forward pass (a FILE.onnx: task infer, its declared inputs bound,
-the reference run where onnxruntime is installed). Exit 0, or 2 with one line on stderr saying why.
+the reference run where onnxruntime is installed). Exit 0, or 2 with one line on stderr saying why. `preflight`
+starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is opened.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
+from dlperf.errors import DlperfError
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
 
+#: Seconds the check may take (an hf: model is built once there).
+CHECK_TIMEOUT_S = 600
+#: The environment of every process that may import transformers: the hub offline, nothing downloaded.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def preflight(params: ModelParams, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Load the source and run one forward pass at batch 1 in a fresh process; DlperfError with its line if not."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.check", params.model_dump_json()],
+                              capture_output=True, text=True, timeout=timeout_s, env=os.environ | OFFLINE)
+    except subprocess.TimeoutExpired:
+        raise DlperfError(f"loading the source took over {timeout_s:g} s") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise DlperfError(lines[-1] if lines else f"checking the source failed (exit {done.returncode})")
+
 
 def main(argv: list[str]) -> int:
-    import os
-
-    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    os.environ.update(OFFLINE)
     try:
         p = ModelParams.model_validate_json(argv[1]).model_copy(update={"batch": 1})
         if p.source.endswith(".onnx"):
