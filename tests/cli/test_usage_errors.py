@@ -133,7 +133,7 @@ def test_resume_across_environments_is_refused(dlperf_main, two_runs):
         (["maxbatch", "transformer", "-p", "seq_len=8", "-p", "seq_len=16"], "-p seq_len is given twice"),
         (["maxbatch", "alexnet", "--mem-limit", "2XB"], "'2XB' is not a memory size"),
         (["hw", "list", "--sort", "colour"], "Invalid value for '--sort'"),
-        (["recommend"], "Missing option '--workload'"),
+        (["recommend"], "give one of --workload FAMILY:MODEL (a CNN) or --model SOURCE"),
         (["show"], "Missing argument 'RUN'"),
     ],
 )

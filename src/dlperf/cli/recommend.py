@@ -60,7 +60,7 @@ def recommend(workload: str | None, source: str | None, input_specs: tuple[str, 
     from dlperf.hardware.measured import cnn_rows
 
     if (workload is None) == (source is None):
-        raise DlperfError("give one of --workload FAMILY:MODEL (a CNN) or --model SOURCE (a model of yours)")
+        raise click.UsageError("give one of --workload FAMILY:MODEL (a CNN) or --model SOURCE (a model of yours)")
     if source is None and (input_specs or inputs_fn or seq):
         raise DlperfError("--input, --inputs and --seq are for --model SOURCE")
     if source is not None and image_size is not None:
