@@ -22,16 +22,23 @@ CHECK_TIMEOUT_S = 600
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def preflight(params: ModelParams, timeout_s: float = CHECK_TIMEOUT_S) -> None:
-    """Load the source and run one forward pass at batch 1 in a fresh process; DlperfError with its line if not."""
+def in_fresh_process(module: str, params: ModelParams, doing: str, timeout_s: float) -> str:
+    """`python -m MODULE PARAMS_JSON` with the hub offline; its stdout, or DlperfError with the last line it
+    wrote to stderr (`doing` names the work in the time-out's and a silent failure's message)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.check", params.model_dump_json()],
+        done = subprocess.run([sys.executable, "-m", module, params.model_dump_json()],
                               capture_output=True, text=True, timeout=timeout_s, env=os.environ | OFFLINE)
     except subprocess.TimeoutExpired:
-        raise DlperfError(f"loading the source took over {timeout_s:g} s") from None
+        raise DlperfError(f"{doing} took over {timeout_s:g} s") from None
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
-        raise DlperfError(lines[-1] if lines else f"checking the source failed (exit {done.returncode})")
+        raise DlperfError(lines[-1] if lines else f"{doing} failed (exit {done.returncode})")
+    return done.stdout
+
+
+def preflight(params: ModelParams, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Load the source and run one forward pass at batch 1 in a fresh process; DlperfError with its line if not."""
+    in_fresh_process("dlperf.workloads.model.check", params, "loading the source", timeout_s)
 
 
 def main(argv: list[str]) -> int:

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
-from dlperf.errors import DlperfError
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
-from dlperf.workloads.model.check import CHECK_TIMEOUT_S, OFFLINE
+from dlperf.workloads.model.check import CHECK_TIMEOUT_S, OFFLINE, in_fresh_process
 
 #: Why an ONNX file gets no estimate (said before anything is read).
 ONNX_REFUSAL = ("{source}: cannot estimate: an ONNX file has no training step, and dlperf counts FLOPs and saved "
@@ -36,15 +34,8 @@ COUNT_BATCHES = (1, 2, 4)
 
 def count(params: ModelParams, timeout_s: float = CHECK_TIMEOUT_S) -> list[dict[str, Any]]:
     """The counts at `COUNT_BATCHES`, one dict each, from a fresh process; DlperfError with its line if it fails."""
-    try:
-        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.costs", params.model_dump_json()],
-                              capture_output=True, text=True, timeout=timeout_s, env=os.environ | OFFLINE)
-    except subprocess.TimeoutExpired:
-        raise DlperfError(f"counting the source's costs took over {timeout_s:g} s") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise DlperfError(lines[-1] if lines else f"counting the source's costs failed (exit {done.returncode})")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    out = in_fresh_process("dlperf.workloads.model.costs", params, "counting the source's costs", timeout_s)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
 def count_at(torch: Any, p: ModelParams) -> dict[str, Any]:
