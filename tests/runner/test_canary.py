@@ -15,6 +15,7 @@ from dlperf.runner.canary import Canary, CanaryTime, local_times, run_series, st
 from dlperf.runner.sweep import run_study
 from dlperf.store import Store
 from dlperf.studies import load_study
+from tests.conftest import STUDIES
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -91,24 +92,8 @@ def test_the_summary_says_plainly_when_the_machine_was_noisy() -> None:
     assert noise_lines([row(0, None, None), row(1, None, None)]) == []  # an old run: no canary, nothing noisy
 
 
-STUDY = """\
-name: canary
-description: two tiny cases
-workload: ops
-frameworks: [numpy]
-params:
-  op: add
-  size_mb: [0.001, 0.002]
-budget_s: 0.1
-min_run_time_s: 0.05
-timeout_s: 60
-energy: false
-"""
-
-
 def test_the_sweep_times_the_canary_before_the_first_case_and_after_each_outside_its_worker(tmp_path: Path) -> None:
-    path = tmp_path / "canary.yaml"
-    path.write_text(STUDY)
+    path = STUDIES / "two_tiny_adds.yaml"
     store = Store(tmp_path / "c.sqlite")
     summary = run_study(load_study(str(path)), store, overrides={"threads": 1})
     rows = sorted(store.results(summary.run_id), key=lambda r: r.started_at)

@@ -14,6 +14,7 @@ from dlperf.runner.precision import CaseState, PrecisionTarget, interval_rel, re
 from dlperf.runner.sweep import run_study
 from dlperf.store import Store
 from dlperf.studies import load_study
+from tests.conftest import STUDIES
 
 
 def test_the_interval_is_students_t_on_log_medians() -> None:
@@ -75,24 +76,8 @@ def test_the_policy_stops_when_the_budget_is_spent() -> None:
     assert reached["a"].stopped == "budget" and reached["a"].processes == 4  # 3 more: at 0, 10, 20 s; not at 30 s
 
 
-STUDY = """\
-name: precise
-description: two tiny cases, one process each planned
-workload: ops
-frameworks: [numpy]
-params:
-  op: add
-  size_mb: [0.001, 0.002]
-budget_s: 0.1
-min_run_time_s: 0.05
-timeout_s: 60
-energy: false
-"""
-
-
 def test_a_sweep_with_precision_adds_processes_and_stores_what_each_case_reached(tmp_path: Path) -> None:
-    path = tmp_path / "precise.yaml"
-    path.write_text(STUDY)
+    path = STUDIES / "two_tiny_adds.yaml"
     store = Store(tmp_path / "p.sqlite")
     target = 0.9
     summary = run_study(load_study(str(path)), store,
