@@ -35,6 +35,19 @@ def assert_one_line_error(res: CliResult, *fragments: str) -> None:
 STORE_ENV = ("DLPERF_DB", "XDG_DATA_HOME")
 
 
+#: A model file that raises on import, as every source test has one.
+RAISES_ON_IMPORT = "raise RuntimeError('broken on import')\n"
+
+
+def user_model_files(folder: Path, models: str, onnx_name: str, onnx_bytes: bytes) -> Path:
+    """A user's folder for the source tests: `models.py` (the test's modules), `raises.py` (raises on import) and
+    one `.onnx` file that is not a model (named and filled as the test needs)."""
+    (folder / "models.py").write_text(models)
+    (folder / "raises.py").write_text(RAISES_ON_IMPORT)
+    (folder / onnx_name).write_bytes(onnx_bytes)
+    return folder
+
+
 @pytest.fixture(scope="package", autouse=True)
 def scratch_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """DLPERF_DB unset and XDG_DATA_HOME a scratch folder while the CLI tests run (set in os.environ, so the

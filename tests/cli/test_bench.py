@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import assert_one_line_error
+from tests.cli.conftest import assert_one_line_error, user_model_files
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,10 +44,7 @@ def not_a_module():
 
 @pytest.fixture(scope="module")
 def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("user")
-    (d / "models.py").write_text(MODELS)
-    (d / "raises.py").write_text("raise RuntimeError('broken on import')\n")
-    (d / "bad.onnx").write_bytes(b"not a protobuf at all")
+    d = user_model_files(tmp_path_factory.mktemp("user"), MODELS, "bad.onnx", b"not a protobuf at all")
     _tiny_onnx(d / "tiny.onnx")
     return d
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import assert_one_line_error
+from tests.cli.conftest import assert_one_line_error, user_model_files
 from tests.conftest import run_cli
 
 #: `Big`: a 2-way head over the first 8 of 80 M floats a sample (320 MB): batch 1 fits under an 800 MiB cap (the
@@ -34,11 +34,7 @@ def not_a_module():
 
 @pytest.fixture(scope="module")
 def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("user")
-    (d / "models.py").write_text(MODELS)
-    (d / "raises.py").write_text("raise RuntimeError('broken on import')\n")
-    (d / "bad.onnx").write_bytes(b"not a protobuf at all")
-    return d
+    return user_model_files(tmp_path_factory.mktemp("user"), MODELS, "bad.onnx", b"not a protobuf at all")
 
 
 def _probes(db: Path) -> dict[int, str]:

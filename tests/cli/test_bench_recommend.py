@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import assert_one_line_error
+from tests.cli.conftest import assert_one_line_error, user_model_files
 from tests.conftest import torch_counted_flops
 
 MODELS = '''
@@ -33,11 +33,8 @@ class Gram(nn.Module):
 
 @pytest.fixture(scope="module")
 def user_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("user")
-    (d / "models.py").write_text(MODELS)
-    (d / "raises.py").write_text("raise RuntimeError('broken on import')\n")
-    (d / "net.onnx").write_bytes(b"not read: an ONNX file is refused before")
-    return d
+    return user_model_files(tmp_path_factory.mktemp("user"), MODELS, "net.onnx",
+                            b"not read: an ONNX file is refused before")
 
 
 def test_a_source_gets_estimates_of_its_step_with_torchs_flop_count(user_files: Path, tmp_path: Path,
