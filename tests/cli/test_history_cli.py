@@ -164,12 +164,13 @@ def test_the_run_report_has_its_studys_history_on_its_machine(dlperf_main, fleet
     assert f"Machine {M2}" not in page
 
 
-@pytest.mark.parametrize("name, stem", [("ops", "ops"), ("../../etc/passwd", "etc_passwd"), ("a/b c", "a_b_c"),
-                                        ("..", "study"), ("x\n\x1b[2J", "x_2J"), ("é" * 300, "study")])
+@pytest.mark.parametrize("name, stem", [("ops", "ops"), ("../../etc/passwd", "_._.._etc_passwd"), ("a/b c", "a_b_c"),
+                                        ("..", "_."), ("x\n\x1b[2J", "x___2J"), ("é" * 300, "_" * 100)])
 def test_a_study_name_from_a_store_is_a_safe_default_file_name(name, stem):
-    """history and matrix name their default page after the study: a name from a store or a bundle made
-    elsewhere never becomes a path outside reports/."""
-    from dlperf.cli.history import file_stem
+    """history and matrix name their default page after the study through `untrusted.path_component` (the
+    fence where data becomes a path): a name from a store or a bundle made elsewhere never becomes a path
+    outside reports/."""
+    from dlperf.untrusted import path_component
 
-    assert file_stem(name) == stem
-    assert "/" not in file_stem(name) and len(file_stem("x" * 500)) == 100
+    assert path_component(name, 100) == stem
+    assert "/" not in path_component(name, 100) and len(path_component("x" * 500, 100)) == 100

@@ -7,7 +7,6 @@ the data, their section builders draw it."""
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import click
 
 from dlperf.cli.options import db_option, new_console, open_store, write_output
 from dlperf.cli.results import REGRESSION_EXIT, Percent
+from dlperf.untrusted import path_component
 
 FORMATS = ["terminal", "markdown", "json", "html"]
 
@@ -33,13 +33,6 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
     results = {r["id"]: store.results(r["id"]) for r in runs}
     return runs, envs, results
-
-
-def file_stem(name: str) -> str:
-    """A study name as a safe file name: the default report path is built from it (a name from a store or a
-    bundle made elsewhere may hold '/', '..' or a control character); at most 100 characters."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "study"
-    return stem[:100]
 
 
 def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None, title: str = "",
@@ -111,7 +104,7 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
             plot_dir = Path(scratch)
         sections = history_sections(hist, plot_dir=plot_dir) if fmt != "json" or plot_dir is not None else []
         _emit(sections, history_json(hist), fmt, output, f"dlperf history: study {study}",
-              f"history-{file_stem(study)}.html")
+              f"history-{path_component(study, 100)}.html")
     failed = hist.failures()
     if failed:
         click.echo(f"dlperf: {len(failed)} case(s) failed the gate at +{fail_pct:g}%: "
@@ -137,7 +130,7 @@ def matrix(study: str, fmt: str, output: Path | None, db: str | None) -> None:
     result_envs = result_environments(store, runs, (r for rs in results.values() for r in rs))
     mat = build_matrix(study, runs, envs, results, result_envs)
     _emit(matrix_sections(mat), matrix_json(mat), fmt, output, f"dlperf matrix: study {study}",
-          f"matrix-{file_stem(study)}.html")
+          f"matrix-{path_component(study, 100)}.html")
 
 
 __all__ = ["history", "matrix", "study_runs"]
