@@ -150,23 +150,26 @@ def hodges_lehmann(x: Sequence[float], y: Sequence[float],
     return (shift, stats[2], stats[3]) if c >= 1 else (shift, None, None)
 
 
+def _t_interval(d: float, se: float, df: float, confidence: float) -> tuple[float, float, float, float]:
+    """(d, low, high, two-sided p) of a shift `d` with standard error `se` on Student's t with `df` degrees of
+    freedom; no spread at all (se 0: every process had the same median) gives the point and p 1 or 0."""
+    if se == 0.0:
+        return d, d, d, (1.0 if d == 0.0 else 0.0)
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    return d, d - half, d + half, float(2 * student_t.sf(abs(d) / se, df))
+
+
 def welch(x: Sequence[float], y: Sequence[float],
           confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(mean(y) - mean(x), low, high, two-sided p) by Welch's t; at least two values on each side."""
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if xa.size < 2 or ya.size < 2:
         raise ValueError("Welch's t needs at least two values on each side")
-    from scipy.stats import t as student_t
-
-    d = float(ya.mean() - xa.mean())
     va, vb = float(xa.var(ddof=1)) / xa.size, float(ya.var(ddof=1)) / ya.size
-    se = math.sqrt(va + vb)
-    if se == 0.0:  # every process of both sides had the same median: no spread to widen anything
-        return d, d, d, (1.0 if d == 0.0 else 0.0)
-    df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (ya.size - 1))
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    p = float(2 * student_t.sf(abs(d) / se, df))
-    return d, d - half, d + half, p
+    df = (va + vb) ** 2 / (va**2 / (xa.size - 1) + vb**2 / (ya.size - 1)) if va + vb > 0 else 1.0
+    return _t_interval(float(ya.mean() - xa.mean()), math.sqrt(va + vb), df, confidence)
 
 
 def pooled_t(x: Sequence[float], y: Sequence[float],
@@ -177,16 +180,9 @@ def pooled_t(x: Sequence[float], y: Sequence[float],
     df = xa.size + ya.size - 2
     if xa.size < 1 or ya.size < 1 or df < 1:
         raise ValueError("the pooled t needs a value on each side and three in all")
-    from scipy.stats import t as student_t
-
-    d = float(ya.mean() - xa.mean())
     ss = float(((xa - xa.mean()) ** 2).sum() + ((ya - ya.mean()) ** 2).sum())
     se = math.sqrt(ss / df * (1 / xa.size + 1 / ya.size))
-    if se == 0.0:  # every process had the same median: no spread to widen anything
-        return d, d, d, (1.0 if d == 0.0 else 0.0)
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    p = float(2 * student_t.sf(abs(d) / se, df))
-    return d, d - half, d + half, p
+    return _t_interval(float(ya.mean() - xa.mean()), se, df, confidence)
 
 
 def estimate(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = CONFIDENCE) -> Effect:
