@@ -135,3 +135,49 @@ def test_a_case_sent_again_after_it_was_stored_is_not_run_again(tmp_path: Path,
     assert tasks.run_fleet_case(job(0)) == {"stored": False, "already": True, "worker": "w1", "row": None}
     with pytest.raises((Ran, LeaseLostError)):  # repetition 1 is not stored: it goes on (to the lease check here)
         tasks.run_fleet_case(job(1))
+
+
+def test_a_fleet_case_stores_the_canary_of_the_machine_that_ran_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker times the canary just before and after the case's process, names its machine in both, and
+    stores them with the row (a local sweep does the same without the name)."""
+    import socket
+    from types import SimpleNamespace
+
+    import dlperf.runner.sweep as sweep
+    from dlperf.core.settings import RunSettings
+    from dlperf.fleet import tasks
+    from dlperf.runner.canary import CanaryTime, run_series
+    from dlperf.store import Store, leases
+    from dlperf.studies import Case
+    from tests.unit.test_store import make_run, result_row
+
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    store = Store(url)
+    run_id = make_run(store)
+    assert leases.acquire(store.engine, run_id, leases.Owner.me(), "t") is None
+    state = tasks.FleetState()
+    monkeypatch.setattr(tasks, "fleet_state", lambda: (SimpleNamespace(name="w1", address="tcp://x:1"), state))
+    monkeypatch.setattr(tasks.FleetState, "env_id", lambda self, *args: 1)
+    timed: list[str] = []
+    real_canary = tasks.FleetState.canary
+
+    def canary(self: tasks.FleetState) -> CanaryTime:
+        timed.append("canary")
+        return real_canary(self)
+
+    monkeypatch.setattr(tasks.FleetState, "canary", canary)
+
+    def run_case(case: Case, *args: object, **kwargs: object):
+        timed.append("case")
+        return result_row(run_id, key=case.key, rep=case.repetition)
+
+    monkeypatch.setattr(sweep, "run_case", run_case)
+    case = Case("ops", "numpy", "cpu", {"n": 1}, repetition=0)
+    out = tasks.run_fleet_case(tasks.FleetCase(case=case, settings=RunSettings(threads=1), run_id=run_id,
+                                               lease_token="t", store_url=url, frameworks=("numpy",)))
+    assert out["stored"] and timed == ["canary", "case", "canary"]
+    series = run_series(store.results(run_id))
+    assert len(series) == 2 and {c.host for c in series} == {socket.gethostname()}
+    assert all(c.time_s > 0 for c in series) and series[0].at < series[1].at
+    store.engine.dispose()

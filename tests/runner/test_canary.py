@@ -109,3 +109,21 @@ def test_the_sweep_times_the_canary_before_the_first_case_and_after_each_outside
 def utc(t: datetime) -> datetime:
     """A stored time (SQLite gives it back without its zone; it was stored in UTC)."""
     return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def test_a_fleet_runs_canaries_are_taken_against_each_machines_median() -> None:
+    """Two steady machines of different speeds: pooled they would look 100% unstable; each over its own median they
+    are steady. The same instant on two machines is two canaries."""
+    fast = [CanaryTime((T0 + timedelta(seconds=i)).isoformat(), t / 1e3, 0.0, host="fast")
+            for i, t in enumerate([10, 10.1, 10, 10.1])]
+    slow = [CanaryTime((T0 + timedelta(seconds=i)).isoformat(), t / 1e3, 0.0, host="slow")
+            for i, t in enumerate([20, 20.2, 20, 20.2])]
+    rows = [row(i, f, s) for i, (f, s) in enumerate(zip(fast, slow, strict=True))]
+    assert len(run_series(rows)) == 8
+    s = stats(fast + slow)
+    assert s is not None and s.machines == 2 and not s.unstable
+    assert s.spread_rel == pytest.approx((10.1 / 10.05 - 10 / 10.05) / 1.0, rel=0.02)
+    assert "on 2 machines" in s.line() and "steady" in s.line()
+    one = stats(fast + [CanaryTime(fast[-1].at, 0.013, 0.0, host="fast")])
+    assert one is not None and one.machines == 1 and one.unstable  # one machine: raw times, as before
+    assert CanaryTime.from_dict(fast[0].as_dict()) == fast[0] and "host" not in series([10])[0].as_dict()

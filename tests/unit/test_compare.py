@@ -196,3 +196,32 @@ def test_runs_stored_before_the_canary_compare_as_before_with_a_note():
     c = one(a, canaried(b, 2.25, 2))
     assert c.verdict == "faster" and c.ci_low == c.sample_ci_low and c.drift_low is None
     assert "A and B" in machine_drift(a, b)
+
+
+def on_hosts(rows: list[CaseResult], hosts: list[str], speed: dict[str, float]) -> list[CaseResult]:
+    """The rows with their canaries moved to `hosts` (one per row, the time scaled by that machine's speed), as a
+    fleet stores them."""
+    out = []
+    for r, host in zip(rows, hosts, strict=True):
+        c = r.m.canary
+        moved = {side: c[side] | {"host": host, "time_s": c[side]["time_s"] * speed[host],
+                                  "memory_s": c[side]["memory_s"] * speed[host]} for side in ("before", "after")}
+        out.append(r.model_copy(update={"metrics": r.m.model_copy(update={"canary": moved})}))
+    return out
+
+
+def test_on_a_fleet_the_drift_is_each_machines_own_not_the_placement():
+    """Two machines, one twice as slow, neither drifting: run A put most processes on the slow one, run B on the
+    fast one. Pooled naively the canary would say B's machine was 0.5x; each machine over its own median says no
+    drift. Machines the runs do not share give no drift, with the reason."""
+    from dlperf.report.drift import machine_drift
+
+    speed = {"slow": 2.0, "fast": 1.0}
+    a = on_hosts(canaried(processes(1e-3, 1, 6), 3.0, 1), ["slow"] * 5 + ["fast"], speed)
+    b = on_hosts(canaried(processes(1e-3, 20, 6), 3.0, 2), ["fast"] * 5 + ["slow"], speed)
+    d = machine_drift(a, b)
+    assert not isinstance(d, str), d
+    assert d.low < 1.0 < d.high and 0.97 < d.ratio < 1.03 and d.high < 1.05 and d.low > 0.95
+    apart = on_hosts(canaried(processes(1e-3, 20, 6), 3.0, 2), ["other"] * 6, {"other": 1.0})
+    why = machine_drift(a, apart)
+    assert isinstance(why, str) and "different machines" in why

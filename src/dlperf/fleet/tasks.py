@@ -4,7 +4,9 @@ A task (`run_fleet_case`) runs its case exactly as a local sweep does (`runner.s
 dlperf worker process with its time-out), fingerprints the machine it runs on (once per worker and run, cached in
 the worker's `FleetState` plugin), and stores the row itself under the run's lease, so a result lands once even
 when Dask runs a task again after a worker died (the store refuses a second row for a case; a task first looks
-whether its case is already stored). The client gets back a summary and the row, for its progress lines.
+whether its case is already stored). The client gets back a summary and the row, for its progress lines. As in a
+local sweep, the canary (`runner.canary`) is timed just before and just after the case's process, on the machine
+that ran it (named in each time), so the run's drift and a case's local machine speed are seen on a fleet too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dlperf import __version__
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.settings import RunSettings
 from dlperf.errors import DlperfError, LeaseLostError
+from dlperf.runner.canary import CanaryTime
 from dlperf.studies import Case
 
 #: The name the fleet's state is registered under on a Dask worker (`dlperf fleet worker` preloads it).
@@ -65,7 +68,9 @@ class FleetState:
         self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
         self._threads: dict[str, int] = {}  # run id -> the threads this machine chose for it
+        self._canary: Any = None  # runner.canary.Canary: its buffers made at the first case
         self._lock = threading.Lock()
+        self._canary_lock = threading.Lock()  # one canary at a time on this worker (tasks may run side by side)
 
     def setup(self, worker: Any) -> None:  # WorkerPlugin hook
         """Nothing to prepare: the caches fill on first use."""
@@ -103,6 +108,15 @@ class FleetState:
             if run_id not in self._threads:
                 self._threads[run_id] = idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
             return self._threads[run_id]
+
+    def canary(self) -> CanaryTime:
+        """The canary timed once now, on this machine, outside any case's process."""
+        from dlperf.runner.canary import Canary
+
+        with self._canary_lock:
+            if self._canary is None:
+                self._canary = Canary()
+            return self._canary.measure(host=socket.gethostname())
 
     def env_id(self, store: Any, frameworks: tuple[str, ...], threads: int | None) -> int:
         """This machine's environment in `store` (fingerprinted here, in a worker process, once per frameworks
@@ -178,10 +192,15 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
         from dlperf.meters.activity import wait_idle
 
         waited = wait_idle(job.wait_idle_s)
+    before = state.canary()
     with _ended_if_lease_lost(store, job.run_id, job.lease_token):
         row = run_case(case, settings, job.run_id, env_id, job.counters)
+    after = state.canary()
     if waited is not None:
         row = with_wait(row, waited)
+    if row.metrics is not None:  # a failed case has no metrics to hold it, as in a local sweep
+        canary = {"before": before.as_dict(), "after": after.as_dict()}
+        row = row.model_copy(update={"metrics": row.metrics.model_copy(update={"canary": canary})})
     row = with_fleet(row, worker_identity(worker) | {"threads": settings.threads})
     stored = retrying(store.add_result, row, lease_token=job.lease_token)  # LeaseLostError: taken over
     return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}

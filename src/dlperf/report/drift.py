@@ -14,12 +14,15 @@ where [m_low, m_high] is the 95% interval of the canary's B/A over the two runs 
 before and after each, so a case that ran in a slow minute of one run is judged by that minute). A change the
 drift could explain is then `inconclusive` (the notes say the drift could explain it), never faster or slower; a
 change beyond the drift keeps its verdict. Runs stored before the canary existed have none: their intervals are
-left as they were, with a note that the drift is not in them.
+left as they were, with a note that the drift is not in them. On a fleet the canaries of each machine are taken
+over that machine's median across both runs, on the machines both runs used (machines differ in speed; their
+drift is what moves), and m_case is the canary of the machines that ran the case's processes.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +30,7 @@ import numpy as np
 
 from dlperf.core.result import CaseResult
 from dlperf.report.effect import CONFIDENCE, hodges_lehmann
-from dlperf.runner.canary import local_times, run_series
+from dlperf.runner.canary import local_times, normalized, run_series
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,24 @@ def machine_drift(results_a: Sequence[CaseResult], results_b: Sequence[CaseResul
     series_a, series_b = run_series(results_a), run_series(results_b)
     missing = [side for side, s in (("A", series_a), ("B", series_b)) if not s]
     if missing:
-        return (f"no canary in run {' and '.join(missing)} (stored before dlperf measured one, or run on a fleet): "
+        return (f"no canary in run {' and '.join(missing)} (stored before dlperf measured one): "
                 f"the machine's drift between the runs is not in the intervals")
     if {c.kind for c in series_a} != {c.kind for c in series_b}:
         return "the two runs' canaries did different work (another dlperf version): the drift is not in the intervals"
-    log_a = np.log([c.time_s for c in series_a])
-    log_b = np.log([c.time_s for c in series_b])
+    hosts_a, hosts_b = {c.host for c in series_a}, {c.host for c in series_b}
+    if hosts_a == hosts_b and len(hosts_a) == 1:
+        log_a = np.log([c.time_s for c in series_a])
+        log_b = np.log([c.time_s for c in series_b])
+    else:  # a fleet: each machine against its own median over both runs, on the machines both runs used
+        common = hosts_a & hosts_b
+        if not common:
+            return ("the two runs' canaries ran on different machines (a fleet placed them apart): the drift is not in "
+                    "the intervals")
+        series_a = [c for c in series_a if c.host in common]
+        series_b = [c for c in series_b if c.host in common]
+        both = [*series_a, *series_b]
+        medians = {h: statistics.median(c.time_s for c in both if c.host == h) for h in common}
+        log_a, log_b = np.log(normalized(series_a, medians)), np.log(normalized(series_b, medians))
     shift, lo, hi = hodges_lehmann(log_a, log_b, CONFIDENCE)
     if lo is None or hi is None:  # too few canary times for a 95% interval: the widest the times allow
         lo, hi = float(log_b.min() - log_a.max()), float(log_b.max() - log_a.min())

@@ -16,6 +16,10 @@ same on every machine and run (`KIND` names it): canary times of two runs are co
 matches. It costs about 20-40 ms each time (more on a loaded machine). Each case's stored row holds the canary
 just before and just after its worker (`metrics.canary`), so the run's series is the union of its rows' (a
 resumed run keeps its own).
+
+On a fleet (`fleet.tasks`) each Dask worker times the canary around its own cases, on its own machine, and names
+that machine (`host`). Machines differ in speed, so a fleet run's spread and drift are taken with each canary time
+divided by its machine's median (`normalized`): what is left is each machine's movement, not their difference.
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ UNSTABLE_SPREAD = 0.10
 
 @dataclass(frozen=True)
 class CanaryTime:
-    """One canary: when it ran (UTC, ISO 8601), its two parts' medians and their sum, seconds."""
+    """One canary: when it ran (UTC, ISO 8601), its two parts' medians and their sum, seconds, and on a fleet the
+    machine it ran on (None: the sweep's own machine)."""
 
     at: str
     memory_s: float
     compute_s: float
     kind: str = KIND
+    host: str | None = None
 
     @property
     def time_s(self) -> float:
@@ -54,11 +60,13 @@ class CanaryTime:
 
     def as_dict(self) -> dict[str, Any]:
         return {"at": self.at, "time_s": self.time_s, "memory_s": self.memory_s, "compute_s": self.compute_s,
-                "kind": self.kind}
+                "kind": self.kind} | ({"host": self.host} if self.host is not None else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CanaryTime:
-        return cls(str(d["at"]), float(d["memory_s"]), float(d["compute_s"]), str(d.get("kind", KIND)))
+        host = d.get("host")
+        return cls(str(d["at"]), float(d["memory_s"]), float(d["compute_s"]), str(d.get("kind", KIND)),
+                   str(host) if host is not None else None)
 
 
 class Canary:
@@ -98,10 +106,10 @@ class Canary:
             times.append(self._clock() - start)
         return float(statistics.median(times))
 
-    def measure(self) -> CanaryTime:
-        """Run the canary once; its time (the two parts' medians)."""
+    def measure(self, host: str | None = None) -> CanaryTime:
+        """Run the canary once; its time (the two parts' medians), naming `host` where a fleet worker ran it."""
         at = self._now().isoformat()
-        return CanaryTime(at, self._median_s(self._memory), self._median_s(self._compute))
+        return CanaryTime(at, self._median_s(self._memory), self._median_s(self._compute), host=host)
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,7 @@ class CanaryStats:
     #: median of the last third / median of the first third - 1 (> 0: the machine got slower); 0 below 3 times.
     drift_rel: float
     duration_s: float  # first to last canary
+    machines: int = 1  # more than one (a fleet): spread and drift are of times over each machine's own median
 
     @property
     def unstable(self) -> bool:
@@ -122,6 +131,11 @@ class CanaryStats:
 
     def line(self) -> str:
         """One line for the run's summary."""
+        if self.machines > 1:
+            return (f"canary: {self.n} times on {self.machines} machines over {self.duration_s:.0f} s, each against "
+                    f"its machine's median: spread {self.spread_rel:.1%} (max-min), drift {self.drift_rel:+.1%} (last "
+                    "third vs first): " + ("a machine's speed changed during the run" if self.unstable else
+                                           "the machines were steady"))
         return (f"canary: {self.n} times over {self.duration_s:.0f} s, median {self.median_s * 1e3:.1f} ms, spread "
                 f"{self.spread_rel:.1%} (max-min), drift {self.drift_rel:+.1%} (last third vs first): "
                 + ("the machine's speed changed during the run" if self.unstable else "the machine was steady"))
@@ -130,7 +144,7 @@ class CanaryStats:
 def run_series(rows: Iterable[Any]) -> list[CanaryTime]:
     """The canary times of a run, from its rows' `metrics.canary` (before/after each case), each once, in time
     order; [] for a run stored before the canary existed."""
-    seen: dict[str, CanaryTime] = {}
+    seen: dict[tuple[str, str], CanaryTime] = {}
     for r in rows:
         c = r.m.get("canary") if getattr(r, "metrics", None) is not None else None
         if not isinstance(c, dict):
@@ -138,22 +152,32 @@ def run_series(rows: Iterable[Any]) -> list[CanaryTime]:
         for side in ("before", "after"):
             if isinstance(c.get(side), dict):
                 t = CanaryTime.from_dict(c[side])
-                seen.setdefault(t.at, t)
+                seen.setdefault((t.at, t.host or ""), t)
     return [seen[k] for k in sorted(seen)]
 
 
+def normalized(series: Sequence[CanaryTime], medians: dict[str | None, float] | None = None) -> list[float]:
+    """Each canary time over its machine's median (`medians`, by host; default: the series' own), so that canaries
+    of machines of different speeds can be pooled: 1.0 is a machine at its usual speed."""
+    if medians is None:
+        medians = {h: statistics.median(c.time_s for c in series if c.host == h) for h in {c.host for c in series}}
+    return [c.time_s / medians[c.host] for c in series]
+
+
 def stats(series: Sequence[CanaryTime]) -> CanaryStats | None:
-    """The spread and drift of a canary series (None below 2 times)."""
+    """The spread and drift of a canary series (None below 2 times); on several machines, of the times over each
+    machine's median."""
     if len(series) < 2:
         return None
-    times = [c.time_s for c in series]
+    machines = len({c.host for c in series})
+    times = normalized(series) if machines > 1 else [c.time_s for c in series]
     mid = statistics.median(times)
     third = len(times) // 3
     drift = statistics.median(times[-third:]) / statistics.median(times[:third]) - 1 if third else 0.0
     first = datetime.fromisoformat(series[0].at)
     last = datetime.fromisoformat(series[-1].at)
     return CanaryStats(len(times), mid, (max(times) - min(times)) / mid if mid > 0 else math.inf, drift,
-                       (last - first).total_seconds())
+                       (last - first).total_seconds(), machines)
 
 
 def local_times(rows: Iterable[Any]) -> list[float]:
@@ -167,4 +191,5 @@ def local_times(rows: Iterable[Any]) -> list[float]:
     return out
 
 
-__all__ = ["KIND", "UNSTABLE_SPREAD", "Canary", "CanaryStats", "CanaryTime", "local_times", "run_series", "stats"]
+__all__ = ["KIND", "UNSTABLE_SPREAD", "Canary", "CanaryStats", "CanaryTime", "local_times", "normalized", "run_series",
+           "stats"]
