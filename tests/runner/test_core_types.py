@@ -3,8 +3,8 @@ the worker's dispatch, run statuses, and the one run lifecycle that `run` and `m
 
 from __future__ import annotations
 
-import inspect
 import typing
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -27,7 +27,7 @@ from dlperf.core.settings import RunSettings
 from dlperf.core.status import CASE_STATUSES, FAILED_STATUSES, RUN_STATUSES
 from dlperf.store import Store
 from dlperf.studies import load_study
-from dlperf.timing import defaults, measure
+from dlperf.timing import defaults
 from tests.conftest import STUDIES
 
 # -- settings ---------------------------------------------------------------------------------------
@@ -52,7 +52,11 @@ def test_run_settings_have_one_default_for_each_key():
 
 
 def test_measure_takes_its_defaults_from_the_same_place():
-    params = inspect.signature(measure).parameters
+    from dataclasses import fields as dc_fields
+
+    from dlperf.timing import TimerConfig
+
+    params = {f.name: f for f in dc_fields(TimerConfig)}
     fields = RunSettings.model_fields
     for arg, key, value in (("warmup", "warmup", defaults.WARMUP), ("min_run_time_s", "min_run_time_s",
                             defaults.MIN_RUN_TIME_S), ("max_time_s", "budget_s", defaults.BUDGET_S),
@@ -62,16 +66,18 @@ def test_measure_takes_its_defaults_from_the_same_place():
 
 def test_worker_times_with_the_settings_it_is_given():
     from dlperf.runner.worker import _timing
+    from dlperf.timing import TimerConfig
 
-    assert _timing(RunSettings()) == {"warmup": defaults.WARMUP, "min_run_time_s": defaults.MIN_RUN_TIME_S,
-                                      "max_time_s": defaults.BUDGET_S, "target_rel_ci": defaults.TARGET_REL_CI}
+    assert _timing(RunSettings()) == TimerConfig(warmup=defaults.WARMUP, min_run_time_s=defaults.MIN_RUN_TIME_S,
+                                                 max_time_s=defaults.BUDGET_S, target_rel_ci=defaults.TARGET_REL_CI)
     fixed = _timing(RunSettings(steps=3, warmup=1))
-    assert fixed == {"warmup": 1, "block_size": 1, "min_samples": 3, "max_samples": 3, "min_run_time_s": 0.0,
-                     "max_time_s": float("inf")}
+    assert fixed == TimerConfig(warmup=1, block_size=1, min_samples=3, max_samples=3, min_run_time_s=0.0,
+                                max_time_s=float("inf"))
     # per-call mode: single calls, the per-call minimum of samples (measure's default), the usual stop rules
-    assert _timing(RunSettings(), per_call=True) == _timing(RunSettings()) | {"per_call": True}
+    assert _timing(RunSettings(), per_call=True) == replace(_timing(RunSettings()), per_call=True)
+    assert _timing(RunSettings(), per_call=True).samples_floor == defaults.PER_CALL_MIN_SAMPLES
     # ... and a study's `steps` still means exactly that many
-    assert _timing(RunSettings(steps=3, warmup=1), per_call=True) == fixed | {"per_call": True}
+    assert _timing(RunSettings(steps=3, warmup=1), per_call=True) == replace(fixed, per_call=True)
 
 
 def test_settings_resolve_file_then_variant_then_overrides(tmp_path):

@@ -21,6 +21,7 @@ from typing import Any
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
 from dlperf.runner.parent_watch import die_with_parent
+from dlperf.timing.config import TimerConfig
 
 #: Seconds of machine activity recorded just before and just after a case's measurement (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
@@ -108,7 +109,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor.idle_window("before", ACTIVITY_WINDOW_S)
         monitor.start("during", top=True)
         per_call = settings.per_call or workload.per_call_timing(params)
-        m = measure(fn, sync=sync, device_timer=fw.device_timer(device), **_timing(settings, per_call))
+        m = measure(fn, _timing(settings, per_call), sync=sync, device_timer=fw.device_timer(device))
         monitor.stop("during")
         # Read before anything calls the step again (energy, profiles): the timer's calls are the last ones.
         phases = _phases(built, m, case.params)
@@ -222,20 +223,17 @@ def run_one_step(job: OneStepJob) -> dict[str, Any]:
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
 
-def _timing(settings: RunSettings, per_call: bool = False) -> dict[str, Any]:
-    """measure() arguments: the adaptive stop, or with `steps` exactly that many single-call samples; in per-call
+def _timing(settings: RunSettings, per_call: bool = False) -> TimerConfig:
+    """The timer's config: the adaptive stop, or with `steps` exactly that many single-call samples; in per-call
     mode (the study's `per_call`, or the workload's `per_call_timing`) single calls and the per-call minimum of
     samples (`timing.defaults.PER_CALL_MIN_SAMPLES`) before the same stop rules (`steps` still means exactly
     that many)."""
-    common: dict[str, Any] = {"warmup": settings.warmup} | ({"per_call": True} if per_call else {})
+
     if settings.steps:
-        return common | {"block_size": 1, "min_samples": settings.steps, "max_samples": settings.steps,
-                         "min_run_time_s": 0.0, "max_time_s": float("inf")}
-    return common | {
-        "min_run_time_s": settings.min_run_time_s,
-        "max_time_s": settings.budget_s,
-        "target_rel_ci": settings.target_rel_ci,
-    }
+        return TimerConfig(warmup=settings.warmup, per_call=per_call, block_size=1, min_samples=settings.steps,
+                           max_samples=settings.steps, min_run_time_s=0.0, max_time_s=float("inf"))
+    return TimerConfig(warmup=settings.warmup, per_call=per_call, min_run_time_s=settings.min_run_time_s,
+                       max_time_s=settings.budget_s, target_rel_ci=settings.target_rel_ci)
 
 
 def _phases(built: Any, m: Any, params: dict[str, Any]) -> dict[str, Any]:

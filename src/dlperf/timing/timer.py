@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
-from dlperf.timing import defaults
+from dlperf.timing.config import TimerConfig
 from dlperf.timing.measurement import Measurement
 from dlperf.timing.stats import median_ci, quantile
 
@@ -67,23 +68,18 @@ def estimate_overhead_s(clock: Clock, sync: Callable[[], None], repeats: int = 2
 
 def measure(
     fn: Callable[[], object],
+    config: TimerConfig | None = None,
     *,
     sync: Callable[[], None] | None = None,
     device_timer: DeviceTimer | None = None,
-    warmup: int = defaults.WARMUP,
-    min_run_time_s: float = defaults.MIN_RUN_TIME_S,
-    max_time_s: float = defaults.BUDGET_S,
-    min_samples: int | None = None,
-    max_samples: int = 1000,
-    target_rel_ci: float = defaults.TARGET_REL_CI,
-    min_sample_time_s: float = 1e-3,
-    block_size: int | None = None,
     clock: Clock = time.perf_counter,
     cpu_clock: Clock = time.process_time,
     disable_gc: bool = True,
-    per_call: bool = False,
+    **changes: Any,
 ) -> Measurement:
-    """Time `fn` until its median is known to `target_rel_ci` or the budget is spent.
+    """Time `fn` as `config` says (default: a study case's `TimerConfig`; keyword `changes` are TimerConfig fields
+    that replace its values, e.g. `measure(fn, warmup=0)`), until its median is known to `target_rel_ci` or the
+    budget is spent.
 
     1. The first call is timed alone (`first_call_s`: JIT, context creation,
        autotuning) and `warmup` more calls follow; none of them is a sample.
@@ -110,51 +106,26 @@ def measure(
     marked "n too small" instead of running far past its budget into its time-out. The Measurement's `tails`
     then give p50/p90/p99 with their intervals.
 
-    The defaults of `warmup`, `min_run_time_s`, `max_time_s` and `target_rel_ci` are a case's
-    (`dlperf.timing.defaults`), so a bare `measure(fn)` times as a study's case does.
-
     Python's garbage collector is paused while timing (as `timeit` and
     torch.utils.benchmark do) unless `disable_gc=False`, and restored after.
     """
-    if per_call:
-        if block_size not in (None, 1):
-            raise ValueError("per_call times single calls: block_size must be 1 (or left out)")
-        block_size = 1
-    if min_samples is None:
-        min_samples = min(defaults.PER_CALL_MIN_SAMPLES, max_samples) if per_call else 6
-    if min_samples < 1 or max_samples < min_samples:
-        raise ValueError("need 1 <= min_samples <= max_samples")
-    if target_rel_ci <= 0:
-        raise ValueError("target_rel_ci must be positive")
-    sync = sync or _no_sync
+    cfg = dataclasses.replace(config or TimerConfig(), **changes) if changes else (config or TimerConfig())
     gc_was_enabled = gc.isenabled()
     if disable_gc:
         gc.collect()
         gc.disable()
     try:
-        return _measure(fn, sync, device_timer, warmup, min_run_time_s, max_time_s, min_samples, max_samples,
-                        target_rel_ci, min_sample_time_s, block_size, clock, cpu_clock, per_call)
+        return _measure(fn, sync or _no_sync, device_timer, cfg, clock, cpu_clock)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _measure(
-    fn: Callable[[], object],
-    sync: Callable[[], None],
-    device_timer: DeviceTimer | None,
-    warmup: int,
-    min_run_time_s: float,
-    max_time_s: float,
-    min_samples: int,
-    max_samples: int,
-    target_rel_ci: float,
-    min_sample_time_s: float,
-    block_size: int | None,
-    clock: Clock,
-    cpu_clock: Clock,
-    per_call: bool = False,
-) -> Measurement:
+def _measure(fn: Callable[[], object], sync: Callable[[], None], device_timer: DeviceTimer | None,
+             cfg: TimerConfig, clock: Clock, cpu_clock: Clock) -> Measurement:
+    warmup, min_run_time_s, max_time_s = cfg.warmup, cfg.min_run_time_s, cfg.max_time_s
+    min_samples, max_samples, target_rel_ci = cfg.samples_floor, cfg.max_samples, cfg.target_rel_ci
+    min_sample_time_s, block_size, per_call = cfg.min_sample_time_s, cfg.block, cfg.per_call
     sync()
     t0 = clock()
     fn()
@@ -179,8 +150,6 @@ def _measure(
                                                             warmup_trials)
         warmup_iters += calib_iters
         warmup_s += calib_s
-    elif block_size < 1:
-        raise ValueError("block_size must be >= 1")
 
     times: list[float] = []
     cpus: list[float] = []
