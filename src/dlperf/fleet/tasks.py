@@ -25,7 +25,7 @@ from dlperf import __version__
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.settings import RunSettings
 from dlperf.errors import DlperfError, LeaseLostError
-from dlperf.runner.canary import CanaryTime
+from dlperf.runner.canary import Canary, CanaryTime
 from dlperf.studies import Case
 
 #: The name the fleet's state is registered under on a Dask worker (`dlperf fleet worker` preloads it).
@@ -68,7 +68,7 @@ class FleetState:
         self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
         self._threads: dict[str, int] = {}  # run id -> the threads this machine chose for it
-        self._canary: Any = None  # runner.canary.Canary: its buffers made at the first case
+        self._canary: Canary | None = None  # its buffers made at the first case
         self._lock = threading.Lock()
         self._canary_lock = threading.Lock()  # one canary at a time on this worker (tasks may run side by side)
 
@@ -111,8 +111,6 @@ class FleetState:
 
     def canary(self) -> CanaryTime:
         """The canary timed once now, on this machine, outside any case's process."""
-        from dlperf.runner.canary import Canary
-
         with self._canary_lock:
             if self._canary is None:
                 self._canary = Canary()
