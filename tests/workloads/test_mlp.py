@@ -104,3 +104,28 @@ def test_energy_estimate_flags(tmp_path):
     assert res.returncode == 2 and "needs --tdp-w" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     res = run_cli("run", "smoke", "--quick", "--tdp-w", "100", db=tmp_path / "r.sqlite")
     assert res.returncode == 2 and "only used with --energy-estimate" in res.stderr
+
+
+@pytest.mark.parametrize("size", ["small", "medium"])
+def test_the_dlperf_mlp_source_is_study_000s_net(size: str) -> None:
+    """`dlperf:mlp-SIZE` (for bench and the compilers study) is the study's forward pass: with the study's initial
+    weights loaded into it, its output equals relu(x @ w1) @ w2 computed in NumPy, and its parameters are
+    D_in*H + H*D_out."""
+    import torch
+
+    from dlperf.sources import load
+    from dlperf.workloads.mlp.spec import SIZES, Dims, initial_state
+
+    n, d_in, h, d_out = SIZES[size]
+    loaded = load(f"dlperf:mlp-{size}", seed=0)
+    net = loaded.module
+    assert sum(p.numel() for p in net.parameters()) == d_in * h + h * d_out
+    (x,), _ = loaded.example_inputs(3, None)
+    assert tuple(x.shape) == (3, d_in) and x.dtype == torch.float32
+    state = initial_state(Dims(4, d_in, h, d_out))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.from_numpy(state["w1"].T))
+        net[2].weight.copy_(torch.from_numpy(state["w2"].T))
+        out = net(torch.from_numpy(state["x"]).float()).numpy()
+    want = np.maximum(state["x"] @ state["w1"], 0.0) @ state["w2"]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -1,8 +1,10 @@
 """`dlperf:NAME`: one of dlperf's own models, so every example runs with nothing from the user.
 
-CNNs (alexnet, caffenet, googlenet, lenet5: NCHW float32 images of the model's size, `models.torch_models`) and
+CNNs (alexnet, caffenet, googlenet, lenet5: NCHW float32 images of the model's size, `models.torch_models`),
 transformer presets (gpt2-tiny, bert-tiny, ...: int64 tokens [batch, seq] below the vocabulary, the logits
-forward of `models.transformer.torch_model`; a decoder also generates).
+forward of `models.transformer.torch_model`; a decoder also generates) and study 000's two-layer net at its three
+sizes (mlp-small, mlp-medium, mlp-large: `Linear(D_in, H) -> ReLU -> Linear(H, D_out)` without biases, the sizes
+of `workloads.mlp.spec.SIZES`, float32 inputs [batch, D_in]; the batch is bench's, not the table's N).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from dlperf.sources.base import Loaded, SourceError, SourceKind
 PREFIX = "dlperf:"
 
 
+#: Study 000's net, by size (`workloads.mlp.spec.SIZES`).
+MLPS = ("mlp-small", "mlp-medium", "mlp-large")
+
+
 def _names() -> tuple[list[str], list[str]]:
     from dlperf.models import MODELS
     from dlperf.models.transformer import PRESETS
 
-    return sorted(MODELS), list(PRESETS)
+    return sorted(MODELS), [*PRESETS, *MLPS]
 
 
 class DlperfSource(SourceKind):
@@ -41,7 +47,23 @@ class DlperfSource(SourceKind):
         cnns, _ = _names()
         if name in cnns:
             return _cnn(torch, name, seed)
+        if name in MLPS:
+            return _mlp(torch, name, seed)
         return _transformer(torch, name, seed)
+
+
+def _mlp(torch: Any, name: str, seed: int) -> Loaded:
+    from dlperf.workloads.mlp.spec import SIZES
+
+    _, d_in, hidden, d_out = SIZES[name.removeprefix("mlp-")]
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(d_in, hidden, bias=False), torch.nn.ReLU(),
+                              torch.nn.Linear(hidden, d_out, bias=False))
+
+    def inputs(batch: int, seq: int | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (torch.randn(batch, d_in, generator=torch.Generator().manual_seed(0)),), {}
+
+    return Loaded(net, inputs, info={"family": "mlp", "study": "000", "dims": [d_in, hidden, d_out]})
 
 
 def _cnn(torch: Any, name: str, seed: int) -> Loaded:
