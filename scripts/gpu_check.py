@@ -25,20 +25,13 @@ dlperf, is computed by this file run again under the check's interpreter (`--pla
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shlex
 import shutil
-import signal
-import sqlite3
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling gpu_evidence.py, wherever run from
 from gpu_evidence import (
@@ -52,6 +45,8 @@ from gpu_evidence import (
     run_summary,
     wheel_project,
 )
+from gpu_facts import facts, find_ncu
+from gpu_runner import Check, detect_gpus, git_commit, guarded, now_utc, run_ids
 from gpu_steps import (
     FACTS_S,
     INSTALL_TIMEOUT_S,
@@ -73,7 +68,6 @@ from gpu_steps import (
     study_groups,
 )
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds each step or part may take before it is stopped (SIGTERM, then SIGKILL 30 s later): gpu_steps.py
 #: plans them so that each step fits a 10-minute command. Chosen, not yet checked against durations on a GPU.
@@ -81,183 +75,11 @@ TIMEOUTS_S = {"install": INSTALL_TIMEOUT_S, "tests": TESTS_TIMEOUT_S, "report": 
               "studies:plan": PLAN_TIMEOUT_S,
               **{f"study:{k}": v for k, v in STUDY_TIMEOUTS_S.items()},
               **{p.name: p.timeout_s for p in QUICK}}
-GRACE_S = 30
 ENV_NOTE = "PYTHONPATH=src, COLUMNS=200, PYTHONUNBUFFERED=1"
 
 
-def now_utc() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def detect_gpus(nvidia_smi: str | None) -> tuple[list[str], str]:
-    """The NVIDIA GPUs' names from nvidia-smi, or ([], why there is none)."""
-    if not nvidia_smi or not Path(nvidia_smi).exists():
-        return [], "nvidia-smi is not installed"
-    try:
-        res = subprocess.run([nvidia_smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], f"nvidia-smi did not answer ({exc})"
-    lines = [line.strip() for line in res.stdout.splitlines() if line.strip()]
-    if res.returncode != 0 or not lines:
-        said = (res.stdout + res.stderr).strip().splitlines()
-        return [], f"nvidia-smi exited {res.returncode}" + (f": {said[0][:160]}" if said else " and listed no GPU")
-    return lines, ""
-
-
-class Check:
-    """One invocation: runs steps, records their outcomes, writes the README."""
-
-    def __init__(self, out: Path, python: str, commit: str, env: dict[str, str]) -> None:
-        self.out, self.python, self.commit, self.env = out, python, commit, env
-        self.outcomes: list[StepOutcome] = []
-        self.saver: Callable[[], None] | None = None  # writes steps.json and the README after each step
-
-    def record(self, outcome: StepOutcome) -> StepOutcome:
-        """Keep an outcome and write the evidence's state at once, so that a job cut short still leaves it."""
-        self.outcomes.append(outcome)
-        if self.saver:
-            self.saver()
-        return outcome
-
-    def rel(self, path: Path) -> str:
-        """A path as the README and the commands show it: from the repository root where it lies inside."""
-        path = path.resolve() if not path.is_absolute() else path
-        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-    def step(self, name: str, cmd: list[str], timeout_s: float, log: Path, *, stdout: Path | None = None,
-             env: dict[str, str] | None = None) -> StepOutcome:
-        """Run `cmd` from the repository root, output to `log` (stdout to `stdout` if given), stopped at
-        `timeout_s`: SIGTERM to its process group (dlperf stores what finished), SIGKILL after GRACE_S."""
-        log.parent.mkdir(parents=True, exist_ok=True)
-        shown = shlex.join(cmd) + (f" > {self.rel(stdout)}" if stdout else "")
-        started, t0 = now_utc(), time.monotonic()
-        timed_out, status, note = False, None, ""
-        with open(log, "w", encoding="utf-8") as err, open(stdout or os.devnull, "w", encoding="utf-8") as std:
-            try:
-                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=std if stdout else err, stderr=err,
-                                        env=env or self.env, start_new_session=True)
-            except OSError as exc:
-                note = f"could not start: {exc}"
-            else:
-                try:
-                    status = proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    _stop(proc)
-                    note = f"stopped after {timeout_s:g} s (SIGTERM, SIGKILL {GRACE_S} s later if still running)"
-        kept = log.exists() and log.stat().st_size > 0
-        if not kept:
-            log.unlink(missing_ok=True)  # nothing was said: no empty file in the evidence
-        outcome = StepOutcome(name, shown, started, round(time.monotonic() - t0, 1), status, self.commit,
-                              timeout_s=timeout_s, timed_out=timed_out,
-                              log=log.relative_to(self.out).as_posix() if kept else None, note=note)
-        self.record(outcome)
-        print(f"gpu-check: {name}: {'FAILED' if outcome.failed else 'ok'} ({outcome.duration_s:.0f} s)", flush=True)
-        return outcome
-
-    def dlperf(self, *args: str) -> list[str]:
-        return [self.python, "-m", "dlperf.cli", *args]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """End the process group this check started for one step (and only that one)."""
-    for sig, wait_s in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def run_ids(store: Path) -> set[str]:
-    """The run ids in a dlperf SQLite store (none if it does not exist yet)."""
-    if not store.exists():
-        return set()
-    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    try:
-        return {row[0] for row in con.execute("SELECT id FROM runs")}
-    except sqlite3.Error:  # a store that dlperf could not set up: no run in it
-        return set()
-    finally:
-        con.close()
-
-
-def guarded(check: Check, name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-    """Run one part of the check; a bug or an unreadable file in it is recorded as a failed step, and the
-    check goes on to write its README."""
-    try:
-        return fn(check, *args, **kwargs)
-    except Exception as exc:
-        check.outcomes.append(StepOutcome(name, "(gpu_check.py itself)", now_utc(), 0.0, None, check.commit,
-                                          failed_anyway=True, note=f"gpu_check.py raised {type(exc).__name__}: {exc}"))
-        print(f"gpu-check: {name}: FAILED inside gpu_check.py ({type(exc).__name__}: {exc})", flush=True)
-        return None
-
-
-def git_commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown (git did not answer)"
-    if sha.returncode != 0:
-        return "unknown (not a git checkout)"
-    return sha.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-
-
-#: Frameworks the GPU tests name: where one is absent, its tests are deselected by name (`-k "not NAME"`) and
-#: the studies record its cases as unsupported. The others must be there: a missing one fails its tests.
-FRAMEWORKS = ("torch", "jax", "cupy", "onnxruntime", "tensorflow", "openvino")
-SKIPPED_WHEN_ABSENT = ("tensorflow", "openvino")
 COUNTERS_TEST = "tests/runner/test_counters.py::test_counters_on_a_real_gpu"
 TIMING_TEST = "tests/cli/test_gpu_timing.py"
-
-
-def find_ncu() -> str | None:
-    """ncu as dlperf.profiling.ncu.find_ncu finds it ($DLPERF_NCU, PATH, the CUDA default), before dlperf imports."""
-    override = os.environ.get("DLPERF_NCU")
-    if override:
-        return None if override.lower() == "none" or not Path(override).exists() else override
-    found = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    return found if Path(found).exists() else None
-
-
-def facts(check: Check, ncu: str | None, nvidia_smi: str) -> list[str]:
-    """What the machine and the software are: nvidia-smi -q, which frameworks import, the fingerprint dlperf
-    stores, dlperf doctor, pip's list, ncu's version. Returns the absent frameworks skipped by name."""
-    out, t = check.out, TIMEOUTS_S
-    check.step("facts:nvidia-smi", [nvidia_smi, "-q"], t["facts:nvidia-smi"], out / "logs" / "nvidia-smi.log",
-               stdout=out / "nvidia-smi-q.txt")
-    code = ("import importlib.util as u, json; print(json.dumps({n: u.find_spec(n) is not None for n in "
-            f"{list(FRAMEWORKS)!r}}}))")
-    o = check.step("facts:frameworks", [check.python, "-c", code], t["facts:frameworks"],
-                   out / "logs" / "frameworks.log", stdout=out / "frameworks.json")
-    try:
-        found = json.loads((out / "frameworks.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        found = {}
-    absent = [n for n in SKIPPED_WHEN_ABSENT if found and not found.get(n)]
-    if absent:
-        o.details = [f"not installed, so skipped by name (GPU tests deselected, cases unsupported): "
-                     f"{', '.join(absent)}"]
-    code = ("import json; from dlperf.frameworks import REGISTRY; from dlperf.hardware.identity import fingerprint; "
-            "print(json.dumps(fingerprint(sorted(REGISTRY)), indent=2, default=str))")
-    check.step("facts:fingerprint", [check.python, "-c", code], t["facts:fingerprint"],
-               out / "logs" / "fingerprint.log", stdout=out / "fingerprint.json")
-    check.step("facts:doctor", check.dlperf("doctor"), t["facts:doctor"], out / "logs" / "doctor.log",
-               stdout=out / "doctor.txt")
-    check.step("facts:pip", [check.python, "-m", "pip", "list", "--format=freeze"], t["facts:pip"],
-               out / "logs" / "pip.log", stdout=out / "pip-list.txt")
-    if ncu:
-        check.step("facts:ncu", [ncu, "--version"], t["facts:ncu"], out / "logs" / "ncu.log",
-                   stdout=out / "ncu-version.txt")
-    return absent
 
 
 def tests(check: Check, absent: list[str] | tuple[str, ...] = (), *, name: str = "tests", where: Path | None = None,
@@ -536,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         elif "install" in steps:
             check.step("install", ["make", "--no-print-directory", "install-gpu", f"VENV={args.venv}",
                                    f"PYTHON={sys.executable}"], TIMEOUTS_S["install"], out / "logs" / "install.log")
-        absent = guarded(check, "facts", facts, ncu, args.nvidia_smi) or []
+        absent = guarded(check, "facts", facts, ncu, args.nvidia_smi, TIMEOUTS_S) or []
         if "quick" in steps:
             guarded(check, "quick", quick, ncu, absent, args.part)
         if "tests" in steps:

@@ -291,17 +291,17 @@ def test_run_ids_of_a_store_that_is_not_one(tmp_path):
     assert gpu_check.run_ids(tmp_path / "empty.db") == set()
 
 
-def test_tests_of_an_absent_framework_are_not_collected_at_all(tmp_path, monkeypatch):
+def test_tests_of_an_absent_framework_are_not_collected_at_all(tmp_path):
     """The first H200 run failed its quick:tests on a collection error: a test file named after TensorFlow
     imports it at the top, and `-k "not tensorflow"` deselects only after collecting. Files named after an absent
     framework are now ignored (--ignore-glob, which pytest roots at its working folder: the check's ROOT, here
     tmp_path); a GPU test of a present one still runs and is counted."""
-    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
     tree = tmp_path / "t"
     tree.mkdir()
     (tree / "test_model_tensorflow.py").write_text("raise ImportError('tensorflow is not installed')\n")
     (tree / "test_present.py").write_text("import pytest\n\n@pytest.mark.gpu\ndef test_cuda():\n    assert True\n")
     check = _check(tmp_path)
+    check.root = tmp_path  # the steps' working folder: pytest roots --ignore-glob there
     gpu_check.tests(check, ["tensorflow"], name="quick:tests", where=tmp_path / "ev", args=(str(tree),))
     (o,) = check.outcomes
     assert "--ignore-glob=*tensorflow*" in o.command and "-k 'not tensorflow'" in o.command
