@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dlperf.report.compare import VERDICTS
+from dlperf.analysis.compare import VERDICTS
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
 from tests.conftest import run_cli

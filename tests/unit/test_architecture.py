@@ -24,8 +24,9 @@ LAYERS: dict[str, int] = {
     "distributed": 4,  # torchrun jobs: the `ddp` and `collectives` workloads' `drive` calls it
     "hardware": 5, "studies": 5,
     "runner": 6, "fleet": 6,  # fleet: the runner's cases sent to Dask workers on other machines
-    "report": 7,
-    "cli": 8, "doctor": 8, "__main__": 8,
+    "analysis": 7,  # cross-run analysis as data: compare, effect, drift, history, changepoints, machines
+    "report": 8,
+    "cli": 9, "doctor": 9, "__main__": 9,
 }
 MAX_LINES = 400
 

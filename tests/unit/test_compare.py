@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from dlperf.analysis.compare import CaseComparison, compare_runs, regressions, summarize, verdict
 from dlperf.core.result import CaseResult, Metrics
-from dlperf.report.compare import CaseComparison, compare_runs, regressions, summarize, verdict
 
 
 def per_call(scale: float, seed: int, n: int = 400, sigma: float = 0.05) -> list[float]:
@@ -188,7 +188,7 @@ def test_a_real_change_beyond_the_drift_is_still_called_faster_and_a_steady_mach
 
 
 def test_runs_stored_before_the_canary_compare_as_before_with_a_note():
-    from dlperf.report.drift import machine_drift
+    from dlperf.analysis.drift import machine_drift
 
     a, b = processes(1e-3, 1), processes(0.75e-3, 10)
     why = machine_drift(a, canaried(b, 2.25, 2))
@@ -214,7 +214,7 @@ def test_on_a_fleet_the_drift_is_each_machines_own_not_the_placement():
     """Two machines, one twice as slow, neither drifting: run A put most processes on the slow one, run B on the
     fast one. Pooled naively the canary would say B's machine was 0.5x; each machine over its own median says no
     drift. Machines the runs do not share give no drift, with the reason."""
-    from dlperf.report.drift import machine_drift
+    from dlperf.analysis.drift import machine_drift
 
     speed = {"slow": 2.0, "fast": 1.0}
     a = on_hosts(canaried(processes(1e-3, 1, 6), 3.0, 1), ["slow"] * 5 + ["fast"], speed)

@@ -1,4 +1,4 @@
-"""report.effect: the Hodges-Lehmann shift and its distribution-free CI (exact ranks from the Mann-Whitney null
+"""analysis.effect: the Hodges-Lehmann shift and its distribution-free CI (exact ranks from the Mann-Whitney null
 distribution, normal approximation above), the same order statistics without an n x m array, Welch's t on
 per-process medians, and which of the two `estimate` uses."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import ttest_ind
 
-from dlperf.report import effect
-from dlperf.report.effect import critical_rank, estimate, hodges_lehmann, welch
+from dlperf.analysis import effect
+from dlperf.analysis.effect import critical_rank, estimate, hodges_lehmann, welch
 
 
 @pytest.mark.parametrize(("n", "m", "c"), [(3, 3, 0), (4, 4, 1), (5, 5, 3), (10, 10, 24), (8, 12, 23)])

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dlperf.analysis.history import StudyHistory, build_history
+from dlperf.analysis.machines import machine_id
 from dlperf.cli import cli
 from dlperf.cli.readers import result_environments
 from dlperf.cli.results import REGRESSION_EXIT
-from dlperf.report.history import StudyHistory, build_history
 from dlperf.report.history_report import FLEET_NOTE, history_json, history_sections
 from dlperf.report.html.embed import extract
-from dlperf.report.machines import machine_id
 from dlperf.report.sections import Table
 from dlperf.store import Store
 from tests.fleet_store import K1, K2, M1, M2, M3, FleetStore, add_rows_run, fleet_store

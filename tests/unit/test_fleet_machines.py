@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.cli.readers import result_environments, run_shares
-from dlperf.errors import DlperfError
-from dlperf.report.machines import (
+from dlperf.analysis.machines import (
     MachineShare,
     describe_machine,
     machine_id,
@@ -19,6 +17,8 @@ from dlperf.report.machines import (
     share_names,
     short_name,
 )
+from dlperf.cli.readers import result_environments, run_shares
+from dlperf.errors import DlperfError
 from dlperf.report.matrix import build_matrix, matrix_json, matrix_sections
 from dlperf.report.sections import render_markdown
 from dlperf.store import Store

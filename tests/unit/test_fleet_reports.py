@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.analysis.machines import machine_id, share_names
 from dlperf.cli.readers import machine_reports, report_data, run_machines, share_report
 from dlperf.errors import DlperfError
 from dlperf.report import registry
-from dlperf.report.machines import machine_id, share_names
 from dlperf.report.repetitions import across_columns, across_processes
 from dlperf.report.sections import Heading, Note
 from dlperf.report.study import ReportData

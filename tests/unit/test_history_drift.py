@@ -1,11 +1,11 @@
-"""History's gate allows for the machine's drift the canary saw (report.history.check_newest)."""
+"""History's gate allows for the machine's drift the canary saw (analysis.history.check_newest)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dlperf.report.changepoints import detect
-from dlperf.report.history import Point, RunInfo, check_newest
+from dlperf.analysis.changepoints import detect
+from dlperf.analysis.history import Point, RunInfo, check_newest
 
 
 def series(newest_s: float, canary_s: list[float | None]) -> tuple[list[Point], list[RunInfo]]:

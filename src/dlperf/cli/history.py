@@ -1,7 +1,7 @@
 """`dlperf history` and `dlperf matrix`: one study over time on each machine, and across machines.
 
 The store reads are here (every run of the study, its environment with the run's derived figures, its
-typed results, the environments of the machines that ran them); `report.history` / `report.matrix` build
+typed results, the environments of the machines that ran them); `analysis.history` / `report.matrix` build
 the data, their section builders draw it."""
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def history(study: str, case_filter: str | None, machine: str | None, metric: st
     change on the same machine stays on its timeline and is marked), each case's median per run, its
     change points (PELT) and the newest run against the level before the last change. A fleet run is split
     by the machine that ran each case: each machine's share is a run on that machine's timeline."""
+    from dlperf.analysis.history import build_history
     from dlperf.cli.readers import result_environments
-    from dlperf.report.history import build_history
     from dlperf.report.history_report import history_json, history_sections
 
     store = open_store(db, create=False)

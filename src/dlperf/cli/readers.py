@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dlperf.analysis.machines import MachineShare, pick_share, split_by_machine
 from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
-from dlperf.report.machines import MachineShare, pick_share, split_by_machine
 from dlperf.report.study import ReportData
 from dlperf.store import Store
 from dlperf.untrusted import path_component
@@ -48,7 +48,7 @@ def result_environments(store: Store, runs: Iterable[dict[str, Any]], results: I
 
 def run_shares(store: Store, run_ref: str) -> tuple[dict[str, Any], list[CaseResult], list[MachineShare]]:
     """A run (row), its typed results in the store's order, and the same results by the machine that ran them
-    (`report.machines.split_by_machine`)."""
+    (`analysis.machines.split_by_machine`)."""
     run_row = store.run(run_ref)
     results = store.results(run_row["id"])
     envs = result_environments(store, [run_row], results)
@@ -95,7 +95,7 @@ def split_ref(ref: str) -> tuple[str, str | None]:
 def share_report(store: Store, ref: str, plot_dir: Path | None) -> ReportData:
     """RUN or RUN@MACHINE as one machine's report data: a run on one machine as `report_data` reads it; one
     machine's share of a run on several (`_share_data`); a plain RUN that ran on several machines, or an
-    unknown or ambiguous machine: DlperfError, the one line `compare` gives (`report.machines.pick_share`)."""
+    unknown or ambiguous machine: DlperfError, the one line `compare` gives (`analysis.machines.pick_share`)."""
     run_ref, selector = split_ref(ref)
     data = report_data(store, run_ref, plot_dir)
     shares = run_machines(store, data)
@@ -132,15 +132,15 @@ def cnn_inputs(store: Store, run_ids: list[str] | None = None
 def run_histories(store: Any, datas: list[Any], machines: dict[str, list[Any]] | None = None
                   ) -> dict[str, list[Any]]:
     """For the HTML report, by run id: the run's study's history on each machine the run's results came from
-    (`machines`: its `report.machines.MachineShare`s by run id; None: read here), one timeline each, every run
+    (`machines`: its `analysis.machines.MachineShare`s by run id; None: read here), one timeline each, every run
     of the study on that machine (a fleet run's share there counts), or [] when no machine of the run has
     another run of it. Each study's runs are read once, their results' environment ids by one query, and
     results only of the runs on the run's machines."""
     from dataclasses import replace
 
-    from dlperf.report.history import build_history
+    from dlperf.analysis.history import build_history
+    from dlperf.analysis.machines import machine_id
     from dlperf.report.history_report import history_sections
-    from dlperf.report.machines import machine_id
 
     out: dict[str, list[Any]] = {}
     results: dict[str, list[Any]] = {}

@@ -130,10 +130,10 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     A run whose results came from several machines (a fleet run) is compared one machine's share at a time:
     RUN@MACHINE (a machine id prefix or a machine label), e.g. `RUN@w1 RUN@w2` for two machines of one run.
     """
+    from dlperf.analysis.compare import NOT_COMPARED, compare_runs, regressions, summarize
+    from dlperf.analysis.drift import machine_drift
+    from dlperf.analysis.effect import CONFIDENCE
     from dlperf.hardware.identity import diff, identity
-    from dlperf.report.compare import NOT_COMPARED, compare_runs, regressions, summarize
-    from dlperf.report.drift import machine_drift
-    from dlperf.report.effect import CONFIDENCE
 
     store = open_store(db, create=False)
     (ra, share_a), (rb, share_b) = _run_share(store, run_a), _run_share(store, run_b)
@@ -201,8 +201,8 @@ def _threads_note(ra: dict[str, Any], rb: dict[str, Any], env_a: dict[str, Any],
 def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
     """RUN or RUN@MACHINE: the run's row and the results of the machine named (a plain RUN: its only machine;
     a run on several machines without @MACHINE, an unknown or ambiguous machine: DlperfError, one line)."""
+    from dlperf.analysis.machines import pick_share
     from dlperf.cli.readers import run_shares, split_ref
-    from dlperf.report.machines import pick_share
 
     run_ref, machine = split_ref(ref)
     run_row, _, shares = run_shares(store, run_ref)
@@ -227,7 +227,7 @@ def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], r
     from rich.markup import escape
     from rich.table import Table
 
-    from dlperf.report.compare import VERDICTS
+    from dlperf.analysis.compare import VERDICTS
 
     console = new_console()
     if derived and not diffs:

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.history import CaseHistory, Timeline
-from dlperf.report.machines import format_change
+from dlperf.analysis.history import CaseHistory, Timeline
+from dlperf.analysis.machines import format_change
 from dlperf.report.plots import save_figure
 from dlperf.units import format_time
 

@@ -11,9 +11,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.changepoints import PENALTY_BETA, SIGMA_FLOOR
-from dlperf.report.history import CaseHistory, Point, RunInfo, StudyHistory, Timeline
-from dlperf.report.machines import format_change
+from dlperf.analysis.changepoints import PENALTY_BETA, SIGMA_FLOOR
+from dlperf.analysis.history import CaseHistory, Point, RunInfo, StudyHistory, Timeline
+from dlperf.analysis.machines import format_change
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.units import MISSING, format_time
 

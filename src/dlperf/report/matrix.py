@@ -1,11 +1,11 @@
 """The machine matrix: one study across the machines of one store (the fleet case).
 
-For each machine (`report.machines`: the hardware part of an environment) the newest *complete* run of
+For each machine (`analysis.machines`: the hardware part of an environment) the newest *complete* run of
 the study is taken; a run counts for every machine its results came from (a fleet run: each result row's
 `env_id` is the machine that ran it), and a column holds only that machine's share of its run. Rows are
 case keys, columns are machines (label, CPU model / GPUs / host hash, and the run id), a cell is the
 case's median time per step in that run (its repetitions pooled, contended or invalid processes left out,
-as in `report.history.pooled_point`) with its validity; a case a machine did not run, or that failed
+as in `analysis.history.pooled_point`) with its validity; a case a machine did not run, or that failed
 there, shows as missing with its status. A note lists every machine's identity in full, so two machines
 that look alike are never taken for one; machines with runs of the study but none complete are named with
 their newest run's status.
@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from dlperf.analysis.history import Point, pooled_point
+from dlperf.analysis.machines import MachineShare, describe_machine, software, split_by_machine
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
-from dlperf.report.history import Point, pooled_point
-from dlperf.report.machines import MachineShare, describe_machine, software, split_by_machine
 from dlperf.report.sections import Heading, Note, Section, Table
 
 

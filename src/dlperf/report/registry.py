@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from dlperf.analysis.machines import MachineShare, share_names
 from dlperf.report import (
     backends_report,
     cnn_report,
@@ -23,7 +24,6 @@ from dlperf.report import (
     serving_report,
     transformer_report,
 )
-from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.sections import Heading, Note, Section
 from dlperf.report.study import ReportData
 

@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dlperf.analysis.machines import MachineShare, share_names
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
 from dlperf.core.validity import short_reason
-from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.report.run_columns import ALGBW_WORKLOADS, COLUMNS, all_algbw, column_titles, columns, header_len
@@ -88,7 +88,7 @@ def n_cell(m: Metrics) -> str:
 
 def result_rows(results: list[CaseResult], names: dict[int, str] | None = None) -> list[dict[str, str]]:
     """Display strings for each result; every time shown carries its IQR and sample count; with `names` (env
-    id -> machine, `report.machines.share_names`), the machine that ran it."""
+    id -> machine, `analysis.machines.share_names`), the machine that ran it."""
     rows = []
     mark_algbw = not all_algbw(results)  # a table of several workloads marks each collective's cell instead
     for r in results:

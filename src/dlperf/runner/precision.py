@@ -3,7 +3,7 @@ reaches a stated one (`dlperf run --precision 5%`; pyperf's `--rigorous` idea, d
 a fixed count).
 
 A case's figure across processes is the geometric mean of its processes' medians (what `compare` compares with
-3 or more processes per side: `report.effect`). Its precision is the half-width of that figure's 95% interval,
+3 or more processes per side: `analysis.effect`). Its precision is the half-width of that figure's 95% interval,
 relative: Student's t over the log medians, exp(t * sd / sqrt(k)) - 1 for k processes. (A distribution-free
 interval of the median of medians needs 6 processes for 95% coverage; the t interval on log medians exists from
 2, and is the one compare's per-process verdict rests on.) One process has no precision across processes: what

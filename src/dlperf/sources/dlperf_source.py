@@ -4,19 +4,20 @@ CNNs (alexnet, caffenet, googlenet, lenet5: NCHW float32 images of the model's s
 transformer presets (gpt2-tiny, bert-tiny, ...: int64 tokens [batch, seq] below the vocabulary, the logits
 forward of `models.transformer.torch_model`; a decoder also generates) and study 000's two-layer net at its three
 sizes (mlp-small, mlp-medium, mlp-large: `Linear(D_in, H) -> ReLU -> Linear(H, D_out)` without biases, the sizes
-of `workloads.mlp.spec.SIZES`, float32 inputs [batch, D_in]; the batch is bench's, not the table's N).
+of `models.mlp_sizes.SIZES`, float32 inputs [batch, D_in]; the batch is bench's, not the table's N).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dlperf.models.mlp_sizes import SIZES
 from dlperf.sources.base import Loaded, SourceError, SourceKind
 
 PREFIX = "dlperf:"
 
 
-#: Study 000's net, by size (`workloads.mlp.spec.SIZES`).
+#: Study 000's net, by size (`models.mlp_sizes.SIZES`).
 MLPS = ("mlp-small", "mlp-medium", "mlp-large")
 
 
@@ -53,8 +54,6 @@ class DlperfSource(SourceKind):
 
 
 def _mlp(torch: Any, name: str, seed: int) -> Loaded:
-    from dlperf.workloads.mlp.spec import SIZES
-
     _, d_in, hidden, d_out = SIZES[name.removeprefix("mlp-")]
     torch.manual_seed(seed)
     net = torch.nn.Sequential(torch.nn.Linear(d_in, hidden, bias=False), torch.nn.ReLU(),

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from dlperf.analysis.machines import MachineShare
 from dlperf.report.claims.model import Verdict
 from dlperf.report.html.svg import WEB_ADDRESS
-from dlperf.report.machines import MachineShare
 from dlperf.report.study import ReportData
 
 FORMAT = "dlperf-html-report"

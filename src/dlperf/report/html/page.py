@@ -16,13 +16,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from dlperf.analysis.machines import MachineShare, share_names
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
 from dlperf.report.html import parts
 from dlperf.report.html.commands import reproduce
 from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
-from dlperf.report.machines import MachineShare, share_names
 from dlperf.report.registry import machine_sections
 from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section

@@ -9,9 +9,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from dlperf.analysis.machines import MachineShare, describe_machine, share_names
 from dlperf.core.result import CaseResult
 from dlperf.report.html.render import table_block, text_blocks
-from dlperf.report.machines import MachineShare, describe_machine, share_names
 from dlperf.report.noise import noise_lines
 from dlperf.report.run_columns import column_titles, columns
 from dlperf.report.tables import (

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlperf.models.mlp_sizes import SIZES  # study 000's Table 1, shared with the dlperf: sources
 from dlperf.workloads.base import Cost
 
-#: Study 000, Table 1: (N, D_in, H, D_out).
-SIZES = {"small": (64, 15000, 100, 150), "medium": (192, 20000, 300, 200), "large": (384, 40000, 600, 400)}
+__all__ = ["SIZES", "Dims", "cost", "initial_state", "matmul_flops"]
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The history of one study: its runs on each machine over time, change points per case, a regression gate.
 
 Given the runs of one study (complete, interrupted or failed, with their results and environments), the
-runs are grouped by machine (`report.machines`: the hardware part of the environment; never two machines
+runs are grouped by machine (`analysis.machines`: the hardware part of the environment; never two machines
 in one timeline) and ordered by start time. A framework upgrade, a new dlperf version or commit, another
 kernel stays on the machine's timeline and is marked on the run where it first appears. A run whose results
 came from several machines (a fleet run: each result row's `env_id` is the machine that ran it) is split by
-`report.machines.split_by_machine`: each machine's share is a run on that machine's timeline, so samples
+`analysis.machines.split_by_machine`: each machine's share is a run on that machine's timeline, so samples
 of two machines are never pooled into one point, and the gate judges each machine's share on its own.
 
 Per case and run, one point: the median time per step (per call) of the case's successful processes,
@@ -17,7 +17,7 @@ neither for change points nor as a baseline. The thread count is a setting, not 
 case ran with different thread counts on one machine (`dlperf run` picks them from the idle cores unless
 told), each count is its own series ("KEY [threads=N]"), so 1 thread is never compared with 2.
 
-Change points: `report.changepoints.detect` (PELT, l2 on log medians; its doc says the penalty and why)
+Change points: `analysis.changepoints.detect` (PELT, l2 on log medians; its doc says the penalty and why)
 over a case's usable points. The newest run is checked against the segment before the last change point
 (the runs before it where there is none): `slower` when newest/baseline - 1 exceeds the threshold (the
 gate's --fail-on-regression PCT, else the minimum effect) *and* the newest interval lies wholly above the
@@ -28,7 +28,7 @@ intervals. The gate fails on `slower`, and closed on a newest run whose case cou
 
 The machine drifts between runs: where the newest run and its baseline runs stored canaries (`runner.canary`,
 timed before and after each process), the canary's newest/baseline ratio m around the case's processes widens
-the check as `compare` widens its intervals (`report.drift`): `slower` needs the ratio and the newest interval
+the check as `compare` widens its intervals (`analysis.drift`): `slower` needs the ratio and the newest interval
 beyond max(1, m) times the threshold and the baseline's interval, `faster` beyond min(1, m); a change the drift
 could explain is `inconclusive`. Runs without a canary are checked as before.
 """
@@ -42,10 +42,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dlperf.core.result import CaseResult
-from dlperf.errors import DlperfError
-from dlperf.report.changepoints import DEFAULT_MIN_EFFECT, Detection, detect
-from dlperf.report.machines import (
+from dlperf.analysis.changepoints import DEFAULT_MIN_EFFECT, Detection, detect
+from dlperf.analysis.machines import (
     LABEL_KEY,
     MachineShare,
     describe_machine,
@@ -54,13 +52,15 @@ from dlperf.report.machines import (
     software_changes,
     split_by_machine,
 )
+from dlperf.core.result import CaseResult
+from dlperf.errors import DlperfError
 from dlperf.runner.canary import local_times
 from dlperf.timing import Measurement
 from dlperf.units import format_time
 
 #: The metrics history follows (the option --metric): name -> what it is.
 METRICS = {"time": "median time per step (per call), seconds"}
-#: Validities whose processes are left out (as in report.compare).
+#: Validities whose processes are left out (as in analysis.compare).
 LEFT_OUT = ("contended", "invalid")
 
 

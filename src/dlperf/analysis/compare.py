@@ -1,7 +1,7 @@
 """Compare two runs case by case, for a person and for a CI gate.
 
 Each case (all its repetitions, one worker process each, pooled) gets B/A, the ratio of per-call
-times, with a 95% confidence interval and a p-value (`report.effect` says how and why), and a verdict
+times, with a 95% confidence interval and a p-value (`analysis.effect` says how and why), and a verdict
 against a minimum effect that matters in practice (`min_effect`, 0.05 = 5%):
 
 - `slower`: the whole interval lies above 1 + min_effect (B takes at least that much longer);
@@ -18,7 +18,7 @@ never faster or slower; `noisy` processes are compared and the case is marked no
 before validity existed (None) count as valid and are not marked. Other verdicts: `not comparable`
 (no successful result on a side), `only in A`, `only in B`.
 
-The machine's drift between the runs (their canaries, `report.drift`) widens each compared case's interval
+The machine's drift between the runs (their canaries, `analysis.drift`) widens each compared case's interval
 before its verdict: a change the drift could explain is `inconclusive`, with a note; `ci_low`/`ci_high` are the
 widened interval, `sample_ci_low`/`sample_ci_high` the one from the processes alone.
 """
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from dlperf.analysis.drift import Drift, local_ratio, machine_drift, widen
+from dlperf.analysis.effect import CONFIDENCE, MIN_PROCESSES, estimate
 from dlperf.core.result import CaseResult
-from dlperf.report.drift import Drift, local_ratio, machine_drift, widen
-from dlperf.report.effect import CONFIDENCE, MIN_PROCESSES, estimate
 from dlperf.timing import Measurement
 
 #: The default minimum effect: changes smaller than 5% are "no change".
@@ -138,7 +138,7 @@ def _reasons(side: str, rows: list[CaseResult]) -> str:
 
 def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
                  min_effect: float = DEFAULT_MIN_EFFECT, drift: Drift | None = None) -> CaseComparison:
-    """One case, its repetitions on each side pooled (see `report.effect` for how processes count)."""
+    """One case, its repetitions on each side pooled (see `analysis.effect` for how processes count)."""
     if not rows_a or not rows_b:
         return CaseComparison(key, "only in A" if rows_a else "only in B")
     ok_a = [r for r in rows_a if r.ok and r.measurement and r.measurement.get("sample_times_s")]
@@ -186,7 +186,7 @@ def compare_case(key: str, rows_a: list[CaseResult], rows_b: list[CaseResult],
 def compare_runs(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult],
                  min_effect: float = DEFAULT_MIN_EFFECT, drift: Drift | str | None = None) -> list[CaseComparison]:
     """One comparison per case key (all repetitions of a case together), in key order; a case present in
-    only one run is listed as such. `drift`: the machine's drift between the runs (`report.drift`; None: found
+    only one run is listed as such. `drift`: the machine's drift between the runs (`analysis.drift`; None: found
     here from the runs' canaries; a string: none, and why)."""
     if drift is None:
         drift = machine_drift(results_a, results_b)

@@ -10,7 +10,7 @@ as it does):
     widened B/A interval = [ci_low / band_high, ci_high / band_low]
 
 where [m_low, m_high] is the 95% interval of the canary's B/A over the two runs (Hodges-Lehmann on log times, as
-`report.effect` does for samples) and m_case the canary's B/A around the case's own processes (the canary just
+`analysis.effect` does for samples) and m_case the canary's B/A around the case's own processes (the canary just
 before and after each, so a case that ran in a slow minute of one run is judged by that minute). A change the
 drift could explain is then `inconclusive` (the notes say the drift could explain it), never faster or slower; a
 change beyond the drift keeps its verdict. Runs stored before the canary existed have none: their intervals are
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlperf.analysis.effect import CONFIDENCE, hodges_lehmann
 from dlperf.core.result import CaseResult
-from dlperf.report.effect import CONFIDENCE, hodges_lehmann
 from dlperf.runner.canary import local_times, normalized, run_series
 
 
