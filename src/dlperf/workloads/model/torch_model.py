@@ -11,6 +11,8 @@
   decode time (`Step.call_phases`).
 - FLOPs per call: FlopCounterMode over one untimed call; the reference: the fp32 eager forward run twice on the
   same inputs before timing (`gate`).
+- A compiler variant (`p.variant` other than eager) is built by `torch_compiled` from the same module, inputs
+  and reference.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     verdict = gate.self_check(first, second)
     info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
                             "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
+    if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward, as every path's
+        from dlperf.workloads.model import torch_compiled
+
+        info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
+        return torch_compiled.build(torch, fw, device, p, net, args, kwargs, first, verdict, info, case_seed(fw))
     if p.task == "infer":
         last: list[Any] = [None]
 
