@@ -67,7 +67,8 @@ def files_in(folder: Path) -> int:
 
 
 def check(p: ModelParams, dev_type: str, torch: Any) -> None:
-    """UnsupportedError with the reason where this variant cannot run this case here."""
+    """UnsupportedError with the reason where this variant cannot run this case here (`torch_model.build` asks
+    before it builds anything)."""
     if p.task != "infer":
         raise UnsupportedError(f"variant {p.variant} runs task infer only (for now), not {p.task}")
     if p.variant == "compile:reduce-overhead" and dev_type != "cuda":
@@ -128,7 +129,6 @@ def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, args
     from dlperf.workloads.model.torch_model import ModelStep, _first
 
     dev_type = torch.device(device).type
-    check(p, dev_type, torch)
     low = torch.bfloat16 if p.precision == "bf16" else None
     sync = fw.sync_fn(device)
 

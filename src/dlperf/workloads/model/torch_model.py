@@ -46,6 +46,10 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     dev_type = torch.device(device).type
     if p.precision == "bf16" and dev_type not in ("cpu", "cuda"):
         raise UnsupportedError(f"bf16 autocast is not run on {dev_type}")
+    if p.variant != "eager":  # what this variant cannot run here, said before anything is built
+        from dlperf.workloads.model.torch_compiled import check
+
+        check(p, dev_type, torch)
     if dev_type == "cuda":
         torch.backends.cuda.matmul.fp32_precision = "ieee"  # the reference is fp32: no TF32
     pr = prep.prepare(torch, p, case_seed(fw))
