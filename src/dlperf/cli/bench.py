@@ -5,7 +5,8 @@ source loaded, the task checked, one forward pass at batch 1), so a bad source i
 exit 2 before any store is opened. The cases (framework x device x batch x precision) then run through `dlperf
 run`'s path (`run.execute_study`: workers, store, resume), and the run table and the model report are printed.
 `--variant` adds the torch compiler variants (`workloads.model.variants`) as an axis, on torch only (the other
-frameworks' cases of a compiler variant are left out), and prints their report (`report.compiler_report`).
+frameworks' cases of a compiler variant are left out; eager, the reference, runs with them), and the model report
+adds the variants' table (`report.compiler_report`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ STUDY = "bench"
               help="fp32 (default); bf16: torch autocast (repeatable)")
 @click.option("--variant", "variants", multiple=True, metavar="NAME",
               help="eager (default), compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, export: "
-                   "torch compilers (repeatable; each against eager)")
+                   "torch compilers (repeatable; eager, the reference, runs with any of them)")
 @click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
@@ -84,12 +85,14 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DlperfError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
-    exclude = compiler_cases(source, fws, list(dict.fromkeys(variants)))
+    named = list(dict.fromkeys(variants))
+    named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
+    exclude = compiler_cases(source, fws, named)
     preflight(first)
     grid = point | ({"input": [point["input"]]} if "input" in point else {})  # a list value: one grid value
     grid |= {"batch": sorted(set(batches or (1,))), "precision": list(precisions or ("fp32",))}
-    if variants:  # only when asked: a plain bench's case keys stay as they were
-        grid["variant"] = list(dict.fromkeys(variants))
+    if named:  # only with a compiler variant: a plain bench's case keys stay as they were
+        grid["variant"] = named
     settings = RunSettings(frameworks=fws, devices=list(devices or ("cpu",)), params=grid, budget_s=budget_s,
                            min_run_time_s=min(0.2, budget_s), repetitions=repetitions, warmup=3, timeout_s=900,
                            exclude=exclude)
@@ -101,10 +104,6 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     machines = run_machines(store, data)
     render_terminal(data.run, data.env, data.results, console, machines)
     render_sections(machine_sections(data, machine_reports(store, data, machines)), console)
-    if variants:
-        from dlperf.report.compiler_report import render_terminal as render_variants
-
-        render_variants(data.results, console)
     console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html",
                   highlight=False)

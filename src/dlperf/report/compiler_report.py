@@ -1,5 +1,5 @@
-"""The compiler variants' report (`dlperf bench --variant`): per source, device, precision and batch, each variant
-against `eager`.
+"""The compiler variants' report (`dlperf bench --variant`; under the model report's, so in bench, `report` and the
+HTML page): per source, device, precision and batch, each variant against `eager`.
 
 Columns: the median per call with its 95% interval (order statistics, repetitions pooled); the speed-up over eager
 (eager's time over the variant's) with its 95% interval, from `report.compare.compare_case` (the estimators of
@@ -17,14 +17,11 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from rich.console import Console
-
 from dlperf.core.result import CaseResult
 from dlperf.report.compare import COMPARED, compare_case
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table
-from dlperf.report.sections import render_terminal as render_sections
 from dlperf.units import MISSING, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
 
@@ -138,5 +135,3 @@ def sections(results: list[CaseResult]) -> list[Section]:
     return out + [Note(NOTE)]
 
 
-def render_terminal(results: list[CaseResult], console: Console) -> None:
-    render_sections(sections(results), console)
