@@ -16,7 +16,8 @@ from dlperf.report.sections import Note, Table
 
 
 def result(variant: str, scale_s: float, seed: int, *, status: str = "ok", validity: str | None = None,
-           gate: str = "pass", compile_s: tuple[float, float] | None = None) -> CaseResult:
+           gate: str = "pass", compile_s: tuple[float, float] | None = None,
+           warm_error: str | None = None) -> CaseResult:
     """One stored repetition of a model case: seeded per-call times around `scale_s`, its gate and compile."""
     now = datetime.now(UTC)
     times = list(scale_s * np.random.default_rng(seed).lognormal(0.0, 0.03, 300))
@@ -25,6 +26,8 @@ def result(variant: str, scale_s: float, seed: int, *, status: str = "ok", valid
     if compile_s:
         extra["compile"] = {"variant": variant, "cold_s": compile_s[0], "warm_s": compile_s[1],
                             "graph_breaks": 0, "graphs": 1, "break_reasons": []}
+        if warm_error:
+            extra["compile"] = extra["compile"] | {"warm_s": None, "warm_error": warm_error}
     metrics = Metrics(validity=validity, validity_reason="other processes were busy" if validity else None,
                       **extra)
     ok = status == "ok"
@@ -58,6 +61,13 @@ def test_a_faster_variant_has_its_speedup_interval_and_break_even() -> None:
 def test_a_slower_variant_has_no_break_even() -> None:
     rows, _ = rows_of([result("eager", 1e-3, 1), result("compile", 2e-3, 2, compile_s=(10.0, 2.0))])
     assert rows["compile"][3].startswith("0.5") and rows["compile"][6] == "-"
+
+
+def test_a_failed_warm_compile_is_said_and_break_even_has_the_cold_one_only() -> None:
+    rows, notes = rows_of([result("eager", 2e-3, 1), result("compile", 1e-3, 2, compile_s=(10.0, 2.0),
+                                                            warm_error="the warm compile raised OSError: disk")])
+    assert rows["compile"][5] == "-" and " / " not in rows["compile"][6]
+    assert "compile: no warm compile: the warm compile raised OSError: disk" in notes
 
 
 def test_no_speedup_from_a_failed_gate_a_contended_side_or_an_unsupported_case() -> None:

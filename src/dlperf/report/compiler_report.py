@@ -73,7 +73,10 @@ def _median(rs: list[CaseResult], key: str) -> float | None:
 
 
 def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
+    """The graph-break cell; their reasons, and a warm compile that failed, go to `notes`."""
     record = next((r.m.get("compile") for r in rs if r.ok and r.m.get("compile")), None) or {}
+    if record.get("warm_error"):
+        notes.append(f"{label}: no warm compile: {record['warm_error']}")
     if "graph_breaks" not in record:
         return "whole graph" if record.get("variant") == "export" else MISSING
     for brk in record.get("break_reasons") or []:
