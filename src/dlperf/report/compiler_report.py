@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.report.compare import COMPARED, compare_case
+from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table
@@ -58,8 +58,13 @@ def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
         return "FAIL: not comparable", None
     cmp = compare_case("variant", eager, rows)
     if cmp.verdict not in COMPARED or cmp.ratio is None:
-        said = cmp.label if len(cmp.label) <= NOTE_CHARS else cmp.label[:NOTE_CHARS] + "... (`dlperf show` has all)"
-        notes.append(f"{name}: no speed-up: {said} (A: eager, B: {name})")
+        if cmp.verdict in NOT_COMPARED:  # every process of a side left out: which side, not every reason again
+            sides = [{"A": EAGER, "B": name}[n[0]] for n in cmp.notes if n[:2] in ("A:", "B:")]
+            said = (f"every {' and every '.join(sides)} process was {cmp.verdict} (`dlperf show` gives each "
+                    "reason)")
+        else:
+            said = cmp.label if len(cmp.label) <= NOTE_CHARS else cmp.label[:NOTE_CHARS] + "..."
+        notes.append(f"{name}: no speed-up: {said}")
         return f"{MISSING} ({cmp.verdict})", None
     if cmp.ci_low is None or cmp.ci_high is None:
         return f"{1 / cmp.ratio:.2f}x (no interval)", None
@@ -81,7 +86,8 @@ def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
         return "whole graph" if record.get("variant") == "export" else MISSING
     for brk in record.get("break_reasons") or []:
         notes.append(f"{label}: graph break at {brk.get('where') or 'an unknown place'}: {brk.get('reason')}")
-    return f"{record['graph_breaks']} ({record.get('graphs')} graphs)"
+    graphs = record.get("graphs")
+    return f"{record['graph_breaks']} ({graphs} graph{'' if graphs == 1 else 's'})"
 
 
 def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Section]:
