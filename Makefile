@@ -110,6 +110,7 @@ bench: install-all
 	$(BIN)/python benchmarks/per_call_overhead.py
 	$(BIN)/python benchmarks/runtime_latency.py
 	$(BIN)/python benchmarks/model_overhead.py
+	$(BIN)/python benchmarks/compile_overhead.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

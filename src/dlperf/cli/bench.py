@@ -4,6 +4,9 @@ The source's text is checked here (nothing imported), then in a fresh process (`
 source loaded, the task checked, one forward pass at batch 1), so a bad source is one `dlperf: error:` line and
 exit 2 before any store is opened. The cases (framework x device x batch x precision) then run through `dlperf
 run`'s path (`run.execute_study`: workers, store, resume), and the run table and the model report are printed.
+`--variant` adds the torch compiler variants (`workloads.model.variants`) as an axis, on torch only (the other
+frameworks' cases of a compiler variant are left out; eager, the reference, runs with them), and the model report
+adds the variants' table (`report.compiler_report`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ STUDY = "bench"
 @click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="FN(batch) returns the inputs")
 @click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16"]), multiple=True,
               help="fp32 (default); bf16: torch autocast (repeatable)")
+@click.option("--variant", "variants", multiple=True, metavar="NAME",
+              help="eager (default), compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, export: "
+                   "torch compilers (repeatable; eager, the reference, runs with any of them)")
 @click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
@@ -40,8 +46,8 @@ STUDY = "bench"
 @db_option
 def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[str, ...], batches: tuple[int, ...],
           seq: int | None, input_specs: tuple[str, ...], inputs_fn: str | None, precisions: tuple[str, ...],
-          prompt_len: int | None, new_tokens: int | None, budget_s: float, repetitions: int, threads: int | None,
-          new: bool, db: str | None) -> None:
+          variants: tuple[str, ...], prompt_len: int | None, new_tokens: int | None, budget_s: float,
+          repetitions: int, threads: int | None, new: bool, db: str | None) -> None:
     """Measure SOURCE: dlperf:NAME, hf:ARCH[,key=value...], hf:PATH, FILE.onnx, path/to/file.py:NAME or
     package.module:NAME.
 
@@ -74,14 +80,22 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     point = {k: v for k, v in point.items() if v is not None}
     try:
         first = ModelParams.model_validate(point | {"batch": 1})
+        for name in variants:
+            ModelParams.model_validate(point | {"batch": 1, "variant": name})
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DlperfError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
+    named = list(dict.fromkeys(variants))
+    named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
+    exclude = compiler_cases(source, fws, named)
     preflight(first)
     grid = point | ({"input": [point["input"]]} if "input" in point else {})  # a list value: one grid value
     grid |= {"batch": sorted(set(batches or (1,))), "precision": list(precisions or ("fp32",))}
+    if named:  # only with a compiler variant: a plain bench's case keys stay as they were
+        grid["variant"] = named
     settings = RunSettings(frameworks=fws, devices=list(devices or ("cpu",)), params=grid, budget_s=budget_s,
-                           min_run_time_s=min(0.2, budget_s), repetitions=repetitions, warmup=3, timeout_s=900)
+                           min_run_time_s=min(0.2, budget_s), repetitions=repetitions, warmup=3, timeout_s=900,
+                           exclude=exclude)
     loaded = Study(name=STUDY, description=f"dlperf bench {source}", workload="model", variant="full",
                    path="(dlperf bench)", settings=settings)
     store, console, summary = execute_study(STUDY, loaded, frameworks=[], devices=[], new=new, resume=None, db=db,
@@ -94,3 +108,17 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html",
                   highlight=False)
 
+
+
+def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> list[dict[str, object]]:
+    """The `exclude` rules that keep the compiler variants on torch (the other frameworks run only eager);
+    DlperfError where no framework asked for runs a compiler variant asked for."""
+    from dlperf.frameworks import REGISTRY
+    from dlperf.workloads.model.variants import COMPILER_FAMILIES, EAGER
+
+    compilers = [v for v in variants if v != EAGER]
+    others = [fw for fw in frameworks if REGISTRY[fw].family not in COMPILER_FAMILIES]
+    if compilers and len(others) == len(frameworks):
+        raise DlperfError(f"{source}: --variant {compilers[0]} is a torch compiler; {', '.join(others)} run "
+                          "only the eager variant")
+    return [{"framework": others, "variant": compilers}] if compilers and others else []

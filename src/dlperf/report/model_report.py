@@ -37,14 +37,17 @@ Key = tuple[str, str, str, int]
 
 
 def grouped(results: list[CaseResult]) -> dict[str, dict[Key, list[CaseResult]]]:
-    """Per source and task: (framework, device, precision, batch) -> repetitions."""
+    """Per source and task: (framework, device, precision, batch) -> repetitions; a compiler variant's precision
+    names it ("fp32 compile"), so that it is a path of its own, never pooled with eager."""
     by: dict[str, dict[Key, list[CaseResult]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         if r.workload != "model":
             continue
         p = r.params
         label = f"{p.get('source')} ({p.get('task', 'infer')}" + (f", seq {p['seq']}" if p.get("seq") else "") + ")"
-        by[label][(r.framework, r.device, str(p.get("precision", "fp32")), int(p.get("batch") or 1))].append(r)
+        variant = str(p.get("variant") or "eager")  # a compiler's path is its own row: "fp32 compile"
+        prec = str(p.get("precision", "fp32")) + ("" if variant == "eager" else f" {variant}")
+        by[label][(r.framework, r.device, prec, int(p.get("batch") or 1))].append(r)
     return {k: dict(sorted(v.items())) for k, v in sorted(by.items())}
 
 
@@ -136,6 +139,9 @@ def sections(data: ReportData) -> list[Section]:
     for label, cases in groups.items():
         out += source_table(data, label, cases)
     out += [Note(GATE_NOTE), Note(RATIO_NOTE)]
+    from dlperf.report.compiler_report import sections as compiler_sections  # here: it imports this module
+
+    out += compiler_sections(data.results)
     panels = plot_panels(groups)  # the same (framework device precision, batch) keys as the inference study's
     paths = latency_batch_plot(panels, data.plot_dir, stem="model-latency-per-batch")
     if paths:

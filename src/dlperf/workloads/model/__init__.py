@@ -1,5 +1,6 @@
 """`model`: a user's own model (a source: `dlperf bench SOURCE`, a study's `source:`), on torch and, through the
-ONNX export, on ONNX Runtime and OpenVINO, each path checked against the eager fp32 reference.
+ONNX export, on ONNX Runtime and OpenVINO, each path checked against the eager fp32 reference; in torch also
+compiled (`variant`: the names in `variants`, built by `torch_compiled`).
 
 Tasks: `infer` (one forward pass on `batch` inputs, no gradients; every call timed alone, for p50/p90/p99),
 `train` (one optimizer step: forward, the loss, backward, SGD lr 1e-3; the loss is the source's `loss(outputs,
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 
 #: The dtype each precision's peak is read for (MFU).
@@ -32,6 +34,7 @@ class ModelParams(WorkloadParams):
     precision: Literal["fp32", "bf16"] = Field(default="fp32", description="bf16: torch autocast")
     prompt_len: int | None = Field(default=None, gt=0, description="generate: prompt tokens (default 32)")
     new_tokens: int | None = Field(default=None, gt=0, description="generate: tokens per call (default 16)")
+    variant: str = Field(default="eager", description="eager, compile[:MODE] or export (`variants.VARIANTS`)")
 
     @field_validator("source")
     @classmethod
@@ -43,6 +46,13 @@ class ModelParams(WorkloadParams):
         except SourceError as exc:
             raise ValueError(str(exc)) from None
         return v
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str) -> str:
+        from dlperf.workloads.model.variants import check_variant
+
+        return check_variant(v)
 
     @field_validator("input")
     @classmethod
@@ -79,6 +89,14 @@ class Model(Workload[ModelParams]):
     description = "a user's model (a source): infer, train or generate, checked against the eager fp32 reference"
     Params = ModelParams
     memory_axis = "batch"
+
+    def build(self, fw: Framework, device: str, params: ModelParams) -> Step:
+        """The framework's builder; a compiler variant on a framework that has none is unsupported, said why."""
+        from dlperf.workloads.model.variants import COMPILER_FAMILIES, EAGER, not_run_by
+
+        if params.variant != EAGER and fw.family not in COMPILER_FAMILIES:
+            raise UnsupportedError(not_run_by(fw.name, params.variant))
+        return super().build(fw, device, params)
 
     def cost(self, params: ModelParams) -> Cost:
         samples = params.batch * params.generation()[1] if params.task == "generate" else params.batch

@@ -11,6 +11,8 @@
   decode time (`Step.call_phases`).
 - FLOPs per call: FlopCounterMode over one untimed call; the reference: the fp32 eager forward run twice on the
   same inputs before timing (`gate`).
+- A compiler variant (`p.variant` other than eager) is built by `torch_compiled` from the same module, inputs
+  and reference.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     dev_type = torch.device(device).type
     if p.precision == "bf16" and dev_type not in ("cpu", "cuda"):
         raise UnsupportedError(f"bf16 autocast is not run on {dev_type}")
+    if p.variant != "eager":  # what this variant cannot run here, said before anything is built
+        from dlperf.workloads.model.torch_compiled import check
+
+        check(p, dev_type, torch)
     if dev_type == "cuda":
         torch.backends.cuda.matmul.fp32_precision = "ieee"  # the reference is fp32: no TF32
     pr = prep.prepare(torch, p, case_seed(fw))
@@ -61,6 +67,11 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     verdict = gate.self_check(first, second)
     info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
                             "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
+    if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward, as every path's
+        from dlperf.workloads.model import torch_compiled
+
+        info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
+        return torch_compiled.build(torch, fw, device, p, net, args, kwargs, first, verdict, info, case_seed(fw))
     if p.task == "infer":
         last: list[Any] = [None]
 

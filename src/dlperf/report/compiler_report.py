@@ -1,0 +1,146 @@
+"""The compiler variants' report (`dlperf bench --variant`; under the model report's, so in bench, `report` and the
+HTML page): per source, device, precision and batch, each variant against `eager`.
+
+Columns: the median per call with its 95% interval (order statistics, repetitions pooled); the speed-up over eager
+(eager's time over the variant's) with its 95% interval, from `report.compare.compare_case` (the estimators of
+`dlperf compare`: per-call samples for one process a side, per-process medians for more; contended or invalid
+processes left out), and no speed-up where a side failed, was contended or had too few samples, or where the
+variant failed the correctness gate (the reason said instead); the cold and warm compile times (medians over the
+repetitions, `workloads.model.torch_compiled`); break-even calls: the compile time over the time a call saves
+(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); the
+correctness gate's status.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from dlperf.core.result import CaseResult
+from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
+from dlperf.report.inference_report import _interval, latency
+from dlperf.report.model_report import gate_status
+from dlperf.report.sections import Note, Section, Table
+from dlperf.units import MISSING, format_time
+from dlperf.workloads.model.variants import EAGER, VARIANTS
+
+#: Longest reason a note quotes from the comparison (every process's validity reason can be long).
+NOTE_CHARS = 300
+
+Group = tuple[str, str, str, str, int]  # (source label, framework, device, precision, batch)
+
+NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
+        "cold compile: the first call in a worker whose compiler caches start empty; warm: a second fresh "
+        "process with those caches filled; break-even: compile time / time saved per call (cold / warm), shown "
+        "only where the whole interval is a speed-up; a FAIL is never a speed-up")
+
+
+def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]]]:
+    """(source, framework, device, precision, batch) -> variant -> repetitions, for the model workload."""
+    by: dict[Group, dict[str, list[CaseResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        if r.workload != "model":
+            continue
+        p = r.params
+        label = f"{p.get('source')} ({p.get('task', 'infer')})"
+        key = (label, r.framework, r.device, str(p.get("precision", "fp32")), int(p.get("batch") or 1))
+        by[key][str(p.get("variant") or EAGER)].append(r)
+    return {k: dict(sorted(v.items(), key=lambda kv: list(VARIANTS).index(kv[0]) if kv[0] in VARIANTS else 99))
+            for k, v in sorted(by.items())}
+
+
+def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
+            notes: list[str], name: str) -> tuple[str, float | None]:
+    """(the speed-up cell, the speed-up's lower bound where the whole interval is one, else None); why there is
+    none goes to `notes`."""
+    if status == "fail":
+        return "FAIL: not comparable", None
+    cmp = compare_case("variant", eager, rows)
+    if cmp.verdict not in COMPARED or cmp.ratio is None:
+        if cmp.verdict in NOT_COMPARED:  # every process of a side left out: which side, not every reason again
+            sides = [{"A": EAGER, "B": name}[n[0]] for n in cmp.notes if n[:2] in ("A:", "B:")]
+            said = (f"every {' and every '.join(sides)} process was {cmp.verdict} (`dlperf show` gives each "
+                    "reason)")
+        else:
+            said = cmp.label if len(cmp.label) <= NOTE_CHARS else cmp.label[:NOTE_CHARS] + "..."
+        notes.append(f"{name}: no speed-up: {said}")
+        return f"{MISSING} ({cmp.verdict})", None
+    if cmp.ci_low is None or cmp.ci_high is None:
+        return f"{1 / cmp.ratio:.2f}x (no interval)", None
+    low, high = 1 / cmp.ci_high, 1 / cmp.ci_low
+    return f"{1 / cmp.ratio:.2f}x ({low:.2f}-{high:.2f})", (low if low > 1 else None)
+
+
+def _median(rs: list[CaseResult], key: str) -> float | None:
+    values = [float(c[key]) for r in rs if r.ok for c in [r.m.get("compile") or {}] if c.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
+    """The graph-break cell; their reasons, and a warm compile that failed, go to `notes`."""
+    record = next((r.m.get("compile") for r in rs if r.ok and r.m.get("compile")), None) or {}
+    if record.get("warm_error"):
+        notes.append(f"{label}: no warm compile: {record['warm_error']}")
+    if "graph_breaks" not in record:
+        return "whole graph" if record.get("variant") == "export" else MISSING
+    for brk in record.get("break_reasons") or []:
+        notes.append(f"{label}: graph break at {brk.get('where') or 'an unknown place'}: {brk.get('reason')}")
+    graphs = record.get("graphs")
+    return f"{record['graph_breaks']} ({graphs} graph{'' if graphs == 1 else 's'})"
+
+
+def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Section]:
+    label, fw, dev, prec, batch = group
+    eager = variants.get(EAGER, [])
+    header = ["variant", "median", "95% interval", "speed-up vs eager", "cold compile", "warm compile",
+              "break-even calls", "graph breaks", "correctness"]
+    rows, notes = [], []
+    for name, rs in variants.items():
+        lat = latency(rs)
+        failed = [r for r in rs if not r.ok]
+        status, why = gate_status(rs)
+        if status in ("fail", "nondeterministic", "not checked"):
+            notes.append(f"{name}: {status}: {why}")
+        if lat is None:
+            if failed:
+                notes.append(f"{name}: {failed[0].status}: {failed[0].reason}")
+            rows.append([name, MISSING, MISSING, f"{MISSING} ({failed[0].status if failed else 'not measured'})"]
+                        + [MISSING] * 4 + [status])
+            continue
+        if failed:
+            notes.append(f"{name}: {len(failed)} of {len(rs)} repetitions {failed[0].status}: {failed[0].reason}")
+        cold, warm = _median(rs, "cold_s"), _median(rs, "warm_s")
+        if name == EAGER:
+            cell, low = "reference", None
+        elif not eager:
+            cell, low = f"{MISSING} (no eager case)", None
+        else:
+            cell, low = speedup(eager, rs, status, notes, name)
+        rows.append([name, format_time(lat["median_s"]), _interval(lat), cell,
+                     format_time(cold) if cold is not None else MISSING,
+                     format_time(warm) if warm is not None else MISSING,
+                     _break_even(eager, lat, cold, warm) if low is not None else MISSING,
+                     _breaks(rs, name, notes), status])
+    title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
+    return [Table(title, header, rows, heading=f"## Compilers: {label}")] + [Note(n) for n in notes]
+
+
+def _break_even(eager: list[CaseResult], lat: dict[str, Any], cold: float | None, warm: float | None) -> str:
+    ref = latency(eager)
+    saved = ref["median_s"] - lat["median_s"] if ref else 0.0
+    if saved <= 0 or cold is None:
+        return MISSING
+    return f"{cold / saved:,.0f}" + (f" / {warm / saved:,.0f}" if warm is not None else "")
+
+
+def sections(results: list[CaseResult]) -> list[Section]:
+    groups = grouped(results)
+    if not any(set(v) - {EAGER} for v in groups.values()):
+        return []
+    out: list[Section] = []
+    for group, variants in groups.items():
+        out += group_table(group, variants)
+    return out + [Note(NOTE)]
+
+
