@@ -28,8 +28,9 @@ STUDY = "bench"
 @click.option("--input", "input_specs", multiple=True, metavar="NAME:DTYPE[DIMS]",
               help="an input, e.g. x:float32[B,3,224,224] or ids:int64[B,S] (repeatable, positional order)")
 @click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="FN(batch) returns the inputs")
-@click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16"]), multiple=True,
-              help="fp32 (default); bf16: torch autocast (repeatable)")
+@click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16", "fp16", "int8"]), multiple=True,
+              help="fp32 (default); bf16: torch autocast; fp16: autocast, CUDA only; int8: each runtime's own "
+                   "quantizer, task infer (repeatable)")
 @click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
