@@ -6,8 +6,8 @@ p90 and p99 with theirs; throughput from the median; the ratio to the reference 
 batch) with an interval from the two medians' 95% intervals (low/high over high/low: at least 90% together);
 host memory above the import baseline; MFU (FLOPs per call counted by FlopCounterMode on the eager module, over
 the peak of the dtype the products ran in, its source named, or not shown); the accuracy cost against the
-reference (the gate's largest error over the output's scale and top-1 agreement; what became int8 on an int8
-path, in a note); and the correctness gate's status.
+reference of a path below fp32 (the gate's largest error over the output's scale and top-1 agreement, beside
+its status; what became int8 on an int8 path, in a note); and the correctness gate's status.
 A path whose status is `fail` keeps its figures, but its ratio cell says FAIL beside it, and it is never called
 faster: no ranking is made from it.
 """
@@ -34,9 +34,9 @@ GATE_NOTE = ("correctness: each path's outputs on fixed seeded inputs against th
              "of its precision relative to the output's scale ("
              + ", ".join(f"{k} {v:g}" for k, v in TOLERANCE.items()) + ") and, for logits, the same "
              "top-1 class; a FAIL is never ranked")
-ERROR_NOTE = ("error (top-1): the accuracy cost against the fp32 reference: the largest |output - reference| over "
-              "the output's scale (its largest |value|), worst repetition, and for logits (last axis of 2 or more) "
-              "the share of positions whose top-1 class is the reference's")
+ERROR_NOTE = ("correctness (error, top-1) of a path below fp32: its accuracy cost against the fp32 reference, the "
+              "largest |output - reference| over the output's scale (its largest |value|; worst repetition) and, "
+              "for logits (last axis of 2 or more), the share of positions whose top-1 class is the reference's")
 RATIO_NOTE = ("vs reference: median over the torch fp32 path's at the same device and batch; the interval from "
               "the two medians' 95% intervals")
 
@@ -73,7 +73,7 @@ def accuracy_cost(rs: list[CaseResult]) -> str:
         return ""
     worst = max(found, key=lambda c: float(c["rel_err"]))
     agree = min((float(c["top1_agreement"]) for c in found if "top1_agreement" in c), default=None)
-    return f"{float(worst['rel_err']):.2g}" + (f" ({format_pct(agree, '.0f')})" if agree is not None else "")
+    return f"error {float(worst['rel_err']):.2g}" + (f", top-1 {format_pct(agree, '.0f')}" if agree is not None else "")
 
 
 def int8_note(key: Key, rs: list[CaseResult]) -> str | None:
@@ -114,13 +114,14 @@ def _mfu(data: ReportData, rs: list[CaseResult], lat: dict[str, Any], sources: s
 
 def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]]) -> list[Section]:
     header = ["framework", "device", "precision", "batch", "median", "95% interval", "p90 (b=1)", "p99 (b=1)",
-              "samples/s", "vs reference", "error (top-1)", "memory", "MFU", "correctness"]
+              "samples/s", "vs reference", "memory", "MFU", "correctness"]
     lats = {k: latency(rs) for k, rs in cases.items()}
     rows, notes, sources, fails, int8s = [], [], set(), [], []
     for (fw, dev, prec, batch), rs in cases.items():
         lat = lats[(fw, dev, prec, batch)]
         mark = failure_mark(notes, f"{fw} {dev} {prec} batch {batch}", rs, lat is not None)
         status, why = gate_status(rs)
+        cost = accuracy_cost(rs)
         if status in ("fail", "nondeterministic", "not checked"):
             notes.append(f"[{len(notes) + 1}] {fw} {dev} {prec} batch {batch}: {status}: {why}")
             status += f" [{len(notes)}]"
@@ -128,15 +129,15 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
             fails.append(fw)
         host, _ = memory_cells(rs)
         if lat is None:
-            rows.append([fw, dev, prec, str(batch), MISSING + mark] + [MISSING] * 8 + [status])
+            rows.append([fw, dev, prec, str(batch), MISSING + mark] + [MISSING] * 7 + [status])
             continue
         ref = None if (fw, prec) == REFERENCE else lats.get((REFERENCE[0], dev, REFERENCE[1], batch))
         rate = format_rate(lat["samples"] / lat["median_s"]) if lat["samples"] else MISSING
         one = batch == 1
         rows.append([fw, dev, prec, str(batch), format_time(lat["median_s"]) + mark, _interval(lat),
                      _tail(rs, 0.9) if one else "", _tail(rs, 0.99) if one else "", rate,
-                     "reference" if (fw, prec) == REFERENCE else _ratio(lat, ref, status.split(" [")[0]),
-                     accuracy_cost(rs), host, _mfu(data, rs, lat, sources), status])
+                     "reference" if (fw, prec) == REFERENCE else _ratio(lat, ref, status.split(" [")[0]), host,
+                     _mfu(data, rs, lat, sources), status + (f" ({cost})" if prec != "fp32" and cost else "")])
         quantized = int8_note((fw, dev, prec, batch), rs) if batch == min(b for *_, b in cases) else None
         if quantized:
             int8s.append(quantized)
