@@ -24,6 +24,9 @@ def mlp():
 
 def conv():
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+
+def mixed():
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
 '''
 
 
@@ -72,9 +75,11 @@ def test_a_quantizer_that_perturbs_the_weights_fails_the_gate(models: Path, monk
     assert verdict["rel_err"] > gate.TOLERANCE["int8"] and "x scale > 0.1" in verdict["reason"]
 
 
-def test_nothing_to_quantize_and_precisions_this_device_lacks_are_unsupported(models: Path) -> None:
+def test_nothing_or_part_quantized_and_precisions_this_device_lacks(models: Path) -> None:
     with pytest.raises(UnsupportedError, match="nothing to quantize: the model has no nn.Linear"):
         _build(models, "conv", "int8", inputs="x:float32[B,3,8,8]")
+    part = _build(models, "mixed", "int8", inputs="x:float32[B,3,8,8]").info["int8"]["executed"]
+    assert part == "1 of 1 nn.Linear layers int8; left in float: 1 Conv2d"  # what stayed float is said
     with pytest.raises(UnsupportedError, match="fp16 .* runs on CUDA only, not on cpu"):
         _build(models, "mlp", "fp16")
     with pytest.raises(UnsupportedError, match="int8 runs task infer only"):

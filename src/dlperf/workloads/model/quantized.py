@@ -63,9 +63,15 @@ def torch_int8(torch: Any, net: Any) -> tuple[Any, dict[str, Any]]:
     if not done:
         raise UnsupportedError("int8: nothing to quantize: the model has no nn.Linear layer (torch's dynamic "
                                "quantization converts nn.Linear only); its int8 path would time fp32")
+    # Layers with a weight matrix that stayed float (transformers' Conv1D in GPT-2, convolutions): said, not hidden
+    left = Counter(type(m).__name__ for m in quantized.modules()
+                   if isinstance(getattr(m, "weight", None), torch.nn.Parameter) and m.weight.ndim >= 2
+                   and not isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)))
     return quantized, {"int8": {"quantizer": "torch.ao.quantization.quantize_dynamic (nn.Linear, qint8)",
                                 "engine": str(torch.backends.quantized.engine),
-                                "executed": f"{done} of {linears} nn.Linear layers int8"}}
+                                "executed": f"{done} of {linears} nn.Linear layers int8" + (
+                                    "; left in float: " + ", ".join(f"{n} {k}" for k, n in sorted(left.items()))
+                                    if left else "")}}
 
 
 def _int8_path(path: Path, version: str) -> Path:
