@@ -107,6 +107,7 @@ def test_onnxruntime_int8_is_a_file_of_its_own_with_integer_matmuls(tmp_path: Pa
     src = _graph(tmp_path / "g.onnx", matmul=True)
     out, info = quantized.ort_int8(src)
     assert out != src and out.is_file() and list(tmp_path.iterdir()) == [src]  # never beside a user's file
+    assert not list(out.parent.glob(f".{out.name}.*"))  # no temporary file left
     assert info["int8"]["executed"] == "1 MatMulInteger in the graph"
     assert quantized.ort_int8(src)[0] == out  # made once
     x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
@@ -115,7 +116,10 @@ def test_onnxruntime_int8_is_a_file_of_its_own_with_integer_matmuls(tmp_path: Pa
     assert gate.judge([got], [ref], "int8")["status"] == "pass" and not np.allclose(got, ref, rtol=0, atol=1e-6)
     with pytest.raises(UnsupportedError, match="nothing to quantize: onnxruntime's quantize_dynamic made no"):
         quantized.ort_int8(_graph(tmp_path / "relu.onnx", matmul=False))
-
+    (tmp_path / "bad.onnx").write_bytes(b"not a protobuf")
+    with pytest.raises(UnsupportedError, match="onnxruntime's quantize_dynamic failed on this graph: "):
+        quantized.ort_int8(tmp_path / "bad.onnx")
+    assert not list(out.parent.glob(".file-*.int8.*"))  # nor after a failure
 
 def test_openvino_int8_runs_its_products_on_int8_weights(tmp_path: Path) -> None:
     pytest.importorskip("openvino")

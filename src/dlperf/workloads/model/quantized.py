@@ -39,6 +39,10 @@ WHY_INFER_ONLY = ("int8 runs task infer only here: dynamically quantized layers 
                   "correctness gate judges one forward pass")
 
 
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
 def check_task(p: ModelParams) -> None:
     """UnsupportedError for an int8 case of any task but infer."""
     if p.precision == "int8" and p.task != "infer":
@@ -104,6 +108,8 @@ def ort_int8(path: Path) -> tuple[Path, dict[str, Any]]:
                 quantize_dynamic(str(path), tmp, op_types_to_quantize=["MatMul", "Gemm"],
                                  weight_type=QuantType.QInt8)
             os.replace(tmp, out)
+        except Exception as exc:  # a graph the quantizer cannot take (e.g. over protobuf's 2 GiB): the case says so
+            raise UnsupportedError(f"onnxruntime's quantize_dynamic failed on this graph: {_short(exc)}") from None
         finally:
             root.setLevel(level)
             with contextlib.suppress(FileNotFoundError):
@@ -138,8 +144,11 @@ def ov_int8(fw: Any, path: Path, device: str, feeds: dict[str, Any] | None = Non
     if feeds is not None:
         model.reshape({name: ov.PartialShape(list(a.shape)) for name, a in feeds.items()})
     set_log_level(logging.ERROR)
-    with contextlib.redirect_stdout(sys.stderr):  # its statistics table and progress bar
-        model = nncf.compress_weights(model)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # its statistics table and progress bar
+            model = nncf.compress_weights(model)
+    except Exception as exc:
+        raise UnsupportedError(f"nncf.compress_weights failed on this model: {_short(exc)}") from None
     compiled = fw.core().compile_model(model, DEVICES[device], fw.compile_config("fp32"))
     executed = Counter()
     for node in compiled.get_runtime_model().get_ordered_ops():
