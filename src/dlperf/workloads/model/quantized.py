@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.frameworks.base import UnsupportedError
+from dlperf.frameworks.openvino_fw import DEVICES
+from dlperf.models.onnx_export import cache_dir
 from dlperf.workloads.model import ModelParams
 
 #: ONNX operators that compute in integers (the quantizer's output, and onnxruntime's fusions of it).
@@ -80,8 +82,6 @@ def torch_int8(torch: Any, net: Any) -> tuple[Any, dict[str, Any]]:
 
 def _int8_path(path: Path, version: str) -> Path:
     """Where the quantized copy of `path` goes: beside a dlperf export, else in the ONNX cache by content."""
-    from dlperf.models.onnx_export import cache_dir
-
     cache = cache_dir().resolve()
     if cache in path.resolve().parents:
         return path.with_name(f"{path.stem}.int8.ort-{version}.onnx")
@@ -130,8 +130,6 @@ def ort_int8(path: Path) -> tuple[Path, dict[str, Any]]:
 def ov_int8(fw: Any, path: Path, device: str, feeds: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(the compiled model of `path` with NNCF's int8 weight compression, what ran int8); UnsupportedError where
     nncf is not installed or no product ran on int8 weights. `feeds` fixes the inputs' shapes (a FILE.onnx)."""
-    from dlperf.frameworks.openvino_fw import DEVICES
-
     try:
         import nncf
         from nncf.common.logging.logger import set_log_level
