@@ -5,6 +5,8 @@ openvino (NNCF); the gate's bound per precision and the top-1 agreement it recor
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +123,14 @@ def test_onnxruntime_int8_is_a_file_of_its_own_with_integer_matmuls(tmp_path: Pa
         quantized.ort_int8(tmp_path / "bad.onnx")
     assert not list(out.parent.glob(".file-*.int8.*"))  # nor after a failure
 
-def test_openvino_int8_runs_its_products_on_int8_weights(tmp_path: Path) -> None:
+def test_openvino_int8_runs_its_products_on_int8_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("openvino")
     pytest.importorskip("nncf")
+    monkeypatch.setenv("NNCF_CI", "")  # restored (absent) after the test
+    monkeypatch.delenv("NNCF_CI")
     fw = get_framework("openvino")
     compiled, info = quantized.ov_int8(fw, _graph(tmp_path / "g.onnx", matmul=True), "cpu")
+    assert os.environ["NNCF_CI"] == "1"  # NNCF's telemetry off in the process that quantized
     assert info["int8"]["executed"].startswith("1 FullyConnected in u8") or "in i8" in info["int8"]["executed"]
     x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
     w = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
@@ -133,6 +138,9 @@ def test_openvino_int8_runs_its_products_on_int8_weights(tmp_path: Path) -> None
     assert gate.judge([got], [x.astype(np.float64) @ w], "int8")["status"] == "pass"
     with pytest.raises(UnsupportedError, match="nothing to quantize: NNCF compressed no weight"):
         quantized.ov_int8(fw, _graph(tmp_path / "relu.onnx", matmul=False), "cpu")
+    monkeypatch.setitem(sys.modules, "nncf", None)  # as where nncf is not installed
+    with pytest.raises(UnsupportedError, match=r"openvino int8 needs NNCF's weight compression: pip install nncf"):
+        quantized.ov_int8(fw, _graph(tmp_path / "g.onnx", matmul=True), "cpu")
 
 
 def test_top1_agreement_is_recorded_over_every_position() -> None:

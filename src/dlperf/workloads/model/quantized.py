@@ -7,7 +7,9 @@
   written as a file of its own beside the fp32 export (`model.int8.ort-<version>.onnx`; a FILE.onnx source: in
   dlperf's ONNX cache, keyed by the file's bytes), under a temporary name and renamed into place.
 - openvino: NNCF's int8 weight compression (`nncf.compress_weights`, per-channel asymmetric) of the read model,
-  compiled at the f32 hint: the weights are int8, the products at the hint's precision.
+  compiled at the f32 hint: the weights are int8; the CPU plugin quantizes the activations of those products on
+  the fly where its DYNAMIC_QUANTIZATION_GROUP_SIZE is on (recorded), else computes them at f32. NNCF's telemetry
+  is off (NNCF_CI).
 
 What actually became int8 is counted and recorded (`int8` in the case's metrics): the quantized Linear modules,
 the graph's integer nodes, the compiled model's nodes that executed in u8/i8. A model where nothing became int8
@@ -130,6 +132,9 @@ def ort_int8(path: Path) -> tuple[Path, dict[str, Any]]:
 def ov_int8(fw: Any, path: Path, device: str, feeds: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """(the compiled model of `path` with NNCF's int8 weight compression, what ran int8); UnsupportedError where
     nncf is not installed or no product ran on int8 weights. `feeds` fixes the inputs' shapes (a FILE.onnx)."""
+    # NNCF sends usage telemetry (openvino_telemetry, opt-out) unless NNCF_CI is set, whose only effect is to stop
+    # it: a benchmark's worker sends nothing anywhere.
+    os.environ.setdefault("NNCF_CI", "1")
     try:
         import nncf
         from nncf.common.logging.logger import set_log_level
