@@ -31,8 +31,9 @@ STUDY = "bench"
 @click.option("--input", "input_specs", multiple=True, metavar="NAME:DTYPE[DIMS]",
               help="an input, e.g. x:float32[B,3,224,224] or ids:int64[B,S] (repeatable, positional order)")
 @click.option("--inputs", "inputs_fn", default=None, metavar="PATH.py:FN", help="FN(batch) returns the inputs")
-@click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16"]), multiple=True,
-              help="fp32 (default); bf16: torch autocast (repeatable)")
+@click.option("--precision", "precisions", type=click.Choice(["fp32", "bf16", "fp16", "int8"]), multiple=True,
+              help="fp32 (default); bf16: torch autocast; fp16: autocast, CUDA only; int8: each runtime's own "
+                   "quantizer, task infer (repeatable)")
 @click.option("--variant", "variants", multiple=True, metavar="NAME",
               help="eager (default), compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, export: "
                    "torch compilers (repeatable; eager, the reference, runs with any of them)")

@@ -17,8 +17,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from dlperf.analysis.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.core.result import CaseResult
-from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table

@@ -5,7 +5,9 @@ Columns: the median latency per call with its 95% interval (order statistics, re
 p90 and p99 with theirs; throughput from the median; the ratio to the reference path (torch, fp32, same device and
 batch) with an interval from the two medians' 95% intervals (low/high over high/low: at least 90% together);
 host memory above the import baseline; MFU (FLOPs per call counted by FlopCounterMode on the eager module, over
-the peak of the dtype the products ran in, its source named, or not shown); and the correctness gate's status.
+the peak of the dtype the products ran in, its source named, or not shown); the accuracy cost against the
+reference of a path below fp32 (the gate's largest error over the output's scale and top-1 agreement, beside
+its status; what became int8 on an int8 path, in a note); and the correctness gate's status.
 A path whose status is `fail` keeps its figures, but its ratio cell says FAIL beside it, and it is never called
 faster: no ranking is made from it.
 """
@@ -24,12 +26,17 @@ from dlperf.report.transformer_report import peak_for
 from dlperf.timing import Measurement
 from dlperf.timing.stats import quantile, quantile_ci
 from dlperf.units import MISSING, format_pct, format_rate, format_time
+from dlperf.workloads.model.gate import TOLERANCE
 
 REFERENCE = ("torch", "fp32")
 GATE_NOTE = ("correctness: each path's outputs on fixed seeded inputs against the eager fp32 torch reference "
              "(run twice first: a model that differs from itself is nondeterministic); pass within the tolerance "
-             "of its precision relative to the output's scale (fp32 1e-4, bf16 5e-2) and, for logits, the same "
+             "of its precision relative to the output's scale ("
+             + ", ".join(f"{k} {v:g}" for k, v in TOLERANCE.items()) + ") and, for logits, the same "
              "top-1 class; a FAIL is never ranked")
+ERROR_NOTE = ("correctness (error, top-1) of a path below fp32: its accuracy cost against the fp32 reference, the "
+              "largest |output - reference| over the output's scale (its largest |value|; worst repetition) and, "
+              "for logits (last axis of 2 or more), the share of positions whose top-1 class is the reference's")
 RATIO_NOTE = ("vs reference: median over the torch fp32 path's at the same device and batch; the interval from "
               "the two medians' 95% intervals")
 
@@ -60,6 +67,25 @@ def gate_status(rs: list[CaseResult]) -> tuple[str, str]:
         return MISSING, ""
     worst = min(found, key=lambda c: order.index(c["status"]))
     return worst["status"], str(worst.get("reason") or "")
+
+
+def accuracy_cost(rs: list[CaseResult]) -> str:
+    """The worst repetition's error over the output's scale, and its top-1 agreement where it has logits."""
+    found = [c for r in rs if r.ok for c in [(r.metrics or {}).get("correctness") or {}] if "rel_err" in c]
+    if not found:
+        return ""
+    worst = max(found, key=lambda c: float(c["rel_err"]))
+    agree = min((float(c["top1_agreement"]) for c in found if "top1_agreement" in c), default=None)
+    return f"error {float(worst['rel_err']):.2g}" + (f", top-1 {format_pct(agree, '.0f')}" if agree is not None else "")
+
+
+def int8_note(key: Key, rs: list[CaseResult]) -> str | None:
+    """What became int8 on an int8 path (its quantizer and the nodes or layers counted), from its first result."""
+    done = next(((r.metrics or {}).get("int8") for r in rs if r.ok and (r.metrics or {}).get("int8")), None)
+    if not done:
+        return None
+    fw, dev, prec, batch = key
+    return f"{fw} {dev} {prec} batch {batch}: {done.get('quantizer')}: {done.get('executed')}"
 
 
 def _tail(rs: list[CaseResult], q: float) -> str:
@@ -93,11 +119,12 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
     header = ["framework", "device", "precision", "batch", "median", "95% interval", "p90 (b=1)", "p99 (b=1)",
               "samples/s", "vs reference", "memory", "MFU", "correctness"]
     lats = {k: latency(rs) for k, rs in cases.items()}
-    rows, notes, sources, fails = [], [], set(), []
+    rows, notes, sources, fails, int8s = [], [], set(), [], []
     for (fw, dev, prec, batch), rs in cases.items():
         lat = lats[(fw, dev, prec, batch)]
         mark = failure_mark(notes, f"{fw} {dev} {prec} batch {batch}", rs, lat is not None)
         status, why = gate_status(rs)
+        cost = accuracy_cost(rs)
         if status in ("fail", "nondeterministic", "not checked"):
             notes.append(f"[{len(notes) + 1}] {fw} {dev} {prec} batch {batch}: {status}: {why}")
             status += f" [{len(notes)}]"
@@ -113,13 +140,17 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
         rows.append([fw, dev, prec, str(batch), format_time(lat["median_s"]) + mark, _interval(lat),
                      _tail(rs, 0.9) if one else "", _tail(rs, 0.99) if one else "", rate,
                      "reference" if (fw, prec) == REFERENCE else _ratio(lat, ref, status.split(" [")[0]), host,
-                     _mfu(data, rs, lat, sources), status])
+                     _mfu(data, rs, lat, sources), status + (f" ({cost})" if prec != "fp32" and cost else "")])
+        quantized = int8_note((fw, dev, prec, batch), rs) if batch == min(b for *_, b in cases) else None
+        if quantized:
+            int8s.append(quantized)
     params = next((int((r.metrics or {}).get("param_count") or 0) for rs in cases.values() for r in rs if r.ok), 0)
     flops = next(((r.metrics or {}).get("flops_per_call") for rs in cases.values() for r in rs if r.ok), None)
     intro = f"{params:,} parameters" + (f"; FLOPs per call at batch 1: {flops:.3g}" if flops else "")
     out: list[Section] = [Table(f"{label}: latency, throughput, memory, MFU and correctness per path and batch",
                                 header, rows, heading=f"## Model: {label}", intro=intro)]
     out += [Note(n) for n in notes]
+    out += [Note(f"int8: {n}") for n in int8s]
     own = next(((r.metrics or {}).get("reference") for rs in cases.values() for r in rs if r.ok), None)
     if own:  # a FILE.onnx: no torch module, so its reference is a runtime's and no path has a ratio
         out.append(Note(f"{label}: an ONNX file has no torch reference; each path is checked against {own}"))
@@ -138,7 +169,7 @@ def sections(data: ReportData) -> list[Section]:
                                                    "reference.")]
     for label, cases in groups.items():
         out += source_table(data, label, cases)
-    out += [Note(GATE_NOTE), Note(RATIO_NOTE)]
+    out += [Note(GATE_NOTE), Note(ERROR_NOTE), Note(RATIO_NOTE)]
     from dlperf.report.compiler_report import sections as compiler_sections  # here: it imports this module
 
     out += compiler_sections(data.results)

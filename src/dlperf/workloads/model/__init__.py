@@ -6,9 +6,10 @@ Tasks: `infer` (one forward pass on `batch` inputs, no gradients; every call tim
 `train` (one optimizer step: forward, the loss, backward, SGD lr 1e-3; the loss is the source's `loss(outputs,
 batch)` where it has one, else the default of `torch_model.default_loss`), `generate` (a causal LM: greedy
 decoding of `new_tokens` tokens after a `prompt_len`-token prompt, with its KV cache; TTFT and decode time per
-call). Samples are the batch's items (generate: generated tokens). FLOPs per call are counted by torch's
-`FlopCounterMode` on the eager module at the case's inputs (the same figure on every path); the correctness gate
-is `gate`'s. The builders are the `<family>_model` modules beside this one.
+call). Precisions: fp32, bf16 (torch autocast), fp16 (torch autocast on CUDA), int8 (each runtime's own
+quantizer, task infer: `quantized`). Samples are the batch's items (generate: generated tokens). FLOPs per call
+are counted by torch's `FlopCounterMode` on the eager module at the case's inputs (the same figure on every
+path); the correctness gate is `gate`'s. The builders are the `<family>_model` modules beside this one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 
 #: The dtype each precision's peak is read for (MFU).
-PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16"}
+PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
 
 
 class ModelParams(WorkloadParams):
@@ -31,7 +32,8 @@ class ModelParams(WorkloadParams):
     seq: int | None = Field(default=None, gt=0, description="sequence length (S in --input; token models)")
     input: list[str] | None = Field(default=None, description="NAME:DTYPE[DIMS] per positional input")
     inputs_fn: str | None = Field(default=None, description="path.py:FN, called with the batch size")
-    precision: Literal["fp32", "bf16"] = Field(default="fp32", description="bf16: torch autocast")
+    precision: Literal["fp32", "bf16", "fp16", "int8"] = Field(
+        default="fp32", description="bf16: torch autocast; fp16: CUDA autocast; int8: each runtime's quantizer")
     prompt_len: int | None = Field(default=None, gt=0, description="generate: prompt tokens (default 32)")
     new_tokens: int | None = Field(default=None, gt=0, description="generate: tokens per call (default 16)")
     variant: str = Field(default="eager", description="eager, compile[:MODE] or export (`variants.VARIANTS`)")

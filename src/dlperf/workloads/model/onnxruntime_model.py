@@ -1,7 +1,7 @@
-"""The model workload on ONNX Runtime: the torch source exported to ONNX (`export`, in a child with torch), fp32,
-inference only (a FILE.onnx source: the file itself, `onnx_file`); every input bound once through an IOBinding,
-the outputs bound on the device (as `runtime_steps` does for the CNN); outputs checked against the eager fp32
-reference by `gate`."""
+"""The model workload on ONNX Runtime: the torch source exported to ONNX (`export`, in a child with torch), fp32
+(int8: that file through onnxruntime's quantizer, `quantized.ort_int8`), inference only (a FILE.onnx source: the
+file itself, `onnx_file`); every input bound once through an IOBinding, the outputs bound on the device (as
+`runtime_steps` does for the CNN); outputs checked against the eager fp32 reference by `gate`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import numpy as np
 from dlperf.frameworks import Framework
 from dlperf.workloads import runtime_steps as rs
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model import ModelParams, gate, quantized
 from dlperf.workloads.model.export import prepared
 from dlperf.workloads.model.torch_model import ModelStep
 
-WHY_FP32 = "a runtime runs the exported float32 graph; dlperf makes no low-precision copy of it"
+WHY_FP32 = ("a runtime runs the exported float32 graph, or its int8 copy from the runtime's own quantizer; dlperf "
+            "makes no bf16 or fp16 copy of it")
 
 
 def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.ndarray], list[np.ndarray],
@@ -24,12 +25,13 @@ def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.nda
     """Checks, then (model path, feeds, reference outputs, meta) of the case's export, or of its ONNX file
     (`onnx_file`: the graph's declared inputs, onnxruntime's unoptimised fp32 outputs the reference)."""
     rs.check_task(fw, p.task)
-    rs.check_precision(fw, p.precision, ("fp32",), WHY_FP32)
+    rs.check_precision(fw, p.precision, ("fp32", "int8"), WHY_FP32)
+    fp32 = p.model_copy(update={"precision": "fp32"})  # int8: the fp32 export's file, quantized beside it
     if p.source.endswith(".onnx"):
         from dlperf.workloads.model import onnx_file
 
-        return onnx_file.prepared(p, rs.export_seed(fw))
-    return prepared(p, rs.export_seed(fw))
+        return onnx_file.prepared(fp32, rs.export_seed(fw))
+    return prepared(fp32, rs.export_seed(fw))
 
 
 def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any]:
@@ -43,12 +45,15 @@ def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any
 
     return {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"], "source": p.source,
             "model_info": meta.get("model_info"), "mfu_dtype": p.dtype, "exporter": meta.get("exporter"),
-            "gate": checked} | ({"reference": meta["reference"]} if meta.get("reference") else {})
+            "gate": checked} | {k: meta[k] for k in ("reference", "int8") if meta.get(k)}
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
     ort = fw.import_module()
     path, feeds, refs, meta = runtime_inputs(fw, p)
+    if p.precision == "int8":
+        path, done = quantized.ort_int8(path)
+        meta |= done
     sess = rs.ort_session(fw, device, path)
     kind, _, index = device.partition(":")
     binding = sess.io_binding()

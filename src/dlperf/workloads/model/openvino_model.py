@@ -1,7 +1,8 @@
-"""The model workload on OpenVINO: the torch source exported to ONNX (`export`), compiled at f32 with the static
-shapes of the export (the case's; a FILE.onnx source: the file, its symbolic dimensions fixed at the case's),
-inference only; each input shares its NumPy array's memory with the request;
-outputs checked against the eager fp32 reference by `gate` (executed precisions checked as `runtime_steps`)."""
+"""The model workload on OpenVINO: the torch source exported to ONNX (`export`), compiled at f32 (int8: its
+weights compressed by NNCF first, `quantized.ov_int8`) with the static shapes of the export (the case's; a
+FILE.onnx source: the file, its symbolic dimensions fixed at the case's), inference only; each input shares its
+NumPy array's memory with the request; outputs checked against the eager fp32 reference by `gate` (executed
+precisions checked as `runtime_steps`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model import ModelParams, quantized
 from dlperf.workloads.model.onnxruntime_model import info_of, runtime_inputs
 from dlperf.workloads.model.torch_model import ModelStep
 
@@ -21,7 +22,12 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
     ov = fw.import_module()
     path, feeds, refs, meta = runtime_inputs(fw, p)
-    if p.source.endswith(".onnx"):  # the file's symbolic dimensions fixed at the case's (static shapes)
+    mfu: dict[str, Any] = {}
+    if p.precision == "int8":  # NNCF's int8 weights (nothing computed below f32 either: checked below)
+        compiled, done = quantized.ov_int8(fw, path, device, feeds if p.source.endswith(".onnx") else None)
+        mfu["mfu_dtype"] = done.pop("mfu_dtype")
+        meta |= done
+    elif p.source.endswith(".onnx"):  # the file's symbolic dimensions fixed at the case's (static shapes)
         from dlperf.frameworks.openvino_fw import DEVICES
 
         if device not in DEVICES:
@@ -45,4 +51,4 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
         return [np.array(request.get_output_tensor(i).data, dtype=np.float64) for i in range(len(compiled.outputs))]
 
     meta["_refs"] = refs
-    return ModelStep(fn, lambda: outputs()[0], info=info_of(meta, p, outputs))
+    return ModelStep(fn, lambda: outputs()[0], info=info_of(meta, p, outputs) | mfu)

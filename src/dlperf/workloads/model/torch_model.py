@@ -2,7 +2,8 @@
 
 - Weights: the source's own initialisation after `torch.manual_seed(seed)` (seed 0: the seed the runtimes'
   export uses too); inputs seeded (`sources.inputs`), made on the device before timing.
-- infer: `module(*args, **kwargs)` under `torch.inference_mode` in eval mode (bf16: autocast); the output stays
+- infer: `module(*args, **kwargs)` under `torch.inference_mode` in eval mode (bf16, fp16: autocast; int8: the
+  module's dynamically quantized copy, `quantized.torch_int8`); the output stays
   on the device, as a framework's forward leaves it.
 - train: SGD (lr 1e-3) step in train mode on `loss(outputs, batch)`: the source's `loss` where it has one, else
   `default_loss`.
@@ -23,7 +24,7 @@ from typing import Any
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model import ModelParams, gate, quantized
 from dlperf.workloads.model import prepare as prep
 
 
@@ -46,20 +47,26 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     dev_type = torch.device(device).type
     if p.precision == "bf16" and dev_type not in ("cpu", "cuda"):
         raise UnsupportedError(f"bf16 autocast is not run on {dev_type}")
+    quantized.check_device(p, dev_type)
+    quantized.check_task(p)
     if p.variant != "eager":  # what this variant cannot run here, said before anything is built
         from dlperf.workloads.model.torch_compiled import check
 
         check(p, dev_type, torch)
+        if p.precision == "int8":
+            raise UnsupportedError(f"variant {p.variant} with int8: dlperf compiles the float module only (torch's "
+                                   "dynamically quantized Linear is eager's int8 path)")
     if dev_type == "cuda":
         torch.backends.cuda.matmul.fp32_precision = "ieee"  # the reference is fp32: no TF32
     pr = prep.prepare(torch, p, case_seed(fw))
     net = pr.module.to(device)
     args, kwargs = prep.to_device(torch, pr.args, device), prep.to_device(torch, pr.kwargs, device)
-    low = torch.bfloat16 if p.precision == "bf16" else None
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(p.precision)
+    path = [net]  # what the timed path runs: the module, or its int8 copy
 
     def forward(autocast: bool) -> Any:
         with torch.inference_mode(), torch.autocast(dev_type, dtype=low, enabled=autocast and low is not None):
-            return net(*args, **kwargs)
+            return (path[0] if autocast else net)(*args, **kwargs)
 
     net.eval()
     first = prep.as_numpy(torch, forward(False))
@@ -72,6 +79,9 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
         info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
         return torch_compiled.build(torch, fw, device, p, net, args, kwargs, first, verdict, info, case_seed(fw))
+    if p.precision == "int8":
+        path[0], done = quantized.torch_int8(torch, net)
+        info |= done
     if p.task == "infer":
         last: list[Any] = [None]
 
@@ -86,7 +96,8 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
                 return {"status": "reference", "reason": "the eager fp32 path is the reference (its two runs agree)"}
             return gate.judge(prep.as_numpy(torch, forward(True)), first, p.precision)
 
-        info["flops_per_call"] = prep.count_flops(torch, step)
+        # FLOPs of the eager module (FlopCounterMode counts no quantized kernel): the same figure on every path
+        info["flops_per_call"] = prep.count_flops(torch, step if p.precision != "int8" else lambda: forward(False))
         return ModelStep(step, lambda: _first(torch, last[0]), info=info | {"gate": checked})
     if p.task == "train":
         return _train(torch, net, pr, args, kwargs, p, dev_type, low, info, verdict)
