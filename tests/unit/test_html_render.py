@@ -209,6 +209,57 @@ def test_a_verdict_detail_shows_its_command_as_code(tmp_path: Path) -> None:
     assert "<code>dlperf run mlp --quick</code>" in shown and "`dlperf run mlp" not in shown
 
 
+def claim(study: str, v: str, claim_id: str) -> Verdict:
+    """A verdict on a claim of `study`, its detail naming the exact command as the rules do."""
+    return Verdict(claim_id, "000_x.txt", study, f"claim {claim_id}", "q", "2x", None if v == CANNOT_CHECK else "3x",
+                   v, f"no {study} run given; run `dlperf run {study} --quick`")
+
+
+def before_fold(page: str) -> str:
+    """The page down to the folded claims (all of it where nothing is folded), its JSON left out."""
+    return page.split('<script type="application/json"')[0].split('<details class="fold">')[0]
+
+
+def test_a_page_leads_with_its_results_and_folds_the_claims_no_run_here_touches(tmp_path: Path) -> None:
+    """A run of no claim's study: its results come before any claim, and every claim (none of which it can
+    check) is folded under one line naming the `dlperf run STUDY` commands that would check them."""
+    verdicts = [claim("mlp", CANNOT_CHECK, "zz-mlp-1"), claim("backends", CANNOT_CHECK, "zz-bk-1"),
+                claim("mlp", CANNOT_CHECK, "zz-mlp-2")]
+    page = render_page([data_of([result("a", samples(1e-3, 1))], tmp_path)], verdicts)
+    assert page.index('id="run-1-results"') < page.index('id="verdicts"') < page.index('id="data"')
+    assert page.index('href="#run-1-results"') < page.index('href="#verdicts"')  # the contents too
+    assert "3 claims: 3 cannot check here." in page  # the count still covers every claim
+    shown = before_fold(page)
+    assert "<tr class=\"verdict-" not in shown and "zz-mlp-1" not in shown and "zz-bk-1" not in shown
+    assert ("<summary>3 claims on mlp, backends, studies this run does not include: cannot check here; "
+            "<code>dlperf run mlp</code>, <code>dlperf run backends</code> would check them") in page
+    folded = page.split('<details class="fold">')[1].split("</details>")[0]
+    assert folded.count('<tr class="verdict-cannot">') == 3  # each folded claim keeps its row, and its command
+    assert "<code>dlperf run mlp --quick</code>" in folded and "<code>dlperf run backends --quick</code>" in folded
+    assert [v["claim_id"] for v in extract(page)["verdicts"]] == ["zz-mlp-1", "zz-bk-1", "zz-mlp-2"]
+
+
+def test_a_claim_the_run_can_check_keeps_its_row_in_view(tmp_path: Path) -> None:
+    """A run with ops cases: the ops claims stay in the table (checked, or not checkable with what is missing),
+    as does a claim judged without any run (the catalog); only the mlp claim is folded."""
+    ops = [result("a", samples(1e-3, 1)).model_copy(
+        update={"workload": "ops", "params": {"op": "add", "size_mb": 1.0, "dtype": "float32"}})]
+    verdicts = [claim("ops", HOLDS, "zz-ops-1"), claim("ops", CANNOT_CHECK, "zz-ops-2"),
+                claim("catalog", DOES_NOT_HOLD, "zz-cat-1"), claim("mlp", CANNOT_CHECK, "zz-mlp-1")]
+    page = render_page([data_of(ops, tmp_path)], verdicts)
+    shown = before_fold(page)
+    for row in ('<tr class="verdict-holds"><td class="text">zz-ops-1</td>',
+                '<tr class="verdict-cannot"><td class="text">zz-ops-2</td>',
+                '<tr class="verdict-fails"><td class="text">zz-cat-1</td>'):
+        assert row in shown, row
+    assert "zz-mlp-1" not in shown
+    assert "<summary>1 claim on mlp, a study this run does not include: cannot check here; " \
+           "<code>dlperf run mlp</code> would check it" in page
+    both = render_page([data_of(ops, tmp_path), data_of([result("b", samples(1e-3, 2))], tmp_path, run_row("r2"))],
+                       [claim("mlp", CANNOT_CHECK, "zz-mlp-1")])
+    assert "a study these runs do not include" in both
+
+
 def test_a_dirty_commit_is_checked_out_clean_and_said(tmp_path: Path) -> None:
     from dlperf.report.html.commands import reproduce
 
