@@ -1,5 +1,6 @@
 """Small builders of the results tests hand to reports, claims, compare and the store: `case(...)` (a
-CaseResult), `run_row(...)` (a stored run's row), `report_data(...)` (what a study report is given).
+CaseResult as built), `stored(...)` (one as the store reads it back, its statistics recomputed from its
+samples), `run_row(...)` (a stored run's row), `report_data(...)` (what a study report is given).
 
 Each has the defaults most tests want, so that a test names only what it is about: an ok numpy case of the
 ops workload on the CPU, stored at a fixed time (never the clock, so that two runs of a test build the same
@@ -47,6 +48,21 @@ def case(key: str | None = None, *, workload: str = "ops", framework: str = "num
                       workload=workload, framework=framework, device=device, params=dict(params or {}),
                       status=status, reason=reason, measurement=raw, metrics=built, env_id=env_id, wall_s=wall_s,
                       started_at=at, finished_at=at)
+
+
+def stored(key: str | None = None, *, workload: str = "ops", framework: str = "numpy", device: str = "cpu",
+           params: Mapping[str, Any] | None = None, status: str = "ok", reason: str | None = None,
+           measurement: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
+           run_id: str = "r", rep: int = 0, env_id: int = 1, at: datetime = T0) -> CaseResult:
+    """One case as the store reads it back (`CaseResult.from_row` of its row): the statistics and rates in
+    `metrics` recomputed from the raw `measurement`, and its validity judged again, as for a real run. `metrics`
+    and `measurement` are the row's dicts as stored (None: the row has none)."""
+    return CaseResult.from_row({
+        "run_id": run_id, "case_key": key or f"{workload}/{framework}/{device}/k", "repetition": rep,
+        "workload": workload, "framework": framework, "device": device, "params": dict(params or {}),
+        "status": status, "reason": reason, "measurement": dict(measurement) if measurement is not None else None,
+        "metrics": dict(metrics) if metrics is not None else None, "env_id": env_id, "started_at": at,
+        "finished_at": at})
 
 
 def run_row(run_id: str = "r", **fields: Any) -> dict[str, Any]:
