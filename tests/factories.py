@@ -53,7 +53,8 @@ def case(key: str | None = None, *, workload: str = "ops", framework: str = "num
 def stored(key: str | None = None, *, workload: str = "ops", framework: str = "numpy", device: str = "cpu",
            params: Mapping[str, Any] | None = None, status: str = "ok", reason: str | None = None,
            measurement: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
-           run_id: str = "r", rep: int = 0, env_id: int = 1, at: datetime = T0) -> CaseResult:
+           run_id: str = "r", rep: int = 0, env_id: int = 1, wall_s: float | None = None,
+           at: datetime = T0) -> CaseResult:
     """One case as the store reads it back (`CaseResult.from_row` of its row): the statistics and rates in
     `metrics` recomputed from the raw `measurement`, and its validity judged again, as for a real run. `metrics`
     and `measurement` are the row's dicts as stored (None: the row has none)."""
@@ -61,8 +62,8 @@ def stored(key: str | None = None, *, workload: str = "ops", framework: str = "n
         "run_id": run_id, "case_key": key or f"{workload}/{framework}/{device}/k", "repetition": rep,
         "workload": workload, "framework": framework, "device": device, "params": dict(params or {}),
         "status": status, "reason": reason, "measurement": dict(measurement) if measurement is not None else None,
-        "metrics": dict(metrics) if metrics is not None else None, "env_id": env_id, "started_at": at,
-        "finished_at": at})
+        "metrics": dict(metrics) if metrics is not None else None, "env_id": env_id, "wall_s": wall_s,
+        "started_at": at, "finished_at": at})
 
 
 def run_row(run_id: str = "r", **fields: Any) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from dlperf.report.plots import _pyplot, save_figure
 from dlperf.report.sample_plots import MAX_BOXES
 from dlperf.report.sections import Figure, Heading, Note, Table
 from dlperf.report.study import ReportData
+from tests import factories
+from tests.factories import case, report_data
 
 XSS = "<script>alert(1)</script>"
 CLOSE = "</script><b>x</b>"
@@ -33,12 +35,9 @@ CLOSE = "</script><b>x</b>"
 def result(key: str, times: list[float] | None, status: str = "ok", reason: str | None = None,
            validity: str | None = "valid", validity_reason: str | None = None, rep: int = 0) -> CaseResult:
     """A stored case with these raw per-call times (one call per sample); a workload with no study report."""
-    now = datetime.now(UTC)
-    m = {"sample_times_s": times, "sample_iters": [1] * len(times)} if times else None
     metrics = Metrics(validity=validity, validity_reason=validity_reason) if status == "ok" else Metrics()
-    return CaseResult(run_id="r1", case_key=f"synthetic/numpy/cpu/{key}", repetition=rep, workload="synthetic",
-                      framework="numpy", device="cpu", params={"case": key}, status=status, reason=reason,
-                      measurement=m, metrics=metrics, env_id=1, started_at=now, finished_at=now)
+    return case(f"synthetic/numpy/cpu/{key}", run_id="r1", workload="synthetic", params={"case": key}, status=status,
+                reason=reason, times_s=times, metrics=metrics, rep=rep)
 
 
 def samples(scale: float, seed: int, n: int = 30) -> list[float]:
@@ -46,15 +45,16 @@ def samples(scale: float, seed: int, n: int = 30) -> list[float]:
 
 
 def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int = 1) -> dict:
-    return {"id": run_id, "study": "synthetic", "variant": "quick", "study_hash": "abc", "study_path": study_path,
-            "filters": {"frameworks": ["numpy"], "devices": [], "overrides": {"timeout_s": 30.0, "threads": 2}},
-            "settings": {"threads": 2}, "status": "complete", "n_cases": n_cases, "dlperf_version": "0.1.0",
-            "started_at": datetime(2026, 1, 2, 3, 4, 5), "finished_at": datetime(2026, 1, 2, 3, 5, 5), "derived": {}}
+    return factories.run_row(
+        run_id, study="synthetic", study_hash="abc", study_path=study_path,
+        filters={"frameworks": ["numpy"], "devices": [], "overrides": {"timeout_s": 30.0, "threads": 2}},
+        settings={"threads": 2}, n_cases=n_cases, dlperf_version="0.1.0", started_at=datetime(2026, 1, 2, 3, 4, 5),
+        finished_at=datetime(2026, 1, 2, 3, 5, 5), derived={})
 
 
 def data_of(results: list[CaseResult], tmp_path: Path, run: dict | None = None, env: dict | None = None) -> ReportData:
     env = env if env is not None else {"cpu_model": "Test CPU", "gpus": [], "frameworks": {"numpy": {"version": "2"}}}
-    return ReportData(run=run or run_row(n_cases=len(results)), env=env, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run or run_row(n_cases=len(results)), env=env, plot_dir=tmp_path / "plots")
 
 
 def test_sections_become_a_sortable_table_paragraphs_headings_and_lists() -> None:
