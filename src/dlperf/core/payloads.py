@@ -1,0 +1,78 @@
+"""A served case's LoadGen summary as a typed object: `metrics["loadgen"]`, read in one place.
+
+The store keeps the summary as the dict `dlperf.serving.run.loadgen_dict` wrote (an export gives it back
+unchanged); `LoadgenSummary.read` turns it into this object for every reader above (the run table, the serving
+report, the CSV export, `dlperf serve`'s verdict line). A key that is not stored, or not of its type, reads as
+absent, never as a figure from elsewhere: the readers print "-" with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _text(value: object) -> str | None:
+    """A stored string field: None where it is missing or empty."""
+    return str(value) if value else None
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    """A stored list of strings: () where it is missing, empty or not a list."""
+    return tuple(str(x) for x in value) if isinstance(value, list | tuple) else ()
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class LoadgenMetric:
+    """The scenario's MLPerf metric as stored: its name, its value (None: none), its unit ("s" for a latency)."""
+
+    name: str | None
+    value: int | float | None
+    unit: str | None
+
+    @classmethod
+    def read(cls, raw: object) -> LoadgenMetric | None:
+        """The stored metric dict as a metric; None where none (or an empty one) is stored."""
+        if not isinstance(raw, dict) or not raw:
+            return None
+        value = raw.get("value")
+        return cls(name=_text(raw.get("name")), value=value if isinstance(value, int | float) else None,
+                   unit=_text(raw.get("unit")))
+
+
+@dataclass(frozen=True)
+class LoadgenSummary:
+    """LoadGen's verdict on one served case, from its own logs."""
+
+    #: LoadGen's name of the scenario it ran (SingleStream, MultiStream, Server, Offline).
+    scenario: str | None = None
+    #: VALID or INVALID (None: not stored).
+    validity: str | None = None
+    invalid_reasons: tuple[str, ...] = ()
+    metric: LoadgenMetric | None = None
+    #: LoadGen's result_* and early_stopping_* values by its own key (latencies in ns).
+    results: Mapping[str, Any] = field(default_factory=dict)
+    #: LoadGen's effective_* settings by its own key.
+    effective: Mapping[str, Any] = field(default_factory=dict)
+    loadgen_version: str | None = None
+    #: Why the run was shorter than MLPerf's rules: () where it was not, None where a row predates the field.
+    shortened: tuple[str, ...] | None = None
+    #: True where the stored summary had no key at all.
+    empty: bool = False
+
+    @classmethod
+    def read(cls, raw: object) -> LoadgenSummary | None:
+        """The stored `metrics["loadgen"]` as a summary; None where the case stored none (no dict)."""
+        if not isinstance(raw, dict):
+            return None
+        validity = raw.get("validity")
+        return cls(scenario=_text(raw.get("scenario")), validity=None if validity is None else str(validity),
+                   invalid_reasons=_texts(raw.get("invalid_reasons")), metric=LoadgenMetric.read(raw.get("metric")),
+                   results=_mapping(raw.get("results")), effective=_mapping(raw.get("effective")),
+                   loadgen_version=_text(raw.get("loadgen_version")),
+                   shortened=_texts(raw.get("shortened")) if "shortened" in raw else None, empty=not raw)
