@@ -20,10 +20,10 @@ def verdict_text(m: Metrics) -> str:
     with the Server search's best rate and the shortened label where they apply; a search that stopped before any
     probe says why."""
     lg = m.loadgen_summary()
-    search = m.get("server_search")
+    search = m.server_search_summary()
     if lg is None:
-        if isinstance(search, dict) and not search.get("probes"):  # the search stopped before any LoadGen run
-            return f"search: no rate tried ({search.get('stopped') or 'no reason stored'})"
+        if search is not None and not search.probes:  # the search stopped before any LoadGen run
+            return f"search: no rate tried ({search.stopped or 'no reason stored'})"
         return "no LoadGen result stored"
     text = lg.validity or "no verdict"
     if lg.invalid_reasons:
@@ -34,12 +34,12 @@ def verdict_text(m: Metrics) -> str:
         shown = unit if unit and unit != "s" and unit not in name else None  # the unit once, not twice
         value = format_metric(metric.value, "s" if unit == "s" else shown)
         text += f", {name}: {value}"
-    if isinstance(search, dict):
-        probes = search.get("probes") or []
-        best = search.get("best_qps")
-        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
-                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
-                                      f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
+    if search is not None:
+        n, best = len(search.probes), search.best_qps
+        stopped = "no reason stored" if search.stopped is None else search.stopped
+        text += (f"; search: no valid rate in {n} probes ({stopped})"
+                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {n} "
+                                      f"probes{'' if search.confirmed else UNCONFIRMED}")
     if lg.shortened:
         text += f" ({SHORTENED})"
     return text

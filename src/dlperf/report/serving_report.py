@@ -178,10 +178,9 @@ def scenario_sections(scen: str, rs: list[CaseResult]) -> list[Section]:
 
 def _valid_rate(r: CaseResult) -> float | None:
     """The case's highest valid Server rate: its search's best, or its own offered rate where LoadGen said VALID."""
-    search = r.m.get("server_search")
-    if isinstance(search, dict):
-        best = search.get("best_qps")
-        return float(best) if isinstance(best, (int, float)) else None
+    search = r.m.server_search_summary()
+    if search is not None:
+        return search.best_qps
     return offered(r) if loadgen(r).validity == "VALID" else None
 
 
