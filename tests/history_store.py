@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from sqlalchemy import update
 
-from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.result import Metrics
 from dlperf.hardware.identity import identity_hash
 from dlperf.store import Store
 from dlperf.store.schema import runs
+from tests.factories import case, samples_of, stored
 
 STUDY = "hist"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,20 +56,16 @@ def add_run(store: Store, number: int, cases: dict[str, float | str], *, seed: i
     rng = np.random.default_rng(seed)
     for key, level in cases.items():
         if isinstance(level, str):
-            store.add_result(CaseResult(
-                run_id=run_id, case_key=key, repetition=0, workload="ops", framework="numpy", device="cpu",
-                params=params_of(key), status=level, reason=f"{level} on purpose", env_id=env_id, started_at=started,
-                finished_at=started))
+            store.add_result(case(key, run_id=run_id, params=params_of(key), status=level, reason=f"{level} on purpose",
+                                  env_id=env_id, at=started))
             continue
         times = list(level * rng.lognormal(0.0, sample_sigma, samples))
-        store.add_result(CaseResult.from_row({
-            "run_id": run_id, "case_key": key, "repetition": 0, "workload": "ops", "framework": "numpy",
-            "device": "cpu", "params": params_of(key), "status": "ok", "reason": None,
-            "measurement": {"sample_times_s": times, "sample_iters": [1] * samples},
-            # no statistics stored: with none, the validity given here stands (CaseResult.from_row judges it
-            # again from the raw samples and the activity only where statistics were stored)
-            "metrics": Metrics(threads=threads, validity=validity, validity_reason=f"{validity} on purpose").as_dict(),
-            "env_id": env_id, "wall_s": 1.0, "started_at": started, "finished_at": started}))
+        # no statistics stored: with none, the validity given here stands (CaseResult.from_row judges it again
+        # from the raw samples and the activity only where statistics were stored)
+        store.add_result(stored(
+            key, run_id=run_id, params=params_of(key), measurement=samples_of(times), env_id=env_id, wall_s=1.0,
+            metrics=Metrics(threads=threads, validity=validity, validity_reason=f"{validity} on purpose").as_dict(),
+            at=started))
     with store.engine.begin() as conn:
         conn.execute(update(runs).where(runs.c.id == run_id).values(
             started_at=started, status=status, finished_at=started + timedelta(minutes=5)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from dlperf.report.claims import CANNOT_CHECK, VERDICTS
 from tests.browser.harness import PageVisit, assert_not_blank
 from tests.conftest import STUDIES, run_cli
+from tests.factories import case
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -149,7 +149,7 @@ MANY_BYTES = 20 * 2**20
 
 def store_many(db: Path, like_run: str) -> tuple[str, list[str]]:
     """The synthetic 1,000-case run (see above) in the environment of `like_run`; its id and case keys."""
-    from dlperf.core.result import CaseResult, Metrics, derive_rates
+    from dlperf.core.result import Metrics, derive_rates
     from dlperf.core.validity import assess
     from dlperf.store import Store
     from dlperf.timing.measurement import Measurement
@@ -162,7 +162,6 @@ def store_many(db: Path, like_run: str) -> tuple[str, list[str]]:
                               study_path="tests/browser/test_report_page.py", filters={}, settings={},
                               env_id=env_id, n_cases=len(combos), dlperf_version="test")
     rng = np.random.default_rng(1000)
-    now = datetime.now(UTC)
     keys = []
     for fw, op, mb in combos:
         c = cost(op, shape_for(op, mb, "float32"), "float32")
@@ -175,10 +174,8 @@ def store_many(db: Path, like_run: str) -> tuple[str, list[str]]:
         validity, why = assess(m, None, threads=2, device="cpu")  # as the runner stores them
         metrics = Metrics(**derive_rates(m.summary(), c.samples, c.flops, c.bytes_moved), threads=2, device="cpu",
                           validity=validity, validity_reason=why)
-        store.add_result(CaseResult(
-            run_id=run_id, case_key=key, repetition=0, workload="ops", framework=fw, device="cpu",
-            params={"op": op, "size_mb": mb, "dtype": "float32"}, status="ok", measurement=measurement,
-            metrics=metrics, env_id=env_id, started_at=now, finished_at=now))
+        store.add_result(case(key, run_id=run_id, framework=fw, params={"op": op, "size_mb": mb, "dtype": "float32"},
+                              measurement=measurement, metrics=metrics, env_id=env_id))
     store.set_run_status(run_id, "complete")
     return run_id, keys
 

@@ -5,15 +5,15 @@ exit status of --fail-on-regression (1 exactly when a compared case's whole CI l
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.result import Metrics
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
+from tests.factories import case
 
 KEY = "ops/numpy/cpu/dtype=float32,op=add,size_mb={}"
 
@@ -27,14 +27,9 @@ def make_run(store: Store, cases: dict[str, tuple[float, str | None]], seed: int
     env_id = store.environment_id({"cpu_model": cpu}, f"hash-{cpu}")
     run_id = store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters={}, settings={},
                               env_id=env_id, n_cases=len(cases), dlperf_version="0")
-    now = datetime.now(UTC)
     for i, (key, (scale, validity)) in enumerate(cases.items()):
-        t = times(scale, seed + i)
         metrics = Metrics(validity=validity, validity_reason=f"{validity} on purpose" if validity else None)
-        store.add_result(CaseResult(
-            run_id=run_id, case_key=key, repetition=0, workload="ops", framework="numpy", device="cpu",
-            params={}, status="ok", measurement={"sample_times_s": t, "sample_iters": [1] * len(t)},
-            metrics=metrics, env_id=env_id, started_at=now, finished_at=now))
+        store.add_result(case(key, run_id=run_id, times_s=times(scale, seed + i), metrics=metrics, env_id=env_id))
     return run_id
 
 
@@ -138,12 +133,8 @@ def threads_run(store: Store, threads: int, how: dict | None, filters: dict | No
     run_id = store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters=filters or {},
                               settings={"threads": threads}, env_id=env_id, n_cases=1, dlperf_version="0",
                               derived=None if how is None else {"threads_source": how})
-    now = datetime.now(UTC)
-    t = times(1e-3, threads)
-    store.add_result(CaseResult(
-        run_id=run_id, case_key=KEY.format(1), repetition=0, workload="ops", framework="numpy", device="cpu",
-        params={}, status="ok", measurement={"sample_times_s": t, "sample_iters": [1] * len(t)},
-        metrics=Metrics(validity="valid"), env_id=env_id, started_at=now, finished_at=now))
+    store.add_result(case(KEY.format(1), run_id=run_id, times_s=times(1e-3, threads), metrics=Metrics(validity="valid"),
+                          env_id=env_id))
     return run_id
 
 

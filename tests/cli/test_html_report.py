@@ -94,14 +94,27 @@ def test_failed_cases_render_with_their_statuses_and_reasons(golden: Path, tmp_p
     assert "no GPU" in page  # the golden runs were measured on a machine without one
 
 
-def test_the_quick_smoke_page_is_well_under_five_mb(golden: Path, tmp_path: Path) -> None:
+def test_the_quick_smoke_page_is_well_under_five_mb_and_leads_with_its_results(golden: Path, tmp_path: Path) -> None:
+    """The smoke run (ops cases only, no GPU): its results come first; the ops claims (not checkable without a
+    GPU, and saying so) and the catalog's stay in view; the 11 claims on studies it does not include are folded
+    under one line naming the commands that would check them."""
     out = tmp_path / "smoke.html"
     res = run_cli("report", "smoke-20261122-203532-fdee", "--format", "html", "-o", str(out), "--db", str(golden))
     assert res.returncode == 0, res.stderr
     size = out.stat().st_size
     print(f"\nquick smoke page: {size / 1024:.0f} KB")
     assert size < 5 * 1024 * 1024
-    assert extract(out.read_text())["runs"][0]["run"]["variant"] == "quick"
+    page = out.read_text()
+    assert extract(page)["runs"][0]["run"]["variant"] == "quick"
+    assert page.index('id="run-1-results"') < page.index('id="verdicts"')
+    shown, folded = page.split('<details class="fold">')
+    for claim in ("002-elementwise-under-1pct", "002-dot-35-to-89pct", "004-datasheet-gpus"):
+        assert f'<td class="text">{claim}</td>' in shown, claim
+    assert "000-gpu-speedup-tensors-large" not in shown and "001-tf-faster-cpu" not in shown
+    assert ("<summary>11 claims on mlp, cnn, backends, studies this run does not include: cannot check here; "
+            "<code>dlperf run mlp</code>, <code>dlperf run cnn</code>, <code>dlperf run backends</code> would check "
+            "them") in folded
+    assert folded.split("</details>")[0].count('<tr class="verdict-cannot">') == 11
 
 
 def test_several_runs_make_one_page(golden: Path, tmp_path: Path) -> None:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.result import Metrics
 from dlperf.errors import LeaseLostError
 from dlperf.fleet.executor import shared_url
 from dlperf.fleet.placement import device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import with_fleet
 from dlperf.fleet.workers import detected_devices, parse_devices, scheduler_argv, worker_argv, worker_env
+from tests.factories import case
 
 
 def test_a_worker_runs_one_case_at_a_time_and_advertises_its_devices() -> None:
@@ -61,10 +61,8 @@ def test_a_relative_sqlite_path_is_sent_absolute(tmp_path: Path, monkeypatch: py
 
 @pytest.mark.parametrize("metrics", [None, Metrics(median_s=0.5)])
 def test_every_row_says_which_worker_ran_it(metrics: Metrics | None) -> None:
-    now = datetime.now(UTC)
-    row = CaseResult(run_id="r", case_key="k", repetition=0, workload="faults", framework="numpy", device="cpu",
-                     params={}, status="crashed" if metrics is None else "ok", reason=None, measurement=None,
-                     metrics=metrics, env_id=3, wall_s=1.0, started_at=now, finished_at=now)
+    row = case("k", workload="faults", status="crashed" if metrics is None else "ok", metrics=metrics, env_id=3,
+               wall_s=1.0)
     fleet = {"worker": "w1", "address": "tcp://10.0.0.2:4000", "host": "box"}
     out = with_fleet(row, fleet)
     assert out.metrics is not None and out.metrics.model_extra["fleet"] == fleet

@@ -16,6 +16,7 @@ from dlperf.runner.sweep import run_study
 from dlperf.store import Store
 from dlperf.studies import load_study
 from tests.conftest import STUDIES
+from tests.factories import case
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -67,9 +68,7 @@ def test_spread_and_drift_from_recorded_times() -> None:
 def row(rep: int, before: CanaryTime | None, after: CanaryTime | None, validity: str = "valid",
         median_s: float = 1e-3) -> CaseResult:
     extra = {"canary": {"before": before.as_dict(), "after": after.as_dict()}} if before and after else {}
-    return CaseResult(run_id="r", case_key="k", repetition=rep, workload="ops", framework="numpy", device="cpu",
-                      params={}, status="ok", metrics=Metrics(median_s=median_s, validity=validity, **extra),
-                      env_id=1, started_at=T0, finished_at=T0)
+    return case("k", rep=rep, metrics=Metrics(median_s=median_s, validity=validity, **extra), at=T0)
 
 
 def test_the_run_series_is_each_canary_once_in_time_order_and_old_runs_have_none() -> None:

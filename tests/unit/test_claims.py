@@ -4,8 +4,6 @@ without what the claim needs (cannot check here, naming what is missing)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from dlperf.report.claims.loader import Claim, load_claims, parse_claims
 from dlperf.report.claims.rules import RULES
 from dlperf.report.study import ReportData
 from dlperf.timing.measurement import Measurement
+from tests.factories import report_data, run_row, stored
 
 #: Spread of the synthetic samples around their median (0.5% either side): a quiet measurement.
 SPREAD = (0.995, 1.0, 1.005, 0.998, 1.002, 1.0, 0.999)
@@ -34,14 +33,10 @@ def case(workload: str, framework: str, device: str, params: dict[str, Any], tim
          status: str = "ok", reason: str | None = None, validity: str | None = "valid", run_id: str = "run-a",
          **metrics: Any) -> CaseResult:
     """A stored-like case: raw samples around `time_s` per call, its statistics recomputed from them on load."""
-    now = datetime.now(UTC)
     m = Measurement(tuple(time_s * f for f in SPREAD), (1,) * len(SPREAD)).to_dict() if status == "ok" else None
-    stored = {**dict.fromkeys(RATES), "median_s": 0.0, "device": device, **metrics} if status == "ok" else {}
-    row = {"run_id": run_id, "case_key": f"{workload}/{framework}/{device}/{params}", "repetition": 0,
-           "workload": workload, "framework": framework, "device": device, "params": params, "status": status,
-           "reason": reason, "measurement": m, "metrics": stored,
-           "env_id": 1, "started_at": now, "finished_at": now}
-    r = CaseResult.from_row(row)
+    kept = {**dict.fromkeys(RATES), "median_s": 0.0, "device": device, **metrics} if status == "ok" else {}
+    r = stored(f"{workload}/{framework}/{device}/{params}", workload=workload, framework=framework, device=device,
+               params=params, status=status, reason=reason, measurement=m, metrics=kept, run_id=run_id)
     if validity is not None and r.metrics is not None:
         r = r.model_copy(update={"metrics": r.metrics.model_copy(update={
             "validity": validity, "validity_reason": f"synthetic {validity} case"})})
@@ -49,8 +44,7 @@ def case(workload: str, framework: str, device: str, params: dict[str, Any], tim
 
 
 def run(results: list[CaseResult], run_id: str = "run-a", env: dict[str, Any] | None = None) -> ReportData:
-    return ReportData(run={"id": run_id, "study": "test", "status": "complete"}, env=env or {}, results=results,
-                      plot_dir=Path("unused"))
+    return report_data(results, run=run_row(run_id), env=env)
 
 
 def judge(claim_id: str, datas: list[ReportData]):

@@ -4,7 +4,6 @@ figure equal to the paper's says so, and the study reports' paper tables print t
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from dlperf.core.result import CaseResult
@@ -12,8 +11,8 @@ from dlperf.report.backends_report import paper_speedups
 from dlperf.report.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 from dlperf.report.claims.loader import load_claims
 from dlperf.report.mlp_report import paper_rows
-from dlperf.report.study import ReportData
 from dlperf.studies import paper
+from tests.factories import report_data, run_row
 from tests.unit.test_claims import GPU_ENV, case, frameworks, judge, mlp, nn, op, run
 
 
@@ -48,14 +47,12 @@ def test_a_framework_with_a_dot_above_the_fp32_peak_is_not_judged() -> None:
 
 
 def test_a_given_run_with_no_case_of_the_workload_says_so() -> None:
-    empty = ReportData(run={"id": "mlp-empty", "study": "mlp", "status": "complete", "n_cases": 5}, env={},
-                       results=[], plot_dir=Path("unused"))
+    empty = report_data(run=run_row("mlp-empty", study="mlp", n_cases=5))
     v = judge("000-gpu-speedup-tensors-large", [empty])
     assert v.verdict == CANNOT_CHECK
     assert v.detail.startswith("run mlp-empty has no mlp results (complete, 0 of 5 cases stored); run `dlperf run")
     assert "no mlp run given" not in v.detail
-    v = judge("004-gtx1070-fastest-gpu", [ReportData(run={"id": "cnn-x", "study": "cnn", "status": "aborted",
-                                                          "n_cases": 3}, env={}, results=[], plot_dir=Path("u"))])
+    v = judge("004-gtx1070-fastest-gpu", [report_data(run=run_row("cnn-x", study="cnn", status="aborted", n_cases=3))])
     assert "run cnn-x has no cnn results (aborted, 0 of 3 cases stored)" in v.detail
 
 

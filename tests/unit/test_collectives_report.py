@@ -23,6 +23,8 @@ from dlperf.report.study import ReportData
 from dlperf.runner.derive import derive_metrics
 from dlperf.timing import Measurement
 from dlperf.workloads import Cost
+from tests.factories import report_data, run_row
+from tests.factories import stored as read_back
 
 KIB, MIB = 2**10, 2**20
 ITERS = 10
@@ -37,7 +39,6 @@ def coll(op: str, size: int, n: int, per_op_s: float | None, *, status: str = "o
          rep: int = 0, checked: bool = True, stored: tuple[float, float] | None = None) -> CaseResult:
     """A stored collectives case: `op` of S = `size` bytes on `n` ranks, `per_op_s` per operation (None: did not
     run); the stored algbw/busbw are computed from the median at store time, as the engine does, unless `stored`."""
-    now = datetime.now(UTC)
     params = {"op": op, "size_bytes": size, "world_size": n, "dtype": "float32", "threads_per_rank": 1, "nodes": 1}
     m = Measurement(sample_times_s=tuple(blocks(per_op_s or 1.0)), sample_iters=(ITERS,) * 11)
     metrics: dict[str, Any] | None = None
@@ -49,15 +50,13 @@ def coll(op: str, size: int, n: int, per_op_s: float | None, *, status: str = "o
                                    "dtype": "float32", "bus_factor": bus_factor(op, n), "iters_per_sample": ITERS,
                                    "algbw_bytes_per_s": algbw, "busbw_bytes_per_s": busbw, "checked": checked,
                                    "ranks": [], "launcher": {"command": ["torchrun"], "wall_s": 3.0}}}
-    return CaseResult.from_row({
-        "run_id": "r", "case_key": f"collectives/torch/cpu/op={op},size_bytes={size},world_size={n}",
-        "repetition": rep, "workload": "collectives", "framework": "torch", "device": "cpu", "params": params,
-        "status": status, "reason": reason, "measurement": m.to_dict() if status == "ok" else None,
-        "metrics": metrics, "env_id": 1, "started_at": now, "finished_at": now})
+    return read_back(f"collectives/torch/cpu/op={op},size_bytes={size},world_size={n}", rep=rep,
+                     workload="collectives", framework="torch", params=params, status=status, reason=reason,
+                     measurement=m.to_dict() if status == "ok" else None, metrics=metrics)
 
 
 def data(results: list[CaseResult], tmp_path: Path) -> ReportData:
-    return ReportData(run={"id": "r", "study": "collectives"}, env={}, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run_row("r", study="collectives"), plot_dir=tmp_path / "plots")
 
 
 def op_tables(sections: list[Any]) -> dict[str, Table]:

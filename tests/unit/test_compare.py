@@ -12,6 +12,7 @@ import pytest
 
 from dlperf.analysis.compare import CaseComparison, compare_runs, regressions, summarize, verdict
 from dlperf.core.result import CaseResult, Metrics
+from tests.factories import case
 
 
 def per_call(scale: float, seed: int, n: int = 400, sigma: float = 0.05) -> list[float]:
@@ -21,12 +22,8 @@ def per_call(scale: float, seed: int, n: int = 400, sigma: float = 0.05) -> list
 
 def row(key: str, times: list[float] | None, rep: int = 0, status: str = "ok", validity: str | None = None,
         reason: str | None = None) -> CaseResult:
-    now = datetime.now(UTC)
     metrics = Metrics(validity=validity, validity_reason=reason) if validity else Metrics()
-    m = {"sample_times_s": times, "sample_iters": [1] * len(times)} if times else None
-    return CaseResult(run_id="r", case_key=key, repetition=rep, workload="ops", framework="numpy", device="cpu",
-                      params={}, status=status, measurement=m, metrics=metrics, env_id=1, started_at=now,
-                      finished_at=now)
+    return case(key, times_s=times, rep=rep, status=status, metrics=metrics)
 
 
 def one(a: list[CaseResult], b: list[CaseResult], **kw) -> CaseComparison:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from dlperf.report.study import ReportData
 from dlperf.runner.derive import derive_metrics
 from dlperf.timing import Measurement
 from dlperf.workloads import Cost
+from tests.factories import report_data, run_row, stored
 
 
 def steps(centre: float) -> list[float]:
@@ -43,7 +43,6 @@ def ddp(n: int, centre: float | None, *, scaling: str = "strong", batch: int = 8
         reason: str | None = None, rep: int = 0, workload: str = "cnn", model: str = "lenet5",
         ranks: list[float] | None = None, extra: dict[str, Any] | None = None) -> CaseResult:
     """A stored ddp case of `n` ranks whose median step is `centre` seconds (None: it did not run)."""
-    now = datetime.now(UTC)
     params = {"workload": workload, "model": model, "world_size": n, "scaling": scaling, "batch": batch,
               "threads_per_rank": 1, "nodes": 1, "bucket_cap_mb": 25.0, "profile_steps": 5}
     if workload == "transformer":
@@ -63,15 +62,12 @@ def ddp(n: int, centre: float | None, *, scaling: str = "strong", batch: int = 8
                           "comm": comm_dict(n), "ranks": [], "launcher": {"command": ["torchrun"], "wall_s": 4.0}}
         metrics |= extra or {}
     key = f"ddp/torch/cpu/{workload},{model},{scaling},batch={batch},world_size={n}"
-    return CaseResult.from_row({
-        "run_id": "r", "case_key": key, "repetition": rep, "workload": "ddp",
-        "framework": "torch", "device": "cpu", "params": params, "status": status, "reason": reason,
-        "measurement": m.to_dict() if status == "ok" else None, "metrics": metrics, "env_id": 1,
-        "started_at": now, "finished_at": now})
+    return stored(key, rep=rep, workload="ddp", framework="torch", params=params, status=status, reason=reason,
+                  measurement=m.to_dict() if status == "ok" else None, metrics=metrics)
 
 
 def data(results: list[CaseResult], tmp_path: Path) -> ReportData:
-    return ReportData(run={"id": "r", "study": "ddp"}, env={}, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run_row("r", study="ddp"), plot_dir=tmp_path / "plots")
 
 
 def tables(sections: list[Any], words: str = "") -> list[Table]:

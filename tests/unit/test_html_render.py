@@ -25,6 +25,8 @@ from dlperf.report.plots import _pyplot, save_figure
 from dlperf.report.sample_plots import MAX_BOXES
 from dlperf.report.sections import Figure, Heading, Note, Table
 from dlperf.report.study import ReportData
+from tests import factories
+from tests.factories import case, report_data
 
 XSS = "<script>alert(1)</script>"
 CLOSE = "</script><b>x</b>"
@@ -33,12 +35,9 @@ CLOSE = "</script><b>x</b>"
 def result(key: str, times: list[float] | None, status: str = "ok", reason: str | None = None,
            validity: str | None = "valid", validity_reason: str | None = None, rep: int = 0) -> CaseResult:
     """A stored case with these raw per-call times (one call per sample); a workload with no study report."""
-    now = datetime.now(UTC)
-    m = {"sample_times_s": times, "sample_iters": [1] * len(times)} if times else None
     metrics = Metrics(validity=validity, validity_reason=validity_reason) if status == "ok" else Metrics()
-    return CaseResult(run_id="r1", case_key=f"synthetic/numpy/cpu/{key}", repetition=rep, workload="synthetic",
-                      framework="numpy", device="cpu", params={"case": key}, status=status, reason=reason,
-                      measurement=m, metrics=metrics, env_id=1, started_at=now, finished_at=now)
+    return case(f"synthetic/numpy/cpu/{key}", run_id="r1", workload="synthetic", params={"case": key}, status=status,
+                reason=reason, times_s=times, metrics=metrics, rep=rep)
 
 
 def samples(scale: float, seed: int, n: int = 30) -> list[float]:
@@ -46,15 +45,16 @@ def samples(scale: float, seed: int, n: int = 30) -> list[float]:
 
 
 def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int = 1) -> dict:
-    return {"id": run_id, "study": "synthetic", "variant": "quick", "study_hash": "abc", "study_path": study_path,
-            "filters": {"frameworks": ["numpy"], "devices": [], "overrides": {"timeout_s": 30.0, "threads": 2}},
-            "settings": {"threads": 2}, "status": "complete", "n_cases": n_cases, "dlperf_version": "0.1.0",
-            "started_at": datetime(2026, 1, 2, 3, 4, 5), "finished_at": datetime(2026, 1, 2, 3, 5, 5), "derived": {}}
+    return factories.run_row(
+        run_id, study="synthetic", study_hash="abc", study_path=study_path,
+        filters={"frameworks": ["numpy"], "devices": [], "overrides": {"timeout_s": 30.0, "threads": 2}},
+        settings={"threads": 2}, n_cases=n_cases, dlperf_version="0.1.0", started_at=datetime(2026, 1, 2, 3, 4, 5),
+        finished_at=datetime(2026, 1, 2, 3, 5, 5), derived={})
 
 
 def data_of(results: list[CaseResult], tmp_path: Path, run: dict | None = None, env: dict | None = None) -> ReportData:
     env = env if env is not None else {"cpu_model": "Test CPU", "gpus": [], "frameworks": {"numpy": {"version": "2"}}}
-    return ReportData(run=run or run_row(n_cases=len(results)), env=env, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run or run_row(n_cases=len(results)), env=env, plot_dir=tmp_path / "plots")
 
 
 def test_sections_become_a_sortable_table_paragraphs_headings_and_lists() -> None:
@@ -207,6 +207,57 @@ def test_a_verdict_detail_shows_its_command_as_code(tmp_path: Path) -> None:
     page = render_page([data_of([result("a", samples(1e-3, 1))], tmp_path)], [v])
     shown = page.split('<script type="application/json"')[0]  # the JSON keeps the text as stored
     assert "<code>dlperf run mlp --quick</code>" in shown and "`dlperf run mlp" not in shown
+
+
+def claim(study: str, v: str, claim_id: str) -> Verdict:
+    """A verdict on a claim of `study`, its detail naming the exact command as the rules do."""
+    return Verdict(claim_id, "000_x.txt", study, f"claim {claim_id}", "q", "2x", None if v == CANNOT_CHECK else "3x",
+                   v, f"no {study} run given; run `dlperf run {study} --quick`")
+
+
+def before_fold(page: str) -> str:
+    """The page down to the folded claims (all of it where nothing is folded), its JSON left out."""
+    return page.split('<script type="application/json"')[0].split('<details class="fold">')[0]
+
+
+def test_a_page_leads_with_its_results_and_folds_the_claims_no_run_here_touches(tmp_path: Path) -> None:
+    """A run of no claim's study: its results come before any claim, and every claim (none of which it can
+    check) is folded under one line naming the `dlperf run STUDY` commands that would check them."""
+    verdicts = [claim("mlp", CANNOT_CHECK, "zz-mlp-1"), claim("backends", CANNOT_CHECK, "zz-bk-1"),
+                claim("mlp", CANNOT_CHECK, "zz-mlp-2")]
+    page = render_page([data_of([result("a", samples(1e-3, 1))], tmp_path)], verdicts)
+    assert page.index('id="run-1-results"') < page.index('id="verdicts"') < page.index('id="data"')
+    assert page.index('href="#run-1-results"') < page.index('href="#verdicts"')  # the contents too
+    assert "3 claims: 3 cannot check here." in page  # the count still covers every claim
+    shown = before_fold(page)
+    assert "<tr class=\"verdict-" not in shown and "zz-mlp-1" not in shown and "zz-bk-1" not in shown
+    assert ("<summary>3 claims on mlp, backends, studies this run does not include: cannot check here; "
+            "<code>dlperf run mlp</code>, <code>dlperf run backends</code> would check them") in page
+    folded = page.split('<details class="fold">')[1].split("</details>")[0]
+    assert folded.count('<tr class="verdict-cannot">') == 3  # each folded claim keeps its row, and its command
+    assert "<code>dlperf run mlp --quick</code>" in folded and "<code>dlperf run backends --quick</code>" in folded
+    assert [v["claim_id"] for v in extract(page)["verdicts"]] == ["zz-mlp-1", "zz-bk-1", "zz-mlp-2"]
+
+
+def test_a_claim_the_run_can_check_keeps_its_row_in_view(tmp_path: Path) -> None:
+    """A run with ops cases: the ops claims stay in the table (checked, or not checkable with what is missing),
+    as does a claim judged without any run (the catalog); only the mlp claim is folded."""
+    ops = [result("a", samples(1e-3, 1)).model_copy(
+        update={"workload": "ops", "params": {"op": "add", "size_mb": 1.0, "dtype": "float32"}})]
+    verdicts = [claim("ops", HOLDS, "zz-ops-1"), claim("ops", CANNOT_CHECK, "zz-ops-2"),
+                claim("catalog", DOES_NOT_HOLD, "zz-cat-1"), claim("mlp", CANNOT_CHECK, "zz-mlp-1")]
+    page = render_page([data_of(ops, tmp_path)], verdicts)
+    shown = before_fold(page)
+    for row in ('<tr class="verdict-holds"><td class="text">zz-ops-1</td>',
+                '<tr class="verdict-cannot"><td class="text">zz-ops-2</td>',
+                '<tr class="verdict-fails"><td class="text">zz-cat-1</td>'):
+        assert row in shown, row
+    assert "zz-mlp-1" not in shown
+    assert "<summary>1 claim on mlp, a study this run does not include: cannot check here; " \
+           "<code>dlperf run mlp</code> would check it" in page
+    both = render_page([data_of(ops, tmp_path), data_of([result("b", samples(1e-3, 2))], tmp_path, run_row("r2"))],
+                       [claim("mlp", CANNOT_CHECK, "zz-mlp-1")])
+    assert "a study these runs do not include" in both
 
 
 def test_a_dirty_commit_is_checked_out_clean_and_said(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ and the cnn report never shows an inference case as a training step."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from dlperf.timing import Measurement
 from dlperf.timing.stats import median_ci
 from dlperf.units import format_time
 from dlperf.workloads import Cost
+from tests.factories import report_data, run_row, stored
 
 MIB = 2**20
 
@@ -29,17 +29,14 @@ MIB = 2**20
 def case(workload: str, framework: str, params: dict[str, Any], times: list[float] | None, samples: int,
          status: str = "ok", reason: str | None = None, rep: int = 0, device: str = "cpu",
          memory: dict[str, Any] | None = None) -> CaseResult:
-    now = datetime.now(UTC)
     m = Measurement(sample_times_s=tuple(times or ()), sample_iters=(1,) * len(times or ()))
     metrics = None
     if status == "ok":
         metrics = derive_metrics(m, Cost(flops=1e9, samples=samples)) | {"threads": 2, "device": device}
         metrics |= memory if memory is not None else {"peak_rss_bytes": 900 * MIB, "baseline_rss_bytes": 700 * MIB}
-    return CaseResult.from_row({
-        "run_id": "r", "case_key": f"{workload}/{framework}/{device}/{sorted(params.items())}", "repetition": rep,
-        "workload": workload, "framework": framework, "device": device, "params": params, "status": status,
-        "reason": reason, "measurement": m.to_dict() if status == "ok" else None, "metrics": metrics, "env_id": 1,
-        "started_at": now, "finished_at": now})
+    return stored(f"{workload}/{framework}/{device}/{sorted(params.items())}", rep=rep, workload=workload,
+                  framework=framework, device=device, params=params, status=status, reason=reason,
+                  measurement=m.to_dict() if status == "ok" else None, metrics=metrics)
 
 
 def times(centre: float, n: int = 40, seed: int = 0) -> list[float]:
@@ -52,7 +49,7 @@ def cnn_infer(framework: str, batch: int, centre: float, **kw: Any) -> CaseResul
 
 
 def data(results: list[CaseResult], tmp_path: Path, study: str = "inference") -> ReportData:
-    return ReportData(run={"id": "r", "study": study}, env={}, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run_row("r", study=study), plot_dir=tmp_path / "plots")
 
 
 def rows(t: Table) -> list[dict[str, str]]:

@@ -5,18 +5,17 @@ Each hand-checked cell quotes the seed text it was read from (shared/seeds/, dec
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.result import CaseResult
 from dlperf.report import backends_report, cnn_report, mlp_report
 from dlperf.report.ops_report import reference_efficiency
 from dlperf.report.sections import Note, Table
-from dlperf.report.study import ReportData
 from dlperf.studies import paper
+from tests.factories import case, report_data
 
 SEEDS = {"study000": "000_ef7a82a99f126d98.txt", "study001": "001_3732e78a6c7f3a68.txt",
          "study002": "002_193418cc60d7ad6c.txt", "study003": "003_e89191de456f4043.txt"}
@@ -88,11 +87,8 @@ def test_study003_cells_match_the_seed_and_agree_with_each_other() -> None:
 
 def _r(workload: str, framework: str, device: str, params: dict[str, Any], status: str = "ok",
        **metrics: Any) -> CaseResult:
-    now = datetime.now(UTC)
-    return CaseResult(run_id="r", case_key=f"{workload}/{framework}/{device}/{params}", repetition=0, workload=workload,
-                      framework=framework, device=device, params=params, status=status,
-                      metrics=Metrics(**metrics) if status == "ok" else None, env_id=1, started_at=now,
-                      finished_at=now)
+    return case(f"{workload}/{framework}/{device}/{params}", workload=workload, framework=framework, device=device,
+                params=params, status=status, metrics=metrics if status == "ok" else None)
 
 
 def _table(sections: list[Any], title_part: str) -> Table:
@@ -111,7 +107,7 @@ def _mlp(device: str, median_s: float, variant: str = "tensors", size: str = "la
 
 
 def test_study000_table_sets_the_papers_speedup_beside_this_runs(tmp_path: Path) -> None:
-    data = ReportData(run={"id": "r"}, env={}, results=[_mlp("cpu", 0.5), _mlp("cuda", 0.01)], plot_dir=tmp_path)
+    data = report_data([_mlp("cpu", 0.5), _mlp("cuda", 0.01)], plot_dir=tmp_path)
     table = _table(mlp_report.sections(data), "study 000 as published")
     row = _row(table, "tensors", "large")
     assert row[2] == "87.6x" and row[3] == "50.0x (cuda)"
@@ -123,7 +119,7 @@ def test_study000_table_sets_the_papers_speedup_beside_this_runs(tmp_path: Path)
 
 
 def test_study000_table_says_why_this_runs_figure_is_missing_without_a_gpu(tmp_path: Path) -> None:
-    data = ReportData(run={"id": "r"}, env={}, results=[_mlp("cpu", 0.5)], plot_dir=tmp_path)
+    data = report_data([_mlp("cpu", 0.5)], plot_dir=tmp_path)
     sections = mlp_report.sections(data)
     row = _row(_table(sections, "study 000 as published"), "tensors", "large")
     assert row[2] == "87.6x" and row[3] == "missing here: this run has no GPU case"
@@ -137,7 +133,7 @@ def _nn(framework: str, model: str, median_s: float) -> CaseResult:
 
 def test_study003_matrix_sets_the_papers_speedups_beside_this_runs(tmp_path: Path) -> None:
     results = [_nn("nn-sequential", "mlp", 7.7), _nn("nn-vectorized", "mlp", 0.1), _nn("nn-cuda", "mlp", 0.4)]
-    sections = backends_report.sections(ReportData(run={"id": "r"}, env={}, results=results, plot_dir=tmp_path))
+    sections = backends_report.sections(report_data(results, plot_dir=tmp_path))
     table = _table(sections, "study 003 speedups as published")
     assert _row(table, "mlp", "sequential / vectorized")[2:5:2] == ["77", "77"]
     assert _row(table, "mlp", "vectorized / cuda")[2:5:2] == ["0.33", "0.25"]
@@ -147,7 +143,7 @@ def test_study003_matrix_sets_the_papers_speedups_beside_this_runs(tmp_path: Pat
 
 def test_study003_matrix_says_why_cuda_is_missing(tmp_path: Path) -> None:
     results = [_nn("nn-sequential", "mlp", 7.7), _nn("nn-vectorized", "mlp", 0.1)]
-    sections = backends_report.sections(ReportData(run={"id": "r"}, env={}, results=results, plot_dir=tmp_path))
+    sections = backends_report.sections(report_data(results, plot_dir=tmp_path))
     row = _row(_table(sections, "study 003 speedups as published"), "mlp", "sequential / cuda")
     assert row[2] == "25.6" and row[4] == "missing here: no nn-cuda case in this run (it needs a GPU)"
 
@@ -160,7 +156,7 @@ def _cnn(framework: str, batch: int, t_per_image_s: float, model: str = "alexnet
 def test_study001_and_004_tables_beside_a_cnn_run(tmp_path: Path) -> None:
     results = [_cnn("tensorflow", 8, 0.03), _cnn("caffe", 8, 0.1), _cnn("tensorflow", 16, 0.02),
                _cnn("caffe", 16, 0.05), _cnn("torch", 4, 0.2, model="caffenet")]
-    sections = cnn_report.sections(ReportData(run={"id": "r"}, env={}, results=results, plot_dir=tmp_path))
+    sections = cnn_report.sections(report_data(results, plot_dir=tmp_path))
     quoted = _table(sections, "study 001 as published")
     assert _row(quoted, "TensorFlow's time per image below Caffe's, at best (CPU)")[1:4:2] == [
         "70%", "70% (alexnet, batch 8)"]
@@ -178,8 +174,7 @@ def test_study001_and_004_tables_beside_a_cnn_run(tmp_path: Path) -> None:
 
 
 def test_study001_says_why_caffe_figures_are_missing(tmp_path: Path) -> None:
-    sections = cnn_report.sections(ReportData(run={"id": "r"}, env={}, results=[_cnn("tensorflow", 8, 0.03)],
-                                              plot_dir=tmp_path))
+    sections = cnn_report.sections(report_data([_cnn("tensorflow", 8, 0.03)], plot_dir=tmp_path))
     quoted = _table(sections, "study 001 as published")
     assert _row(quoted, "TensorFlow's time per image below Caffe's, at best (CPU)")[3] == (
         "missing here: no caffe case on the CPU to pair (Caffe needs pycaffe)")

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
-
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.report.ops_report import VALIDITY_MARKS, validity_mark
 from dlperf.report.registry import validity_note
 from dlperf.report.sections import Note
-from dlperf.report.study import ReportData
+from tests.factories import case, report_data
 
 
 def _result(key: str, validity: str | None, workload: str = "mlp") -> CaseResult:
-    now = datetime.now(UTC)
-    return CaseResult(run_id="r", case_key=key, repetition=0, workload=workload, framework="torch", device="cpu",
-                      params={}, status="ok", metrics=Metrics(validity=validity), env_id=1, started_at=now,
-                      finished_at=now)
+    return case(key, workload=workload, framework="torch", metrics=Metrics(validity=validity))
 
 
 def test_a_study_with_contended_or_noisy_cases_says_which() -> None:
     results = [_result("mlp/torch/cpu/size=small", "contended"), _result("mlp/torch/cpu/size=large", "noisy"),
                _result("mlp/numpy/cpu/size=small", "valid"), _result("mlp/numpy/cpu/size=large", None)]
-    data = ReportData(run={}, env={}, results=results, plot_dir=Path("."))
+    data = report_data(results, run={})
     (note,) = validity_note("mlp", data)
     assert isinstance(note, Note)
     assert "1 contended, 1 noisy of the mlp figures" in note.text
     assert "torch/cpu/size=small" in note.text and "numpy" not in note.text
-    assert validity_note("mlp", ReportData(run={}, env={}, results=results[2:], plot_dir=Path("."))) == []
+    assert validity_note("mlp", report_data(results[2:], run={})) == []
 
 
 class _P:  # the part of an OpsPoint validity_mark reads

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 
 from rich.console import Console
 
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.report.tables import render_terminal
+from tests.factories import case
 
 RUN = {"id": "r1", "study": "ddp", "variant": "quick", "status": "complete", "n_cases": 3}
 ENV = {"cpu_model": "Test CPU", "cpu_physical_cores": 2, "cpu_logical_cores": 2, "threads": 2, "ram_bytes": 2**34,
@@ -16,15 +16,13 @@ ENV = {"cpu_model": "Test CPU", "cpu_physical_cores": 2, "cpu_logical_cores": 2,
 
 
 def _result(world: int, scaling: str, median_s: float) -> CaseResult:
-    now = datetime.now(UTC)
     params = {"workload": "cnn", "model": "lenet5", "world_size": world, "scaling": scaling, "batch": 64,
               "threads_per_rank": 1, "nodes": 1, "bucket_cap_mb": 25.0, "profile_steps": 5}
     metrics = Metrics.model_validate({"median_s": median_s, "iqr_rel": 0.05, "n_samples": 30,
                                       "samples_per_s": 64 * world / median_s, "validity": "contended",
                                       "validity_reason": f"other processes used 1.{world} cores while it ran"})
-    return CaseResult(run_id="r1", case_key=f"ddp/{world}/{scaling}", repetition=0, workload="ddp",
-                      framework="torch", device="cpu", params=params, status="ok", reason=None, measurement=None,
-                      metrics=metrics, env_id=1, wall_s=1.0, started_at=now, finished_at=now)
+    return case(f"ddp/{world}/{scaling}", run_id="r1", workload="ddp", framework="torch", params=params,
+                metrics=metrics, wall_s=1.0)
 
 
 def _render(width: int, results: list[CaseResult]) -> str:

@@ -6,7 +6,6 @@ missing keys "-" (never a crash), failed cases their status and reason; the regi
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from dlperf.report.html import render_html
 from dlperf.report.registry import REPORTS, STUDIES, study_sections
 from dlperf.report.sections import Figure, Note, Table, render_markdown, render_terminal
 from dlperf.report.study import ReportData
+from tests.factories import report_data, run_row, stored
 
 SHORT = ["min duration 3 s (MLPerf 600 s)", "min queries 64 (MLPerf 1024)"]
 #: Result keys as LoadGen 6.0 logs them (taken from a real SingleStream run's mlperf_log_detail.txt, rescaled).
@@ -53,7 +53,6 @@ def loadgen_dict(scenario: str, validity: str = "VALID", reasons: list[str] | No
 def serve(scenario: str, framework: str = "torch", *, lg: dict[str, Any] | None = None, status: str = "ok",
           reason: str | None = None, search: dict[str, Any] | None = None, model: str = "alexnet",
           extra: dict[str, Any] | None = None, rep: int = 0) -> CaseResult:
-    now = datetime.now(UTC)
     params = {"workload": "cnn", "model": model, "scenario": ASKED[scenario], "max_batch": 1,
               "target_latency_ms": 10.0 if scenario == "Server" else None}
     metrics: dict[str, Any] | None = None
@@ -62,14 +61,12 @@ def serve(scenario: str, framework: str = "torch", *, lg: dict[str, Any] | None 
         metrics |= {"loadgen": lg} if lg is not None else {}
         metrics |= {"server_search": search} if search is not None else {}
         metrics |= extra or {}
-    return CaseResult.from_row({
-        "run_id": "r", "case_key": f"serve/{framework}/cpu/{scenario}/{model}", "repetition": rep, "workload": "serve",
-        "framework": framework, "device": "cpu", "params": params, "status": status, "reason": reason,
-        "measurement": None, "metrics": metrics, "env_id": 1, "started_at": now, "finished_at": now})
+    return stored(f"serve/{framework}/cpu/{scenario}/{model}", rep=rep, workload="serve", framework=framework,
+                  params=params, status=status, reason=reason, metrics=metrics)
 
 
 def data(results: list[CaseResult], tmp_path: Path, study: str = "serving") -> ReportData:
-    return ReportData(run={"id": "r", "study": study}, env={}, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, run=run_row("r", study=study), plot_dir=tmp_path / "plots")
 
 
 def table(sections: list[Any], scenario: str) -> Table:

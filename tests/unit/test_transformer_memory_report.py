@@ -4,11 +4,10 @@ store: each training case's measured peak beside the estimate (plus the baseline
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 
 from rich.console import Console
 
-from dlperf.core.result import CaseResult, Metrics
+from dlperf.core.result import Metrics
 from dlperf.models.transformer import get_config
 from dlperf.models.transformer.memory import train_memory
 from dlperf.report import transformer_memory as TM
@@ -16,6 +15,7 @@ from dlperf.report.sections import Note, Table, render_markdown, render_terminal
 from dlperf.report.study import ReportData
 from dlperf.store import Store
 from dlperf.units import format_mib
+from tests.factories import case, report_data
 
 MIB = 2**20
 TRAIN = {"model": "gpt2-tiny", "task": "train", "batch": 4, "seq_len": 32}
@@ -27,12 +27,11 @@ def _stored(tmp_path, cases: list[tuple[str, str, dict, str, dict]]) -> ReportDa
     env_id = store.environment_id({"cpu_model": "test"}, "hash-test")
     run_id = store.create_run(study="transformer", variant="full", study_hash="h", study_path="p", filters={},
                               settings={}, env_id=env_id, n_cases=len(cases), dlperf_version="0")
-    now = datetime.now(UTC)
     for i, (fw, device, params, status, metrics) in enumerate(cases):
-        store.add_result(CaseResult(run_id=run_id, case_key=f"transformer/{fw}/{device}/{i}", repetition=0,
-                                    workload="transformer", framework=fw, device=device, params=params, status=status,
-                                    metrics=Metrics(**metrics), env_id=env_id, started_at=now, finished_at=now))
-    return ReportData(run=store.run(run_id), env={}, results=store.results(run_id), plot_dir=tmp_path)
+        store.add_result(case(f"transformer/{fw}/{device}/{i}", run_id=run_id, workload="transformer", framework=fw,
+                              device=device, params=params, status=status, metrics=Metrics(**metrics),
+                              env_id=env_id))
+    return report_data(store.results(run_id), run=store.run(run_id), plot_dir=tmp_path)
 
 
 def test_measured_beside_the_estimate_with_the_ratio(tmp_path):
@@ -91,4 +90,4 @@ def test_no_training_case_no_section(tmp_path):
     data = _stored(tmp_path, [("torch", "cpu", {"model": "gpt2-tiny", "task": "infer", "seq_len": 8}, "ok",
                                {"peak_rss_bytes": MIB})])
     assert TM.sections(data) == []
-    assert TM.sections(ReportData(run={}, env={}, results=[], plot_dir=tmp_path)) == []
+    assert TM.sections(report_data(run={}, plot_dir=tmp_path)) == []

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from dlperf.report.study import ReportData
 from dlperf.runner.derive import derive_metrics
 from dlperf.timing import Measurement
 from dlperf.workloads import Cost
+from tests.factories import report_data, stored
 
 ENV = {"cpu_physical_cores": 4, "threads": 4,
        "cpu_peaks_theoretical": {"fp32_flops_per_s": 2e11, "peaks_source": "catalog entry test-cpu"}}
@@ -25,22 +25,19 @@ ENV = {"cpu_physical_cores": 4, "threads": 4,
 
 def _result(params: dict[str, Any], times: list[float], flops: float, tokens: int, status: str = "ok",
             phases: list[dict[str, float]] | None = None, framework: str = "numpy") -> CaseResult:
-    now = datetime.now(UTC)
     m = Measurement(sample_times_s=tuple(times), sample_iters=(1,) * len(times), per_call=phases is not None)
     metrics = derive_metrics(m, Cost(flops=flops, samples=tokens)) if times else {}
     if phases is not None:
         metrics |= {"call_phases": phases, "first_call_phases": {"ttft_s": 0.9, "decode_s": 1.8}}
     full = {"model": "gpt2-tiny", "precision": "fp32", "batch": 1} | params
-    return CaseResult.from_row({
-        "run_id": "r", "case_key": f"transformer/{framework}/{sorted(full.items())}", "repetition": 0,
-        "workload": "transformer", "framework": framework, "device": "cpu", "params": full, "status": status,
-        "reason": None if status == "ok" else "workload 'transformer' has no torch implementation",
-        "measurement": m.to_dict() if status == "ok" else None, "metrics": metrics if status == "ok" else None,
-        "env_id": 1, "started_at": now, "finished_at": now})
+    return stored(f"transformer/{framework}/{sorted(full.items())}", workload="transformer", framework=framework,
+                  params=full, status=status,
+                  reason=None if status == "ok" else "workload 'transformer' has no torch implementation",
+                  measurement=m.to_dict() if status == "ok" else None, metrics=metrics if status == "ok" else None)
 
 
 def _data(results: list[CaseResult], tmp_path: Path) -> ReportData:
-    return ReportData(run={"id": "r"}, env=ENV, results=results, plot_dir=tmp_path / "plots")
+    return report_data(results, env=ENV, plot_dir=tmp_path / "plots")
 
 
 def test_tokens_per_s_interval_and_mfu_against_the_dtypes_peak(tmp_path):
@@ -144,7 +141,6 @@ def test_mfu_says_what_the_peak_rests_on_and_never_hides_one_above_it(tmp_path):
     assert "derived (not measured)" in tr.peak_for(env, "cpu", "bfloat16", threads=4)[1]
     times = [0.001] * 8  # 1e9 FLOPs per ms: 1 TFLOP/s against a 0.2 TFLOP/s peak
     fast = _result({"task": "infer", "seq_len": 64, "batch": 4}, times, flops=1e9, tokens=256)
-    header, rows, _ = tr.throughput_rows(ReportData(run={"id": "r"}, env=env, results=[fast],
-                                                    plot_dir=tmp_path / "plots"))
+    header, rows, _ = tr.throughput_rows(report_data([fast], env=env, plot_dir=tmp_path / "plots"))
     mfu = dict(zip(header, rows[0], strict=True))["MFU"]
     assert mfu.startswith("500.0%") and mfu.endswith("(above the peak: the peak is too low)")

@@ -4,41 +4,43 @@ of a serve case says. Its own module, below both (`progress` would otherwise imp
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dlperf.core.status import SHORTENED
+
+if TYPE_CHECKING:
+    from dlperf.core.result import Metrics
 
 #: Said of a search's best rate that no run without the probes' outstanding-query cap has confirmed.
 UNCONFIRMED = " (not confirmed by a run without the cap)"
 
 
-def verdict_text(m: Any) -> str:
+def verdict_text(m: Metrics) -> str:
     """LoadGen's verdict from a case's metrics: `VALID, p90 latency: 412 us`, `INVALID (min duration not met) ...`,
     with the Server search's best rate and the shortened label where they apply; a search that stopped before any
     probe says why."""
-    lg = getattr(m, "loadgen", None)
-    search = getattr(m, "server_search", None)
-    if not isinstance(lg, dict):
-        if isinstance(search, dict) and not search.get("probes"):  # the search stopped before any LoadGen run
-            return f"search: no rate tried ({search.get('stopped') or 'no reason stored'})"
+    lg = m.loadgen_summary()
+    search = m.server_search_summary()
+    if lg is None:
+        if search is not None and not search.probes:  # the search stopped before any LoadGen run
+            return f"search: no rate tried ({search.stopped or 'no reason stored'})"
         return "no LoadGen result stored"
-    reasons = lg.get("invalid_reasons") or []
-    text = str(lg.get("validity") or "no verdict")
-    if reasons:
-        text += f" ({'; '.join(str(r) for r in reasons)})"
-    metric = lg.get("metric") or {}
-    if metric:
-        name, unit = str(metric.get("name") or "metric"), metric.get("unit")
-        shown = unit if unit and unit != "s" and str(unit) not in name else None  # the unit once, not twice
-        value = format_metric(metric.get("value"), "s" if unit == "s" else shown)
+    text = lg.validity or "no verdict"
+    if lg.invalid_reasons:
+        text += f" ({'; '.join(lg.invalid_reasons)})"
+    metric = lg.metric
+    if metric is not None:
+        name, unit = metric.name or "metric", metric.unit
+        shown = unit if unit and unit != "s" and unit not in name else None  # the unit once, not twice
+        value = format_metric(metric.value, "s" if unit == "s" else shown)
         text += f", {name}: {value}"
-    if isinstance(search, dict):
-        probes = search.get("probes") or []
-        best = search.get("best_qps")
-        text += (f"; search: no valid rate in {len(probes)} probes ({search.get('stopped', 'no reason stored')})"
-                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {len(probes)} "
-                                      f"probes{'' if search.get('confirmed', True) else UNCONFIRMED}")
-    if lg.get("shortened"):
+    if search is not None:
+        n, best = len(search.probes), search.best_qps
+        stopped = "no reason stored" if search.stopped is None else search.stopped
+        text += (f"; search: no valid rate in {n} probes ({stopped})"
+                 if best is None else f"; search: highest valid rate {format_rate(best)} queries/s of {n} "
+                                      f"probes{'' if search.confirmed else UNCONFIRMED}")
+    if lg.shortened:
         text += f" ({SHORTENED})"
     return text
 

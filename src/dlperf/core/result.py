@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dlperf.core.payloads import LoadgenSummary, ServerSearch
 from dlperf.core.status import CaseStatus
 from dlperf.timing.measurement import Measurement
 
@@ -154,6 +155,16 @@ class Metrics(BaseModel):
         if value is None and self.model_extra:
             value = self.model_extra.get(name)
         return default if value is None else value
+
+    def loadgen_summary(self) -> LoadgenSummary | None:
+        """A served case's LoadGen summary (`metrics["loadgen"]`) typed, read from the stored dict; None for a
+        case that stored none."""
+        return LoadgenSummary.read(self.get("loadgen"))
+
+    def server_search_summary(self) -> ServerSearch | None:
+        """A Server case's rate search (`metrics["server_search"]`) typed, read from the stored dict; None for a
+        case that ran none."""
+        return ServerSearch.read(self.get("server_search"))
 
     def as_dict(self) -> dict[str, Any]:
         """The metrics that are set, as stored (for export)."""

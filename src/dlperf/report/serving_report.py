@@ -9,7 +9,8 @@ durations and query counts ("yes" or "shortened"; the note under the table says 
 shown in readable units); then the rates and counts it logged. Failed cases keep their row in the verdict table
 with their status and reason (the status column is there only when a case did not end ok). The Server rate
 search (probes, best valid rate, the plot of latency against offered load) is `serving_search`. Every figure
-comes from the stored dict (`metrics["loadgen"]`, written by `dlperf.serving`); a key that is not there prints
+comes from the stored dict (`metrics["loadgen"]`, written by `dlperf.serving`, read as `core.payloads.
+LoadgenSummary`); a key that is not there prints
 "-" with the reason where one is known.
 """
 
@@ -71,7 +72,7 @@ INTRO = {
 
 def _extra(r: CaseResult, scen: str) -> list[str]:
     lg = loadgen(r)
-    res, eff = lg.get("results") or {}, lg.get("effective") or {}
+    res, eff = lg.results, lg.effective
     out = []
     for name, key in EXTRA[scen][1] if scen in EXTRA else ():
         if name == "samples/query":
@@ -177,20 +178,19 @@ def scenario_sections(scen: str, rs: list[CaseResult]) -> list[Section]:
 
 def _valid_rate(r: CaseResult) -> float | None:
     """The case's highest valid Server rate: its search's best, or its own offered rate where LoadGen said VALID."""
-    search = r.m.get("server_search")
-    if isinstance(search, dict):
-        best = search.get("best_qps")
-        return float(best) if isinstance(best, (int, float)) else None
-    return offered(r) if loadgen(r).get("validity") == "VALID" else None
+    search = r.m.server_search_summary()
+    if search is not None:
+        return search.best_qps
+    return offered(r) if loadgen(r).validity == "VALID" else None
 
 
 def _p90(r: CaseResult) -> float | None:
     """A VALID SingleStream case's metric (LoadGen's p90 latency, seconds)."""
     lg = loadgen(r)
-    m = lg.get("metric") or {}
-    if lg.get("validity") != "VALID" or m.get("unit") != "s" or not isinstance(m.get("value"), (int, float)):
+    m = lg.metric
+    if lg.validity != "VALID" or m is None or m.unit != "s" or m.value is None:
         return None
-    return float(m["value"])
+    return float(m.value)
 
 
 def _who(r: CaseResult) -> str:
@@ -243,7 +243,7 @@ def sections(data: ReportData) -> list[Section]:
     by = serve_results(data)
     if not by:
         return []
-    versions = sorted({str(v) for r in data.of("serve") if (v := loadgen(r).get("loadgen_version"))})
+    versions = sorted({v for r in data.of("serve") if (v := loadgen(r).loadgen_version)})
     out: list[Section] = [Heading("## Serving: MLPerf Inference scenarios under LoadGen",
                                   "Each case served by the official MLPerf LoadGen (mlcommons-loadgen "
                                   f"{', '.join(versions) or 'version not stored'}); verdicts, metrics, percentiles "

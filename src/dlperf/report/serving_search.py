@@ -1,10 +1,11 @@
 """The Server scenario's rate search in the serving report: every probe, the best valid rate, and the plot.
 
 A Server case without `target_qps` runs LoadGen at several offered rates and keeps each probe
-(`metrics["server_search"]`, written by `dlperf.serving`): its offered rate, LoadGen's verdict and reasons, the
-completed samples/s and the 99th percentile latency LoadGen measured. The best valid rate is the highest offered
-rate LoadGen judged VALID, as the search stored it; the plot draws p99 latency against offered load per framework
-or runtime with the latency bound, VALID and INVALID probes marked differently.
+(`metrics["server_search"]`, written by `dlperf.serving`, read as `core.payloads.ServerSearch`): its offered
+rate, LoadGen's verdict and reasons, the completed samples/s and the 99th percentile latency LoadGen measured.
+The best valid rate is the highest offered rate LoadGen judged VALID, as the search stored it; the plot draws p99
+latency against offered load per framework or runtime with the latency bound, VALID and INVALID probes marked
+differently.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from dlperf.core.payloads import SearchProbe, ServerSearch
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.serving_cells import RULES_LEGEND, SHORTENED, model_label, order, rules_short, shortened
@@ -27,26 +29,24 @@ BEST_HEADER = ["framework", "device", "model", "max_batch", "p99 bound", "best v
                "MLPerf rules"]
 
 
-def search(r: CaseResult) -> dict[str, Any] | None:
+#: What a case whose search stored nothing reads as.
+NO_SEARCH = ServerSearch()
+
+
+def search(r: CaseResult) -> ServerSearch | None:
     """The case's stored rate search, None where it ran none (a fixed target_qps, or a failed case)."""
-    s = r.m.get("server_search")
-    return s if isinstance(s, dict) else None
+    return r.m.server_search_summary()
 
 
 def searched(data: ReportData) -> list[CaseResult]:
     return sorted((r for r in data.of("serve") if search(r) is not None), key=order)
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def probe_verdict(p: dict[str, Any]) -> str:
-    v = p.get("validity")
-    if v is None:
+def probe_verdict(p: SearchProbe) -> str:
+    if p.validity is None:
         return f"{MISSING} (not stored)"
-    reasons = [str(x) for x in p.get("invalid_reasons") or []]
-    return f"INVALID ({'; '.join(reasons) or 'no reason stored'})" if v == "INVALID" else str(v)
+    return (f"INVALID ({'; '.join(p.invalid_reasons) or 'no reason stored'})" if p.validity == "INVALID"
+            else p.validity)
 
 
 def _case_cells(r: CaseResult) -> list[str]:
@@ -57,12 +57,10 @@ def probe_rows(rs: list[CaseResult]) -> list[list[str]]:
     """One row per probe, in the order the search ran them."""
     rows = []
     for r in rs:
-        s = search(r) or {}
-        for i, p in enumerate(s.get("probes") or [], 1):
-            rows.append(_case_cells(r) + [str(i), format_rate(_num(p.get("target_qps"))), probe_verdict(p),
-                                          format_rate(_num(p.get("completed_qps"))),
-                                          format_time(_num(p.get("latency_p99_s"))),
-                                          format_time(_num(p.get("wall_s")))])
+        for i, p in enumerate((search(r) or NO_SEARCH).probes, 1):
+            rows.append(_case_cells(r) + [str(i), format_rate(p.target_qps), probe_verdict(p),
+                                          format_rate(p.completed_qps), format_time(p.latency_p99_s),
+                                          format_time(p.wall_s)])
     return rows
 
 
@@ -70,23 +68,21 @@ def best_rows(rs: list[CaseResult]) -> list[list[str]]:
     """Per searched case: its latency bound, the best valid offered rate (or that none was valid), the probes."""
     rows = []
     for r in rs:
-        s = search(r) or {}
-        probes = s.get("probes") or []
-        valid = sum(1 for p in probes if p.get("validity") == "VALID")
-        best = _num(s.get("best_qps"))
-        pct = _num(s.get("percentile"))
-        bound = format_time(_num(s.get("target_latency_s")))
+        s = search(r) or NO_SEARCH
+        valid = sum(1 for p in s.probes if p.validity == "VALID")
+        pct = s.percentile
+        bound = format_time(s.target_latency_s)
         rows.append(_case_cells(r) + [bound + (f" at p{pct * 100:g}" if pct and pct != 0.99 else ""),
-                                      ("none VALID" if best is None else format_rate(best)
-                                       + ("" if s.get("confirmed", True) else " unconfirmed")),
-                                      f"{valid} / {len(probes)}", rules_short(r)])
+                                      ("none VALID" if s.best_qps is None else format_rate(s.best_qps)
+                                       + ("" if s.confirmed else " unconfirmed")),
+                                      f"{valid} / {len(s.probes)}", rules_short(r)])
     return rows
 
 
 def stopped_notes(rs: list[CaseResult]) -> list[Section]:
     """Under the best-rate table: why each search stopped (a sentence each, too long for a cell)."""
     return [Note(f"search stopped: {r.framework} {r.device} {model_label(r.params)} max_batch "
-                 f"{r.params.get('max_batch', MISSING)}: {(search(r) or {}).get('stopped') or MISSING}") for r in rs]
+                 f"{r.params.get('max_batch', MISSING)}: {(search(r) or NO_SEARCH).stopped or MISSING}") for r in rs]
 
 
 def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
@@ -96,18 +92,17 @@ def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
     panels: dict[str, dict[str, Any]] = defaultdict(lambda: {"bounds": set(), "lines": defaultdict(list), "undrawn": 0,
                                                              "shortened": False})
     for r in rs:
-        s = search(r) or {}
+        s = search(r) or NO_SEARCH
         panel = panels[model_label(r.params)]
         panel["shortened"] = panel["shortened"] or bool(shortened(r))
-        if (b := _num(s.get("target_latency_s"))) is not None:
-            panel["bounds"].add(b)
+        if s.target_latency_s is not None:
+            panel["bounds"].add(s.target_latency_s)
         label = f"{r.framework} {r.device} max_batch {r.params.get('max_batch', MISSING)}"
-        for p in s.get("probes") or []:
-            qps, p99 = _num(p.get("target_qps")), _num(p.get("latency_p99_s"))
-            if qps is None or p99 is None:
+        for p in s.probes:
+            if p.target_qps is None or p.latency_p99_s is None:
                 panel["undrawn"] += 1
                 continue
-            panel["lines"][label].append((qps, p99, p.get("validity") == "VALID"))
+            panel["lines"][label].append((p.target_qps, p.latency_p99_s, p.validity == "VALID"))
     return {k: {"bounds": sorted(v["bounds"]), "lines": dict(sorted(v["lines"].items())), "undrawn": v["undrawn"],
                 "shortened": v["shortened"]} for k, v in sorted(panels.items())}
 

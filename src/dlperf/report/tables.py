@@ -62,9 +62,9 @@ def params_text(params: dict[str, Any]) -> str:
 
 def loadgen_verdict(m: Metrics) -> str | None:
     """A served case's LoadGen verdict (VALID / INVALID), None for any other case."""
-    lg = m.get("loadgen")
-    if isinstance(lg, dict):
-        return str(lg.get("validity") or "unknown")
+    lg = m.loadgen_summary()
+    if lg is not None:
+        return lg.validity or "unknown"
     return "no LoadGen run" if m.get("server_search") is not None else None
 
 
@@ -72,8 +72,8 @@ def validity_cell(m: Metrics) -> str:
     """dlperf's validity (the machine's trust), and for a served case LoadGen's verdict on the run beside it."""
     verdict = loadgen_verdict(m)
     own = m.validity or "unknown"
-    lg = m.get("loadgen")
-    short = ", shortened" if isinstance(lg, dict) and lg.get("shortened") else ""
+    lg = m.loadgen_summary()
+    short = ", shortened" if lg is not None and lg.shortened else ""
     return own if verdict is None else f"{own}, LoadGen {verdict}{short}"
 
 
@@ -81,8 +81,8 @@ def n_cell(m: Metrics) -> str:
     """Samples x calls per sample; a driven (served) case has no timer samples: its LoadGen query count."""
     if m.n_samples is not None:
         return f"{m.n_samples}x{m.block_size}"
-    lg = m.get("loadgen")
-    count = (lg.get("results") or {}).get("result_query_count") if isinstance(lg, dict) else None
+    lg = m.loadgen_summary()
+    count = lg.results.get("result_query_count") if lg is not None else None
     return f"{count} queries" if isinstance(count, int) else "-"
 
 
@@ -141,7 +141,7 @@ def validity_line(results: list[CaseResult]) -> str:
     if verdicts:
         line += ("; served cases, LoadGen's verdict on the run: " + ", ".join(f"{n} {k}" for k, n in verdicts.items())
                  + " (an INVALID run has no samples/s)")
-    short = sum(1 for r in results if r.ok and isinstance(lg := r.m.get("loadgen"), dict) and lg.get("shortened"))
+    short = sum(1 for r in results if r.ok and (lg := r.m.loadgen_summary()) is not None and lg.shortened)
     if short:
         line += (f"; {short} served case(s) {SHORTENED} (shortened in the validity column: LoadGen judged them "
                  "against shorter durations or fewer queries than MLPerf's, so they are not MLPerf results)")

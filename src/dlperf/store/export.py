@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+from dlperf.core.payloads import LoadgenMetric, LoadgenSummary
 from dlperf.core.result import CaseResult
 from dlperf.core.status import SHORTENED
 
@@ -52,21 +53,18 @@ def to_csv(results: list[CaseResult]) -> str:
                          *(r.params.get(k, "") for k in param_keys), r.status, r.reason or "",
                          *("" if m.get(c) is None else m.get(c) for c in CSV_METRICS),
                          *("" if m.get(c) is None else m.get(c) for c in VALIDITY_COLUMNS), r.env_id,
-                         *(loadgen_cells(m.get("loadgen")) if served else ())])
+                         *(loadgen_cells(m.loadgen_summary()) if served else ())])
     return buf.getvalue()
 
 
-def loadgen_cells(lg: Any) -> list[Any]:
+def loadgen_cells(lg: LoadgenSummary | None) -> list[Any]:
     """The LOADGEN_COLUMNS of one row ("" where the case stored no LoadGen result)."""
-    if not isinstance(lg, dict):
+    if lg is None:
         return [""] * len(LOADGEN_COLUMNS)
-    found = lg.get("metric")
-    metric: dict[str, Any] = found if isinstance(found, dict) else {}
-    value = metric.get("value")
-    if "shortened" not in lg:
+    metric = lg.metric or LoadgenMetric(name=None, value=None, unit=None)
+    if lg.shortened is None:
         short = ""
     else:
-        why = [str(x) for x in lg.get("shortened") or []]
-        short = f"{SHORTENED} ({'; '.join(why)})" if why else "no"
-    return [lg.get("validity") or "", metric.get("name") or "", "" if value is None else value,
-            metric.get("unit") or "", short]
+        short = f"{SHORTENED} ({'; '.join(lg.shortened)})" if lg.shortened else "no"
+    return [lg.validity or "", metric.name or "", "" if metric.value is None else metric.value, metric.unit or "",
+            short]

@@ -1,6 +1,8 @@
-"""One self-contained HTML page for one or more runs: the summary with the verdicts on top, a table of
-contents, then per run its table, its study sections, box plots of the raw samples, validity and noise
-flags, the environment and the commands that reproduce it, and the raw data as JSON at the end.
+"""One self-contained HTML page for one or more runs: a table of contents and a summary of the runs, then per
+run its table, its study sections, box plots of the raw samples, validity and noise flags, the environment
+and the commands that reproduce it; after the runs the verdicts on the papers' claims (those on studies no
+run here includes folded under one line naming the command that would check them), and the raw data as JSON
+at the end. The runs' own results lead: a newcomer's first screen is what they ran, not what they did not.
 
 Nothing on the page is fetched: the stylesheet and the script are read from this package's templates/
 and inlined, figures are inline SVG (or a PNG as a data: URI), fonts are the system's. Jinja2 draws it
@@ -9,7 +11,7 @@ with autoescape on, so every string from a study file, an environment or a store
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 from markupsafe import Markup
 
 from dlperf.analysis.machines import MachineShare, share_names
+from dlperf.report.claims.claim import STUDY_WORKLOADS
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
 from dlperf.report.html import parts
 from dlperf.report.html.commands import reproduce
@@ -37,9 +40,28 @@ def _asset(name: str) -> str:
     return resources.files("dlperf.report.html").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = ()) -> list[dict[str, Any]]:
+def unreached(v: Verdict, workloads: Collection[str]) -> bool:
+    """Whether no run here can touch this claim: it cannot be checked, and none of the runs holds a case of its
+    study's workload (a claim on the catalog, judged without runs, is never one)."""
+    workload = STUDY_WORKLOADS.get(v.study)
+    return v.verdict == CANNOT_CHECK and workload is not None and workload not in workloads
+
+
+def _verdict_table(verdicts: list[Verdict]) -> dict[str, Any]:
+    rows = [[v.claim_id, v.study, v.text, v.quantity, v.paper, v.measured if v.measured is not None else "-",
+             v.verdict, v.detail] for v in verdicts]
+    return table_block(["claim", "study", "claim (as the paper states it)", "quantity", "paper", "this run",
+                        "verdict", "detail"], rows, text_cols=(2, 3, 4, 5, 7),
+                       row_classes=[VERDICT_CLASS[v.verdict] for v in verdicts])
+
+
+def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = (), *, workloads: Collection[str] = (),
+                   n_runs: int = 1) -> list[dict[str, Any]]:
     """The verdicts as one table coloured by verdict, with their counts; a line when there are none; a line
-    naming the runs on several machines the claims were not judged on (`left_out`), and how to judge them."""
+    naming the runs on several machines the claims were not judged on (`left_out`), and how to judge them.
+    Claims on studies whose workload none of the runs holds (`workloads`: those of every case on the page) are
+    folded under one line naming the `dlperf run STUDY` commands that would check them (`n_runs`: the runs on
+    the page, for the line's wording); every other claim keeps its row in view."""
     out = [{"kind": "p", "text": f"Not judged: {', '.join(left_out)} ran on several machines, and a claim is "
                                  "never judged on two machines' results pooled; `dlperf verdicts RUN@MACHINE` "
                                  "judges one machine's share."}] if left_out else []
@@ -48,12 +70,21 @@ def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = ()) -> lis
                                             "(no claim is checked against them)."}]
     counts = ", ".join(f"{sum(v.verdict == k for v in verdicts)} {k}" for k in VERDICTS
                        if any(v.verdict == k for v in verdicts))
-    rows = [[v.claim_id, v.study, v.text, v.quantity, v.paper, v.measured if v.measured is not None else "-",
-             v.verdict, v.detail] for v in verdicts]
-    return out + [{"kind": "p", "text": f"{len(verdicts)} claims: {counts}."},
-            table_block(["claim", "study", "claim (as the paper states it)", "quantity", "paper", "this run",
-                         "verdict", "detail"], rows, text_cols=(2, 3, 4, 5, 7),
-                        row_classes=[VERDICT_CLASS[v.verdict] for v in verdicts])]
+    out.append({"kind": "p", "text": f"{len(verdicts)} claims: {counts}."})
+    folded = [v for v in verdicts if unreached(v, workloads)]
+    shown = [v for v in verdicts if not unreached(v, workloads)]
+    if shown:
+        out.append(_verdict_table(shown))
+    if folded:
+        studies = list(dict.fromkeys(v.study for v in folded))
+        commands = ", ".join(f"`dlperf run {s}`" for s in studies)
+        n = len(folded)
+        kind = "a study" if len(studies) == 1 else "studies"
+        runs = "this run does" if n_runs == 1 else "these runs do"
+        line = (f"{n} claim{'s' if n != 1 else ''} on {', '.join(studies)}, {kind} {runs} not include: cannot "
+                f"check here; {commands} would check {'them' if n != 1 else 'it'} (each row gives the exact options).")
+        out.append({"kind": "fold", "summary": line, "html": render_blocks([_verdict_table(folded)])})
+    return out
 
 
 def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[MachineShare]] | None = None
@@ -139,8 +170,10 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
     title = f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
     return _page("page.html.j2", title, document(datas, verdicts, when, shares), when, runs=runs,
                  overview=render_blocks(overview_blocks(datas, shares)),
-                 verdicts=render_blocks(verdict_blocks(verdicts, [d.run["id"] for d in datas
-                                                                  if len(several.get(d.run["id"], ())) > 1])),
+                 verdicts=render_blocks(verdict_blocks(
+                     verdicts, [d.run["id"] for d in datas if len(several.get(d.run["id"], ())) > 1],
+                     workloads={r.workload for d in datas for r in d.results},
+                     n_runs=len(datas))),
                  n_results=sum(len(d.results) for d in datas))
 
 
