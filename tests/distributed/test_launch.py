@@ -263,3 +263,17 @@ def test_gc_paused_collects_then_keeps_the_collector_off_and_restores_it():
     finally:
         gc.enable()
         gc.callbacks.pop()
+
+
+def test_the_job_kinds_are_the_workloads_that_run_as_torchrun_jobs() -> None:
+    """One list of kinds: RankKind's values are RANK_KINDS' keys, and each workload whose case is a torchrun job
+    (`runs_in_own_processes`) is a kind of its own name; `faults` is the launcher's own test kind (its rank
+    misbehaves on purpose), not a workload's."""
+    from typing import get_args
+
+    from dlperf.distributed.launch import RANK_KINDS, RankKind
+    from dlperf.workloads import REGISTRY
+
+    assert set(get_args(RankKind)) == set(RANK_KINDS)
+    jobs = {name for name, w in REGISTRY.items() if w.runs_in_own_processes}
+    assert jobs == set(RANK_KINDS) - {"faults"} == {"ddp", "collectives"}

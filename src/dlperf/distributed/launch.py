@@ -38,10 +38,14 @@ from dlperf.core.jobs import worker_age_s
 from dlperf.core.scratch import scratch_dir
 from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
 
-__all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankSpec", "backend_for", "check_job", "launch", "remaining_s"]
+__all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankKind", "RankSpec", "backend_for", "check_job", "launch",
+           "remaining_s"]
 
+#: The job kinds: the workloads whose case is one torchrun job (`runs_in_own_processes`), by their names (a test
+#: checks the two agree); `faults` is the launcher's own test workload.
+RankKind = Literal["ddp", "collectives", "faults"]
 #: The module of each job kind's rank function: `run(spec, rank, world_size, device) -> dict` (`rank.py`).
-RANK_KINDS: dict[str, str] = {"ddp": "dlperf.distributed.ddp_rank",
+RANK_KINDS: dict[RankKind, str] = {"ddp": "dlperf.distributed.ddp_rank",
                               "collectives": "dlperf.distributed.collectives_rank",
                               "faults": "dlperf.distributed.fault_rank"}  # faults: the launcher's own tests
 #: Seconds the other ranks get to write their result after one rank failed, before the job is stopped.
@@ -61,7 +65,7 @@ class RankSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["ddp", "collectives", "faults"]
+    kind: RankKind
     payload: dict[str, Any] = Field(default_factory=dict)  # the kind's own parameters
     device: Literal["cpu", "cuda"]
     backend: Literal["gloo", "nccl"]
@@ -94,7 +98,7 @@ def torchrun_argv(world_size: int, spec_path: Path) -> list[str]:
             "-m", "dlperf.distributed.rank", str(spec_path)]
 
 
-def launch(kind: Literal["ddp", "collectives", "faults"], payload: dict[str, Any], *, world_size: int, device: str,
+def launch(kind: RankKind, payload: dict[str, Any], *, world_size: int, device: str,
            threads_per_rank: int, timeout_s: float, seed: int = 0) -> JobOutcome:
     """Run one torchrun job of `world_size` ranks of `kind` on `device` and return how it ended (never raises
     for the job's own failure; KeyboardInterrupt stops the job and propagates)."""
