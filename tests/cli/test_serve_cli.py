@@ -210,8 +210,8 @@ def test_a_run_with_an_override_is_never_resumed_without_it(dlperf_main, stored_
 def test_an_unconfirmed_best_rate_says_so():
     """A search whose best VALID probe no run without the probes' cap confirmed is printed as such."""
     from dlperf.cli.serve import case_line
-    from dlperf.cli.serve_text import UNCONFIRMED
     from dlperf.core.result import CaseResult
+    from dlperf.report.serving_text import UNCONFIRMED
 
     def row(confirmed: bool) -> CaseResult:
         params = {"workload": "cnn", "model": "lenet5", "scenario": "server", "min_duration_s": 2}

@@ -13,9 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
-from dlperf.report import collectives_report, ddp_report
+from dlperf.report.views import view
 from dlperf.runner.events import RunEvents
-from dlperf.units import NOT_MEASURED, format_iqr, format_mib, format_time
+from dlperf.units import NOT_MEASURED, format_mib
 
 _STATUS_STYLE = {"ok": "green", "unsupported": "yellow"}
 
@@ -34,7 +34,7 @@ class ConsoleEvents(RunEvents):
         self._progress: Any = None
         self._task: Any = None
         self._axis, self._sample = "batch", "image"  # a maxbatch search's, named when it opens
-        self._ddp_base: dict[tuple[str, ...], float] = {}  # world size 1 samples/s per ddp series, as they end
+        self._states: dict[str, dict[Any, Any]] = {}  # each workload view's state for this sweep (report.views)
 
     def run_opened(self, run_id: str, *, resumed: bool, n_cases: int, n_stored: int, what: str) -> None:
         if resumed:
@@ -69,25 +69,10 @@ class ConsoleEvents(RunEvents):
     def case_done(self, index: int, total: int, result: CaseResult) -> None:
         status = result.status
         rep = f" #{result.repetition}" if result.repetition else ""
-        if status == "ok" and result.workload == "serve":
-            from dlperf.cli.serve_text import verdict_text
-
-            # a case LoadGen drove (`dlperf serve`): its verdict (or why its search ran none), not a timer's
-            detail = verdict_text(result.m)
-        elif status == "ok" and result.workload == "ddp":
-            # a torchrun job: its world size and global samples/s (efficiency once its world size 1 case ran)
-            key = ddp_report.series_key(result)
-            if ddp_report.world_size(result) == 1 and result.m.samples_per_s:
-                self._ddp_base[key] = result.m.samples_per_s
-            detail = ddp_report.progress_detail(result, self._ddp_base.get(key))
-        elif status == "ok" and result.workload == "collectives":
-            detail = collectives_report.progress_detail(result)
-        elif status == "ok":
-            m = result.m
-            detail = f"median {format_time(m.median_s)} (IQR {format_iqr(m.iqr_rel)}, n={m.n_samples})"
-        else:
-            detail = result.reason or ""
-        if status == "ok" and result.workload != "serve" and result.m.validity not in (None, "valid"):
+        shown = view(result.workload)
+        detail = shown.progress(result, self._states.setdefault(result.workload, {})) if status == "ok" else \
+            result.reason or ""
+        if status == "ok" and shown.says_validity and result.m.validity not in (None, "valid"):
             detail += f" - {validity_words(result.m.validity, result.m.validity_reason)}"
         line = (f"{escape(f'[{index}/{total}] {result.case_key}{rep}:')} [{_STATUS_STYLE.get(status, 'red')}]"
                 f"{status}[/] {escape(detail)}")

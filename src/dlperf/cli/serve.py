@@ -14,7 +14,7 @@ import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option
 from dlperf.cli.serve_select import SCENARIOS, ScenarioType
-from dlperf.cli.serve_text import verdict_text
+from dlperf.report.serving_text import verdict_text
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
 
 STUDY = "serving"

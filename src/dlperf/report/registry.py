@@ -1,8 +1,8 @@
 """The study reports, by workload or study name: each turns a run's `ReportData` into sections (`report.sections`).
 
-Adding a report is one module with a `sections(data) -> list[Section]` function and one line here: in `REPORTS`
-by workload (drawn for a run with cases of it), or in `STUDIES` by study name for a study that spans workloads
-(`inference`: the cnn and transformer inference cases), drawn for a run of that study. `run` and `report` draw
+Adding a report is one module with a `sections(data) -> list[Section]` function and one line: in `report.views`'
+`VIEWS` by workload (drawn for a run with cases of it), or here in `STUDIES` by study name for a study that spans
+workloads (`inference`: the cnn and transformer inference cases), drawn for a run of that study. `run` and `report` draw
 the same sections, after the run table, in this order.
 """
 
@@ -11,34 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from dlperf.analysis.machines import MachineShare, share_names
-from dlperf.report import (
-    backends_report,
-    cnn_report,
-    collectives_report,
-    ddp_report,
-    inference_report,
-    mlp_report,
-    model_report,
-    ops_report,
-    peaks_table,
-    serving_report,
-    transformer_report,
-)
+from dlperf.report import inference_report, serving_report
 from dlperf.report.sections import Heading, Note, Section
 from dlperf.report.study import ReportData
+from dlperf.report.views import VIEWS
 
-REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
-    "ops": ops_report.sections,
-    "mlp": mlp_report.sections,
-    "backends": backends_report.sections,
-    "cnn": cnn_report.sections,
-    "peaks": peaks_table.sections,
-    "transformer": transformer_report.sections,
-    "serve": serving_report.sections,
-    "ddp": ddp_report.sections,
-    "collectives": collectives_report.sections,
-    "model": model_report.sections,
-}
+#: The study report of each workload that has one, by name (its view's sections: `report.views`).
+REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {name: v.sections for name, v in VIEWS.items()}
 #: Reports of studies that span workloads, by study name: drawn for a run of that study (after the workloads'
 #: reports, unless one of them is the same report).
 STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
@@ -62,7 +41,7 @@ def study_sections(data: ReportData) -> list[Section]:
     for workload, build in REPORTS.items():
         if workload in present:
             out += build(data)
-            if workload != "ops":
+            if VIEWS[workload].validity_note:
                 (notes if defer else out).extend(validity_note(workload, data))
     if defer and study is not None:
         out += study(data)

@@ -1,6 +1,5 @@
 """A served case's LoadGen verdict as one line of text: what `dlperf serve` ends with and what the progress line
-of a serve case says. Its own module, below both (`progress` would otherwise import `serve`, which imports
-`run`, which imports `progress`)."""
+of a serve case says (the serve workload's view, `report.views`)."""
 
 from __future__ import annotations
 
