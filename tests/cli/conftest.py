@@ -121,11 +121,13 @@ def dlperf_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
     signal.signal(signal.SIGHUP, sighup)
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="session")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliResult, CliResult]:
     """A store with two runs of the same small study (the second with --new), made by `dlperf run`, both with
     --threads 1: without it each run's count follows the machine's load at its start, and two runs seconds apart
-    on a busy machine can differ (the tests that compare them would compare thread counts)."""
+    on a busy machine can differ (the tests that compare them would compare thread counts). Session-scoped: the
+    files that use it are spread over the xdist processes among other packages' files, and a package fixture
+    was built again each time a process came back to tests/cli (three times in one `make test`, 26 s each)."""
     db = tmp_path_factory.mktemp("cli") / "r.sqlite"
     study = str(STUDIES / "many_ok.yaml")
     first = run_cli("run", study, "--budget", "0.2", "--threads", "1", db=db)
