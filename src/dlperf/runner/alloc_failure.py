@@ -2,12 +2,14 @@
 
 Under RLIMIT_DATA a worker can fail while it imports a framework (torch, transformers), before any step runs,
 and the failure rarely names memory plainly. Seen on this project's AMD VM importing torch 2.13 under caps
-of 150-210 MiB (each cap gave one of these, run to run): `MemoryError` from the bytecode compiler,
+of 150-210 MiB (a cap gives one or another from run to run): `MemoryError` from the import machinery,
 `SystemError: error return without exception set` (C code that returned failure without setting the
 exception, after a failed allocation), glibc's `cannot allocate memory for thread-local data: ABORT` (the
-process exits 127 with no traceback), `MemoryError: std::bad_alloc`, and an `ImportError` naming a shared
-object that `failed to map segment`. Under a cap these are the cap's doing: a search for the largest batch
-takes such a probe for one too large rather than stopping at it. Without a cap they stay errors.
+process exits 127 with no traceback) and `MemoryError: std::bad_alloc`; not seen here but named too, the
+dynamic loader's `failed to map segment from shared object` (an ImportError). Under a cap these are the cap's
+doing: a search for the largest batch takes such a probe for one too large rather than stopping at it.
+Without a cap they stay errors. (One import under a 200 MiB cap spun instead, minutes, until killed: the
+worker's time-out ends such a probe as `timeout`, which still stops a search.)
 """
 
 from __future__ import annotations
