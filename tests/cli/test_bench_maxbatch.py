@@ -54,6 +54,44 @@ def test_a_source_is_searched_to_the_batch_that_fits_under_the_cap(user_files: P
     assert f"probes of {user_files}/models.py:Big input=x:float32[B,80000000] task=train on torch cpu" in out
 
 
+def _wide_onnx(path: Path, width: int) -> None:
+    """y = relu(x), x float32[N, width] (N symbolic: bound by the batch): `width` floats a sample and no weights."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "wide",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", width])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_an_onnx_file_is_searched_on_onnxruntime_and_its_largest_batch_stored(tmp_path: Path, dlperf_main) -> None:
+    """`dlperf maxbatch FILE.onnx`: its inference on onnxruntime, the batch bound into the graph's first axis.
+    16 MB a sample: batch 1 fits under a 600 MiB cap (the worker itself holds about 200 MiB), batch 32 cannot
+    hold its input; where the boundary falls between depends on onnxruntime's arena, so the test holds the
+    printed answer to the probes stored."""
+    pytest.importorskip("onnxruntime", reason="the onnxruntime extra is not installed")
+    model, db = tmp_path / "wide.onnx", tmp_path / "m.db"
+    _wide_onnx(model, 4_000_000)
+    res = dlperf_main("maxbatch", str(model), "--mem-limit", "600MiB", "--max-batch", "32", "--plot-dir",
+                      str(tmp_path / "plots"), "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    probes = _probes(db)
+    ok = [b for b, status in probes.items() if status == "ok"]
+    oom = [b for b, status in probes.items() if status == "oom"]
+    assert 1 in ok and oom and sorted(ok + oom) == sorted(probes), probes  # nothing else (an error stops it)
+    assert max(ok) < min(oom)
+    out = " ".join(res.stdout.split())
+    assert f"largest batch that fits under a 600 MiB cap: {max(ok)} (batch {min(oom)} ran out of memory)" in out
+    assert f"of {model} task=infer on onnxruntime cpu" in out
+    with sqlite3.connect(db) as con:
+        (variant, status, filters), = con.execute("select variant, status, filters from runs").fetchall()
+    assert (variant, status) == (f"{model} task=infer", "complete") and '"framework": "onnxruntime"' in filters
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["{d}/nothere.py:net"], "no such file"),
     (["{d}/models.py:nosuch", "--input", "x:float32[B,8]"], "no name 'nosuch'"),

@@ -75,6 +75,36 @@ def test_flops_that_cannot_be_extrapolated_say_why_and_rank_nothing(user_files: 
     assert "no device qualifies" in text and "(FLOPs not estimated: not linear in the batch" in text
 
 
+#: A BERT small enough to count in seconds: every override is a config field, so a typo is an error, not a default.
+TINY_BERT = "hf:bert,num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,vocab_size=128"
+
+
+def test_an_hf_architecture_gets_estimates_with_the_configs_parameters(tmp_path: Path, dlperf_main) -> None:
+    """`recommend --model hf:ARCH,...` prints its estimates: the config built with random weights in a fresh
+    process and counted; its parameters are those of the same config built here, and its FLOPs torch's count
+    of the same step at the same batch (FLOPs are linear in the batch, so 1, 2 and 4 give 8 exactly)."""
+    transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    import torch
+
+    db = tmp_path / "none.db"
+    res = dlperf_main("recommend", "--model", TINY_BERT, "--seq", "16", "--batch", "8", "--top", "3", "--no-plot",
+                      "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    overrides = {k: int(v) for k, v in (kv.split("=") for kv in TINY_BERT.split(",")[1:])}
+    built = transformers.AutoModel.from_config(transformers.AutoConfig.for_model("bert", **overrides))
+    ids = torch.randint(0, 128, (8, 16))
+    flops = torch_counted_flops(lambda: built(input_ids=ids, attention_mask=torch.ones_like(ids))
+                                .last_hidden_state.pow(2).mean().backward())
+    text = " ".join(res.stdout.split())
+    for label in (f"ESTIMATES for {TINY_BERT} training step, batch 8, fp32", f"{TINY_BERT}'s costs",
+                  f"parameters │ {sum(p.numel() for p in built.parameters()):,} │",
+                  f"est. FLOPs per step │ {flops:.4g} │",
+                  "est. inputs │ 2 KiB │",  # input_ids and attention_mask, [8, 16] int64 each
+                  "est. samples/s", "every figure above is an estimate", "not checked against measurements here"):
+        assert label in text, label
+    assert not db.exists()  # estimates read no store and create none
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--model", "{d}/nothere.py:net"], "no such file"),
     (["--model", "{d}/raises.py:net"], "importing it raised RuntimeError: broken on import"),

@@ -5,7 +5,9 @@ holding escape sequences or rich markup are printed as data; a study nested hund
 
 from __future__ import annotations
 
+import gc
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from dlperf.core.result import case_key
 from dlperf.store.bundle import checksum
 from tests.cli.conftest import STUDIES, assert_one_line_error
 from tests.cli.test_bundle_cli import _first_run, _ok
@@ -53,9 +56,13 @@ def test_export_replaces_a_bundle_only_with_force_and_never_the_store(dlperf_mai
     _ok(dlperf_main("bundle", "export", run_id, "-o", str(out), "--force", db=store), f"wrote {out}")
 
 
-def _tampered(good: Path, out: Path, change) -> Path:
+def _tampered(good: Path, out: Path, change, *, rekey: bool = False) -> Path:
+    """`good` with `change(content)` applied and its checksum recomputed; `rekey`: each result's case key made
+    again from its fields, as a careful forger would (so that what is checked next is reached)."""
     doc = json.loads(gzip.decompress(good.read_bytes()))
     change(doc["content"])
+    for r in doc["content"]["results"] if rekey else ():
+        r["case_key"] = case_key(r["workload"], r["framework"], r["device"], r["params"])
     doc["checksum"] = checksum(doc["content"])
     out.write_bytes(gzip.compress(json.dumps(doc).encode()))
     return out
@@ -76,10 +83,43 @@ def test_parameters_are_checked_against_the_workload(dlperf_main, two_runs, tmp_
         (lambda c: c["results"][0].update(workload="nosuch"), "workload 'nosuch' is not one this dlperf knows"),
     ]
     for i, (change, fragment) in enumerate(cases):
-        bad = _tampered(good, tmp_path / f"bad{i}.gz", change)
+        bad = _tampered(good, tmp_path / f"bad{i}.gz", change, rekey=True)
         assert_one_line_error(dlperf_main("bundle", "import", str(bad), "--db", str(target)), fragment,
                               "nothing was imported")
     assert not target.exists()
+
+
+def _digest(db: Path) -> str:
+    """The store's bytes, its WAL's included (a refused import must leave both as they were)."""
+    gc.collect()  # the command's engines go: their connections close
+    wal = db.with_name(db.name + "-wal")
+    return hashlib.sha256(db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")).hexdigest()
+
+
+def test_a_case_key_that_its_params_do_not_give_is_one_line_and_the_store_unchanged(dlperf_main, two_runs,
+                                                                                   tmp_path):
+    """Finding 3: results are matched by case key, so a bundle whose key another case's params give would
+    replace that case. Refused naming the case, the run and the field; the store keeps every byte."""
+    source, _, _ = two_runs
+    run_id, _ = _first_run(source)
+    good, other, target = tmp_path / "good.gz", tmp_path / "other.gz", tmp_path / "target.sqlite"
+    _ok(dlperf_main("bundle", "export", run_id, "-o", str(good), db=source))
+    _ok(dlperf_main("bundle", "export", "latest", "-o", str(other), db=source))
+    _ok(dlperf_main("bundle", "import", str(other), "--db", str(target)))  # a store that lacks the first run
+    before = _digest(target)
+
+    def swap(c):  # the first result under the second's key, its own params kept, the second left out
+        c["results"][0]["case_key"] = c["results"].pop(1)["case_key"]
+
+    def edit_params(c):  # a parameter changed, the key left as the run made it
+        c["results"][0]["params"]["size_mb"] = 0.5
+    for i, change in enumerate((swap, edit_params)):
+        bad = _tampered(good, tmp_path / f"bad{i}.gz", change)
+        key = json.loads(gzip.decompress(bad.read_bytes()))["content"]["results"][0]["case_key"]
+        assert_one_line_error(dlperf_main("bundle", "import", str(bad), "--db", str(target)), f"result {key!r}",
+                              f"of run {run_id}: its case_key is not the one", "nothing was imported")
+        assert _digest(target) == before
+    _ok(dlperf_main("bundle", "import", str(good), "--db", str(target)), f"run {run_id}: ")  # the check can pass
 
 
 def test_import_limits_are_one_line(dlperf_main, two_runs, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from dlperf.core.result import CaseResult
+from dlperf.core.result import CaseResult, case_key
 from dlperf.store import Store, leases
 from dlperf.store.bundle import (
     FORMAT_NAME,
@@ -42,9 +42,10 @@ def _result(store: Store, run_id: str, i: int, env_id: int, *, status: str = "ok
             samples: list[float] | None = None, finished: datetime | None = None) -> CaseResult:
     samples = samples if samples is not None else [1e-3 * (i + 1), 1.1e-3 * (i + 1)]
     ok = status == "ok"
+    params = {"op": "add", "n": i, "dtype": "float32"}
     r = CaseResult.model_validate({
-        "run_id": run_id, "case_key": f"ops/numpy/cpu/n={i}", "repetition": 0, "workload": "ops",
-        "framework": "numpy", "device": "cpu", "params": {"op": "add", "n": i, "dtype": "float32"}, "status": status,
+        "run_id": run_id, "case_key": case_key("ops", "numpy", "cpu", params), "repetition": 0, "workload": "ops",
+        "framework": "numpy", "device": "cpu", "params": params, "status": status,
         "reason": None if ok else "boom",
         "measurement": {"sample_times_s": samples, "sample_iters": [3] * len(samples)},
         "metrics": {"median_s": samples[0], "n_samples": len(samples), "fleet": {"host": "bench"}} if ok else None,
@@ -279,9 +280,9 @@ def test_floats_that_json_spells_specially_come_back(tmp_path):
     """NaN, infinities and -0.0 in metrics (a store may hold them) survive the file and its checksum."""
     src, run_id, env_a, _ = _source(tmp_path, n=0)
     r = CaseResult.model_validate({
-        "run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
-        "device": "cpu", "params": {}, "status": "ok", "measurement": {"sample_times_s": [-0.0, 1.5],
-                                                                       "sample_iters": [1, 1]},
+        "run_id": run_id, "case_key": case_key("ops", "numpy", "cpu", {}), "repetition": 0, "workload": "ops",
+        "framework": "numpy", "device": "cpu", "params": {}, "status": "ok",
+        "measurement": {"sample_times_s": [-0.0, 1.5], "sample_iters": [1, 1]},
         "metrics": {"odd": [math.nan, math.inf, -math.inf]}, "env_id": env_a, "started_at": T0, "finished_at": T0})
     src.add_result(r)
     export_bundle(src, run_id, tmp_path / "b.gz")
@@ -387,12 +388,13 @@ def _with_odd_floats(tmp_path: Path, **changes) -> tuple[Store, str]:
     """A SQLite store whose one result has NaN and infinities in its metrics (a meter's NaN mean power), as
     SQLite holds them; `changes` replace the result's fields."""
     src, run_id, env_a, _ = _source(tmp_path, n=0)
-    row = {"run_id": run_id, "case_key": "k", "repetition": 0, "workload": "ops", "framework": "numpy",
+    row = {"run_id": run_id, "repetition": 0, "workload": "ops", "framework": "numpy",
            "device": "cpu", "params": {}, "status": "ok",
            "measurement": {"sample_times_s": [-0.0, 1.5], "sample_iters": [1, 1]},
            "metrics": {"energy": {"mean_power_w": math.nan, "joules": 2.0}, "odd": [1.0, math.inf, -math.inf]},
            "env_id": env_a, "started_at": T0, "finished_at": T0}
-    src.add_result(CaseResult.model_validate({**row, **changes}))
+    row |= changes
+    src.add_result(CaseResult.model_validate({**row, "case_key": case_key("ops", "numpy", "cpu", row["params"])}))
     return src, run_id
 
 
@@ -408,7 +410,8 @@ def test_a_non_finite_raw_sample_is_refused(tmp_path, bundle_file):
     def poison(c):
         c["results"][1]["measurement"]["sample_times_s"][2] = math.inf
     _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, poison), "malformed",
-             "result 'ops/numpy/cpu/n=1' repetition 0's measurement holds Infinity at sample_times_s[2]")
+             "result 'ops/numpy/cpu/dtype=float32,n=1,op=add' repetition 0's measurement holds Infinity at "
+             "sample_times_s[2]")
 
 
 @pytest.mark.postgres
@@ -439,8 +442,8 @@ def test_non_finite_metrics_into_postgresql_are_null_and_said_so(tmp_path, postg
     export_bundle(src2, run_2, other / "b.gz")
     with pytest.raises(BundleError) as err:
         _import(pg, other / "b.gz")
-    assert str(err.value) == (f"run {run_2}: result 'k' repetition 0's params.lr is Infinity, which PostgreSQL's "
-                              f"JSON cannot hold; nothing was imported")
+    assert str(err.value) == (f"run {run_2}: result 'ops/numpy/cpu/lr=inf' repetition 0's params.lr is Infinity, "
+                              f"which PostgreSQL's JSON cannot hold; nothing was imported")
     assert (_count(pg, runs), _count(pg, results)) == (1, 1)
 
 

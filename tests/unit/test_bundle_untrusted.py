@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.core.result import case_key
 from dlperf.store import Store
 from dlperf.store.bundle import BundleError, export_bundle, read_bundle
 from dlperf.store.schema import runs
@@ -117,6 +118,29 @@ def test_a_failed_write_leaves_no_temporary_file(source, tmp_path, monkeypatch):
 ])
 def test_an_id_that_is_not_strict_is_refused(bundle_file, tmp_path, change, fragment):
     _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, change), "malformed", fragment)
+
+
+# -- finding 3: a result's case key is the one its own fields give ---------------------------------------------
+def _other_case(c):
+    c["results"][0]["case_key"] = c["results"][1]["case_key"]  # it would replace or hide that case
+
+
+@pytest.mark.parametrize("change", [
+    _other_case,
+    lambda c: c["results"][0]["params"].update(n=7),  # the params edited, the key left as it was
+    lambda c: c["results"][0].update(framework="torch"),
+    lambda c: c["results"][0].update(device="cuda"),
+    lambda c: c["results"][0].update(workload="mlp"),
+    lambda c: c["results"][0].update(case_key=c["results"][0]["case_key"] + ",x=1"),
+])
+def test_a_case_key_its_fields_do_not_give_is_refused(bundle_file, tmp_path, change):
+    """Results are matched by case key (a re-run replaces the stored one): a key that another case's fields
+    give, or that its own do not, is refused naming the case, the run and the field."""
+    content = json.loads(gzip.decompress(bundle_file.read_bytes()))["content"]
+    run_id, first = content["run"]["id"], content["results"][0]
+    assert first["case_key"] == case_key(first["workload"], first["framework"], first["device"], first["params"])
+    _refused(Store(tmp_path / "dst.sqlite"), _crafted(bundle_file, change), "malformed",
+             f"of run {run_id}: its case_key is not the one its workload, framework, device and params give")
 
 
 def test_an_environment_hash_that_is_not_an_id_is_refused(bundle_file, tmp_path):

@@ -21,6 +21,13 @@ from dlperf.core.status import CaseStatus
 from dlperf.timing.measurement import Measurement
 
 
+def case_key(workload: str, framework: str, device: str, params: Mapping[str, Any]) -> str:
+    """A case's stable, readable identity (without its repetition), made from what defines the case: the
+    runner stores each result under it, and a bundle's result must carry the key its own fields give."""
+    kv = ",".join(f"{k}={params[k]}" for k in sorted(params))
+    return f"{workload}/{framework}/{device}/{kv}"
+
+
 def derive_rates(stats: dict[str, Any], samples: int | None, flops: float | None,
                  nbytes: float | None) -> dict[str, Any]:
     """Statistics plus, from the median, throughput, FLOP/s and bytes/s, in the order they are stored.

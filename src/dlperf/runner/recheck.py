@@ -19,6 +19,7 @@ from typing import Any
 
 from dlperf.core.jobs import CaseJob, OneStepJob
 from dlperf.core.settings import RunSettings
+from dlperf.runner.alloc_failure import died_allocating
 from dlperf.runner.process import run_worker
 
 RAISE_FACTOR = 4  # the re-check's cap: this many times the case's, within half the memory free now
@@ -62,7 +63,7 @@ def settle_suspect(job: CaseJob, result: dict[str, Any]) -> dict[str, Any]:
         return out
     check = run_worker(OneStepJob(case=job.case, settings=settings.with_overrides(mem_limit_mb=raised)),
                        timeout_s=settings.timeout_s, threads=settings.threads)
-    seen = check.result
+    seen = died_allocating(check.result, raised)
     if seen.get("status") == "ok":
         out["status"] = "oom"
         note = (f"the same step ran in a fresh worker with the cap raised to {raised} MiB, "

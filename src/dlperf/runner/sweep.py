@@ -21,6 +21,7 @@ from dlperf.frameworks import get_framework
 from dlperf.hardware.identity import derived, diff, host_fingerprint, identity, identity_hash
 from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import wait_idle
+from dlperf.runner.alloc_failure import died_allocating
 from dlperf.runner.canary import Canary
 from dlperf.runner.cases import filter_cases
 from dlperf.runner.ceilings import CEILING_WORKLOADS, measure_run_ceilings
@@ -367,7 +368,7 @@ def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counte
         job = CaseJob(case=CaseSpec(workload=case.workload, framework=case.framework, device=case.device,
                                     params=case.params), settings=settings)
         outcome = run_worker(job, timeout_s=settings.timeout_s, threads=settings.threads)
-        result, wall_s = outcome.result, outcome.wall_s
+        result, wall_s = died_allocating(outcome.result, settings.mem_limit_mb), outcome.wall_s
         if is_suspect(result, settings):
             result = settle_suspect(job, result)
         if counters and result.get("status") == "ok":

@@ -20,6 +20,7 @@ from typing import Any
 
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
+from dlperf.runner.alloc_failure import is_allocation_failure
 from dlperf.runner.parent_watch import die_with_parent
 from dlperf.timing.config import TimerConfig
 
@@ -91,6 +92,8 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         device = fw.check_device(case.device)
     except UnsupportedError as exc:
         return {"status": "unsupported", "reason": str(exc)}
+    except Exception as exc:  # a failed allocation under the cap, or a broken install
+        return import_failed(fw.name, exc, settings.mem_limit_mb)
     try:
         _configure(fw, settings)
         # The framework's own footprint before the workload exists, which memory estimates add to theirs.
@@ -151,7 +154,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
     except CaseEnded as exc:  # the case's own processes (a torchrun job) ended it: their status, not an error
         return {"status": exc.status, "reason": exc.reason, "metrics": exc.metrics}
     except BaseException as exc:
-        oom = _is_oom(fw, exc)
+        oom = _is_oom(fw, exc, settings.mem_limit_mb)
         result = {
             "status": "oom" if oom else "error",
             "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
@@ -182,8 +185,24 @@ def _configure(fw: Any, settings: RunSettings) -> None:
     fw.seed(settings.seed)
 
 
-def _is_oom(fw: Any, exc: BaseException) -> bool:
-    return isinstance(exc, MemoryError) or _asks(fw.is_oom, exc)
+def _is_oom(fw: Any, exc: BaseException, cap_mb: int | None) -> bool:
+    """The framework's out-of-memory error, or under a cap any failed allocation (`alloc_failure`: importing a
+    module the workload needs, transformers say, can fail as a SystemError or an ImportError)."""
+    return isinstance(exc, MemoryError) or _asks(fw.is_oom, exc) or bool(cap_mb and is_allocation_failure(exc))
+
+
+def import_failed(framework: str, exc: BaseException, cap_mb: int | None) -> dict[str, Any]:
+    """The result of a worker that could not import `framework` (or open its device): out of memory where a
+    memory cap is set and `exc` is a failed allocation, else an error; under a cap an error that is not
+    plainly one is re-checked by the parent with the cap raised (runner.recheck); the reason keeps `exc`'s."""
+    where = f"importing {framework}" + (f" under the {cap_mb} MiB memory cap" if cap_mb else "")
+    oom = bool(cap_mb) and is_allocation_failure(exc)
+    result: dict[str, Any] = {"status": "oom" if oom else "error", "reason": f"{_one_line(exc)} ({where})",
+                              "metrics": {"traceback": traceback.format_exc(limit=8),
+                                          "peak_rss_bytes": peak_rss_bytes()}}
+    if cap_mb and not oom:
+        result["oom_suspect"] = True
+    return result
 
 
 def _asks(check: Any, exc: BaseException) -> bool:
@@ -216,7 +235,7 @@ def run_one_step(job: OneStepJob) -> dict[str, Any]:
         fn()
         sync()
     except BaseException as exc:
-        oom = _is_oom(fw, exc)
+        oom = _is_oom(fw, exc, job.settings.mem_limit_mb)
         return {"status": "oom" if oom else "error",
                 "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
                 "peak_rss_bytes": peak_rss_bytes()}

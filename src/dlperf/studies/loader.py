@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from dlperf.core.result import case_key
 from dlperf.core.settings import RunSettings
 from dlperf.errors import StudyError
 from dlperf.studies.schema import Settings, StudyFile
@@ -47,8 +48,7 @@ class Case:
     @property
     def key(self) -> str:
         """Stable, readable identity of the case (without the repetition)."""
-        kv = ",".join(f"{k}={self.params[k]}" for k in sorted(self.params))
-        return f"{self.workload}/{self.framework}/{self.device}/{kv}"
+        return case_key(self.workload, self.framework, self.device, self.params)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 store's columns want it (their widths, read from the schema, included: PostgreSQL enforces them), every id
 that may name a path strict (`dlperf.untrusted.ID_PATTERN`), names free of control characters, and readable by
 the store's readers (a result's raw samples parse as a `Measurement`, and `CaseResult.from_row` reads the row
-back). A checksum says only that the writer's content is unchanged, not that the writer was dlperf."""
+back), and each result's case key is the one its workload, framework, device and params give
+(`core.result.case_key`, as the runner makes it). A checksum says only that the writer's content is unchanged,
+not that the writer was dlperf."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Column
 
-from dlperf.core.result import CaseResult
+from dlperf.core.result import CaseResult, case_key
 from dlperf.core.status import CaseStatus, RunStatus
 from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
 from dlperf.store.nonfinite import nonfinite, spelled
@@ -137,6 +139,10 @@ def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
     _valid(ResultRow, r, what)
     _time(r["started_at"], f"{what}'s started_at")
     _time(r["finished_at"], f"{what}'s finished_at")
+    made = case_key(r["workload"], r["framework"], r["device"], r["params"])
+    if r["case_key"] != made:  # results are matched by key: another case's key would replace or hide that case
+        raise Malformed(f"{what} of run {run_id}: its case_key is not the one its workload, framework, device "
+                        f"and params give ({made!r:.160})")
     if r["env_fingerprint_hash"] not in hashes:
         raise Malformed(f"the environment of {what} is not among the bundle's environments")
     if r["measurement"] is not None:

@@ -62,8 +62,10 @@ def make_feeds(shapes: dict[str, tuple[list[int], np.dtype]], seed: int) -> dict
     rng = np.random.default_rng(seed)
     feeds = {}
     for name, (dims, dtype) in shapes.items():
-        if np.issubdtype(dtype, np.floating):
-            feeds[name] = rng.standard_normal(dims).astype(dtype)
+        if dtype in (np.float32, np.float64):  # drawn in its own type: no float64 copy beside a float32 input
+            feeds[name] = rng.standard_normal(dims, dtype=dtype)
+        elif np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(dims, dtype=np.float32).astype(dtype)
         elif dtype == np.bool_:
             feeds[name] = rng.random(dims) < 0.5
         else:
