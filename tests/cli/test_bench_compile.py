@@ -109,9 +109,12 @@ def test_the_compiled_path_is_gated_and_reported_against_eager(bench_run) -> Non
 
 @pytest.mark.parametrize("args, fragment", [
     (["--variant", "jit"], "unknown variant 'jit' (known: eager, compile, compile:max-autotune-no-cudagraphs, "
-                           "compile:reduce-overhead, export)"),
-    (["--variant", "compile", "--framework", "onnxruntime"], "--variant compile is a torch compiler; onnxruntime "
-                                                             "run only the eager variant"),
+                           "compile:reduce-overhead, export, ort:none, ort:basic, ort:all, ov:latency, ov:throughput)"),
+    (["--variant", "compile", "--framework", "onnxruntime"], "variant compile is a torch compiler; onnxruntime "
+                                                             "runs eager and its own variants only (add --framework "
+                                                             "torch)"),
+    (["--variant", "ort:basic"], "variant ort:basic is an onnxruntime setting; torch runs eager and its own variants "
+                                 "only (add --framework onnxruntime)"),
 ])
 def test_a_bad_variant_is_one_line_before_anything_runs(user_dir: Path, tmp_path: Path, dlperf_main,
                                                         args: list[str], fragment: str) -> None:

@@ -112,14 +112,17 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
 
 
 def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> list[dict[str, object]]:
-    """The `exclude` rules that keep the compiler variants on torch (the other frameworks run only eager);
-    DlperfError where no framework asked for runs a compiler variant asked for."""
+    """The `exclude` rules that keep each variant on the framework that runs it (`variants.RUN_BY`; eager runs on
+    all); DlperfError where no framework asked for runs a variant asked for."""
     from dlperf.frameworks import REGISTRY
-    from dlperf.workloads.model.variants import COMPILER_FAMILIES, EAGER
+    from dlperf.workloads.model.variants import RUN_BY, not_run_by, runs
 
-    compilers = [v for v in variants if v != EAGER]
-    others = [fw for fw in frameworks if REGISTRY[fw].family not in COMPILER_FAMILIES]
-    if compilers and len(others) == len(frameworks):
-        raise DlperfError(f"{source}: --variant {compilers[0]} is a torch compiler; {', '.join(others)} run "
-                          "only the eager variant")
-    return [{"framework": others, "variant": compilers}] if compilers and others else []
+    rules: list[dict[str, object]] = []
+    for name in variants:
+        others = [fw for fw in frameworks if not runs(REGISTRY[fw].family, name)]
+        if len(others) == len(frameworks):
+            raise DlperfError(f"{source}: {not_run_by(', '.join(frameworks), name)} (add --framework "
+                              f"{RUN_BY[name]})")
+        if others:
+            rules.append({"framework": others, "variant": name})
+    return rules

@@ -13,6 +13,9 @@ from typing import Any
 from dlperf.frameworks.base import UnsupportedError
 from dlperf.frameworks.runtime_base import InferenceRuntime
 
+#: Graph optimisation levels by dlperf's name (`ort:NAME` variants of the model workload); `all` is the default.
+OPTIMIZATION_LEVELS = {"none": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+                       "all": "ORT_ENABLE_ALL"}
 CPU_PROVIDER = "CPUExecutionProvider"
 CUDA_PROVIDER = "CUDAExecutionProvider"
 
@@ -36,27 +39,29 @@ class OnnxruntimeFramework(InferenceRuntime):
             return [CUDA_PROVIDER, CPU_PROVIDER]
         raise UnsupportedError(f"onnxruntime has no device {device!r} in dlperf (cpu, cuda:0)")
 
-    def session_options(self) -> Any:
-        """SessionOptions with this adapter's threads: intra-op `threads`, one inter-op thread, sequential."""
+    def session_options(self, optimization: str = "all") -> Any:
+        """SessionOptions with this adapter's threads (intra-op `threads`, one inter-op thread, sequential) and
+        the graph optimisation level `optimization` (OPTIMIZATION_LEVELS)."""
         ort = self.import_module()
         opts = ort.SessionOptions()
         if self._threads:
             opts.intra_op_num_threads = self._threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[optimization])
         return opts
 
-    def session(self, model: str | bytes, device: str) -> Any:
+    def session(self, model: str | bytes, device: str, optimization: str = "all") -> Any:
         """An InferenceSession for `model` (a path or the serialized ONNX bytes) on `device`, with this
-        adapter's threads; UnsupportedError when the device's provider is absent from this build."""
+        adapter's threads and graph optimisation level; UnsupportedError when the device's provider is absent
+        from this build."""
         ort = self.import_module()
         providers = self.providers(device)
         missing = [p for p in providers if p not in ort.get_available_providers()]
         if missing:
             raise UnsupportedError(f"this onnxruntime build has no {missing[0]} "
                                    f"(it has: {', '.join(ort.get_available_providers())})")
-        sess = ort.InferenceSession(model, sess_options=self.session_options(), providers=providers)
+        sess = ort.InferenceSession(model, sess_options=self.session_options(optimization), providers=providers)
         if providers[0] not in sess.get_providers():
             raise UnsupportedError(f"onnxruntime could not open {providers[0]} here "
                                    f"(the session runs on {', '.join(sess.get_providers())})")

@@ -28,6 +28,8 @@ from dlperf.frameworks.runtime_base import InferenceRuntime
 DEVICES = {"cpu": "CPU"}
 #: dlperf precision -> OpenVINO INFERENCE_PRECISION_HINT.
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+#: Performance hints dlperf sets (`ov:latency`, `ov:throughput` variants of the model workload).
+PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT")
 #: Runtime precisions of executed nodes that keep a case's dtype (its own, or wider).
 KEEPS = {"float64": {"f64"}, "float32": {"f32", "f64"}, "float16": {"f16", "f32", "f64"},
          "bfloat16": {"bf16", "f32", "f64"}}
@@ -62,18 +64,22 @@ class OpenvinoFramework(InferenceRuntime):
             raise UnsupportedError(NCS2_NOTE)
         return super().check_device(device)
 
-    def compile_config(self, precision: str = "fp32") -> dict[str, Any]:
-        """The properties every compiled model gets: precision stated, threads, one stream, the latency hint."""
+    def compile_config(self, precision: str = "fp32", hint: str = "LATENCY") -> dict[str, Any]:
+        """The properties every compiled model gets: precision stated, threads, and the performance hint (dlperf's
+        default LATENCY with one stream; THROUGHPUT leaves the streams to the plugin)."""
         if precision not in PRECISION_HINTS:
             raise UnsupportedError(f"openvino: no precision {precision!r} in dlperf ({', '.join(PRECISION_HINTS)})")
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision],
-                                  "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1"}
+        if hint not in PERFORMANCE_HINTS:
+            raise UnsupportedError(f"openvino: no performance hint {hint!r} in dlperf ({', '.join(PERFORMANCE_HINTS)})")
+        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "PERFORMANCE_HINT": hint}
+        if hint == "LATENCY":
+            config["NUM_STREAMS"] = "1"
         if self._threads:
             config["INFERENCE_NUM_THREADS"] = self._threads
         return config
 
     def compile(self, model: str | bytes, device: str, precision: str = "fp32",
-                shape: list[int] | None = None) -> Any:
+                shape: list[int] | None = None, hint: str = "LATENCY") -> Any:
         """A CompiledModel of `model` (a path or the serialized ONNX bytes) on `device`; `shape` (-1: dynamic)
         fixes the first input's shape before compiling (static shapes: no shape inference per call)."""
         core = self.core()
@@ -82,7 +88,7 @@ class OpenvinoFramework(InferenceRuntime):
         ov_model = core.read_model(model) if isinstance(model, str) else core.read_model(model, b"")
         if shape is not None:
             ov_model.reshape({0: self.import_module().PartialShape(shape)})
-        return core.compile_model(ov_model, DEVICES[device], self.compile_config(precision))
+        return core.compile_model(ov_model, DEVICES[device], self.compile_config(precision, hint))
 
     def info(self) -> dict[str, Any]:
         ov = self.import_module()

@@ -31,7 +31,8 @@ NOTE_CHARS = 300
 Group = tuple[str, str, str, str, int]  # (source label, framework, device, precision, batch)
 
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
-        "cold compile: the first call in a worker whose compiler caches start empty; warm: a second fresh "
+        "cold compile: the first call in a worker whose compiler caches start empty (onnxruntime, openvino: the "
+        "session's creation, compile_model; they keep no cache, so no warm figure); warm: a second fresh "
         "process with those caches filled; break-even: compile time / time saved per call (cold / warm), shown "
         "only where the whole interval is a speed-up; a FAIL is never a speed-up")
 

@@ -94,9 +94,9 @@ class Model(Workload[ModelParams]):
 
     def build(self, fw: Framework, device: str, params: ModelParams) -> Step:
         """The framework's builder; a compiler variant on a framework that has none is unsupported, said why."""
-        from dlperf.workloads.model.variants import COMPILER_FAMILIES, EAGER, not_run_by
+        from dlperf.workloads.model.variants import not_run_by, runs
 
-        if params.variant != EAGER and fw.family not in COMPILER_FAMILIES:
+        if not runs(fw.family, params.variant):
             raise UnsupportedError(not_run_by(fw.name, params.variant))
         return super().build(fw, device, params)
 

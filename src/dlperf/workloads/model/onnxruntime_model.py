@@ -1,10 +1,12 @@
 """The model workload on ONNX Runtime: the torch source exported to ONNX (`export`, in a child with torch), fp32
-(int8: that file through onnxruntime's quantizer, `quantized.ort_int8`), inference only (a FILE.onnx source: the
+(int8: that file through onnxruntime's quantizer, `quantized.ort_int8`; the `ort:*` variants: its graph
+optimisation level, the session's creation recorded as their compile), inference only (a FILE.onnx source: the
 file itself, `onnx_file`); every input bound once through an IOBinding, the outputs bound on the device (as
 `runtime_steps` does for the CNN); outputs checked against the eager fp32 reference by `gate`."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, quantized
 from dlperf.workloads.model.export import prepared
 from dlperf.workloads.model.torch_model import ModelStep
+from dlperf.workloads.model.variants import EAGER, ort_level
 
 WHY_FP32 = ("a runtime runs the exported float32 graph, or its int8 copy from the runtime's own quantizer; dlperf "
             "makes no bf16 or fp16 copy of it")
@@ -45,7 +48,8 @@ def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any
 
     return {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"], "source": p.source,
             "model_info": meta.get("model_info"), "mfu_dtype": p.dtype, "exporter": meta.get("exporter"),
-            "gate": checked} | {k: meta[k] for k in ("reference", "int8") if meta.get(k)}
+            "gate": checked} | {k: meta[k] for k in ("reference", "int8", "compile") if meta.get(k)} | (
+                {"variant": p.variant} if p.variant != EAGER else {})
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
@@ -54,7 +58,11 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     if p.precision == "int8":
         path, done = quantized.ort_int8(path)
         meta |= done
-    sess = rs.ort_session(fw, device, path)
+    start = time.perf_counter()
+    sess = fw.session(str(path), device, ort_level(p.variant))  # type: ignore[attr-defined]
+    if p.variant != EAGER:  # the session's graph optimisation is this variant's compile
+        meta["compile"] = {"variant": p.variant, "cold_s": time.perf_counter() - start,
+                           "what": "InferenceSession creation (graph optimisation at this level)"}
     kind, _, index = device.partition(":")
     binding = sess.io_binding()
     kept = {n: ort.OrtValue.ortvalue_from_numpy(a, kind, int(index or 0)) for n, a in feeds.items()}

@@ -1,11 +1,13 @@
 """The model workload on OpenVINO: the torch source exported to ONNX (`export`), compiled at f32 (int8: its
-weights compressed by NNCF first, `quantized.ov_int8`) with the static shapes of the export (the case's; a
+weights compressed by NNCF first, `quantized.ov_int8`; the `ov:*` variants: the performance hint, `compile_model`
+recorded as their compile) with the static shapes of the export (the case's; a
 FILE.onnx source: the file, its symbolic dimensions fixed at the case's), inference only; each input shares its
 NumPy array's memory with the request; outputs checked against the eager fp32 reference by `gate` (executed
 precisions checked as `runtime_steps`)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, quantized
 from dlperf.workloads.model.onnxruntime_model import info_of, runtime_inputs
 from dlperf.workloads.model.torch_model import ModelStep
+from dlperf.workloads.model.variants import EAGER, ov_hint
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
@@ -23,6 +26,10 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     ov = fw.import_module()
     path, feeds, refs, meta = runtime_inputs(fw, p)
     mfu: dict[str, Any] = {}
+    hint, start = ov_hint(p.variant), time.perf_counter()
+    if p.precision == "int8" and hint != "LATENCY":
+        raise UnsupportedError(f"variant {p.variant} with int8: NNCF's compressed model is compiled at the LATENCY "
+                               "hint only")
     if p.precision == "int8":  # NNCF's int8 weights (nothing computed below f32 either: checked below)
         compiled, done = quantized.ov_int8(fw, path, device, feeds if p.source.endswith(".onnx") else None)
         mfu["mfu_dtype"] = done.pop("mfu_dtype")
@@ -35,9 +42,12 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
         ov_model = fw.core().read_model(str(path))  # type: ignore[attr-defined]
         ov_model.reshape({name: ov.PartialShape(list(a.shape)) for name, a in feeds.items()})
         compiled = fw.core().compile_model(ov_model, DEVICES[device],  # type: ignore[attr-defined]
-                                           fw.compile_config("fp32"))  # type: ignore[attr-defined]
+                                           fw.compile_config("fp32", hint))  # type: ignore[attr-defined]
     else:
-        compiled = fw.compile(str(path), device, "fp32")  # type: ignore[attr-defined]
+        compiled = fw.compile(str(path), device, "fp32", hint=hint)  # type: ignore[attr-defined]
+    if p.variant != EAGER:  # compile_model is this variant's compile
+        meta["compile"] = {"variant": p.variant, "cold_s": time.perf_counter() - start,
+                           "what": f"compile_model with PERFORMANCE_HINT {hint}"}
     check_executed_precision(compiled, "float32", fw.version or ov.get_version())
     request = compiled.create_infer_request()
     for name, array in feeds.items():
