@@ -27,7 +27,8 @@ def result(variant: str, scale_s: float, seed: int, *, status: str = "ok", valid
         extra["compile"] = {"variant": variant, "cold_s": compile_s[0], "warm_s": compile_s[1],
                             "graph_breaks": 0, "graphs": 1, "break_reasons": []}
         if warm_error:
-            extra["compile"] = extra["compile"] | {"warm_s": None, "warm_error": warm_error}
+            extra["compile"] = extra["compile"] | {"warm_s": None, "warm_error": warm_error,
+                                                   "graph_breaks_error": "explain raised KeyError: 'x'"}
     metrics = Metrics(validity=validity, validity_reason="other processes were busy" if validity else None,
                       **extra)
     ok = status == "ok"
@@ -63,11 +64,12 @@ def test_a_slower_variant_has_no_break_even() -> None:
     assert rows["compile"][3].startswith("0.5") and rows["compile"][6] == "-"
 
 
-def test_a_failed_warm_compile_is_said_and_break_even_has_the_cold_one_only() -> None:
+def test_a_failed_warm_compile_or_explain_is_said_and_break_even_has_the_cold_one_only() -> None:
     rows, notes = rows_of([result("eager", 2e-3, 1), result("compile", 1e-3, 2, compile_s=(10.0, 2.0),
                                                             warm_error="the warm compile raised OSError: disk")])
     assert rows["compile"][5] == "-" and " / " not in rows["compile"][6]
     assert "compile: no warm compile: the warm compile raised OSError: disk" in notes
+    assert "compile: graph breaks not counted: explain raised KeyError: 'x'" in notes
 
 
 def test_no_speedup_from_a_failed_gate_a_contended_side_or_an_unsupported_case() -> None:

@@ -82,6 +82,8 @@ def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
     record = next((r.m.get("compile") for r in rs if r.ok and r.m.get("compile")), None) or {}
     if record.get("warm_error"):
         notes.append(f"{label}: no warm compile: {record['warm_error']}")
+    if record.get("graph_breaks_error"):
+        notes.append(f"{label}: graph breaks not counted: {record['graph_breaks_error']}")
     if "graph_breaks" not in record:
         return "whole graph" if record.get("variant") == "export" else MISSING
     for brk in record.get("break_reasons") or []:

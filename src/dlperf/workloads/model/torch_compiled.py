@@ -221,7 +221,11 @@ def main(argv: list[str]) -> int:
         _, _, warm_s = first_call(torch, net, args, kwargs, p, folder, "warm", call, sync)
         out: dict[str, Any] = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
         if p.variant != "export":
-            out |= graph_breaks(torch, net, args, kwargs)
+            try:
+                out |= graph_breaks(torch, net, args, kwargs)
+            except Exception as exc:  # the warm compile's figures stand without them
+                out["graph_breaks_error"] = f"torch._dynamo.explain raised {type(exc).__name__}: " \
+                                            f"{' '.join(str(exc).split())[:200]}"
     except Exception as exc:
         print(f"the warm compile raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 1
