@@ -7,8 +7,8 @@ Columns: the median per call with its 95% interval (order statistics, repetition
 processes left out), and no speed-up where a side failed, was contended or had too few samples, or where the
 variant failed the correctness gate (the reason said instead); the cold and warm compile times (medians over the
 repetitions, `workloads.model.torch_compiled`); break-even calls: the compile time over the time a call saves
-(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); the
-correctness gate's status.
+(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); memory
+(`peak_above_baseline`) and its ratio to eager's; the correctness gate's status.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table
-from dlperf.units import MISSING, format_time
+from dlperf.units import MISSING, format_mib, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
 
 #: Longest reason a note quotes from the comparison (every process's validity reason can be long).
@@ -33,7 +33,8 @@ Group = tuple[str, str, str, str, int]  # (source label, framework, device, prec
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
         "cold compile: the first call in a worker whose compiler caches start empty; warm: a second fresh "
         "process with those caches filled; break-even: compile time / time saved per call (cold / warm), shown "
-        "only where the whole interval is a speed-up; a FAIL is never a speed-up")
+        "only where the whole interval is a speed-up; memory: the peak above the import baseline (on a CPU the "
+        "worker's resident set, which holds what the compile needed too), x eager's; a FAIL is never a speed-up")
 
 
 def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]]]:
@@ -96,7 +97,8 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
     label, fw, dev, prec, batch = group
     eager = variants.get(EAGER, [])
     header = ["variant", "median", "95% interval", "speed-up vs eager", "cold compile", "warm compile",
-              "break-even calls", "graph breaks", "correctness"]
+              "break-even calls", "graph breaks", "memory (x eager)", "correctness"]
+    eager_mem = peak_above_baseline(eager)
     rows, notes = [], []
     for name, rs in variants.items():
         lat = latency(rs)
@@ -108,7 +110,7 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
             if failed:
                 notes.append(f"{name}: {failed[0].status}: {failed[0].reason}")
             rows.append([name, MISSING, MISSING, f"{MISSING} ({failed[0].status if failed else 'not measured'})"]
-                        + [MISSING] * 4 + [status])
+                        + [MISSING] * 5 + [status])
             continue
         if failed:
             notes.append(f"{name}: {len(failed)} of {len(rs)} repetitions {failed[0].status}: {failed[0].reason}")
@@ -123,7 +125,7 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
                      format_time(cold) if cold is not None else MISSING,
                      format_time(warm) if warm is not None else MISSING,
                      _break_even(eager, lat, cold, warm) if low is not None else MISSING,
-                     _breaks(rs, name, notes), status])
+                     _breaks(rs, name, notes), _memory(rs, eager_mem), status])
     title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
     return [Table(title, header, rows, heading=f"## Compilers: {label}")] + [Note(n) for n in notes]
 
@@ -134,6 +136,27 @@ def _break_even(eager: list[CaseResult], lat: dict[str, Any], cold: float | None
     if saved <= 0 or cold is None:
         return MISSING
     return f"{cold / saved:,.0f}" + (f" / {warm / saved:,.0f}" if warm is not None else "")
+
+
+def peak_above_baseline(rs: list[CaseResult]) -> int | None:
+    """The largest peak over the repetitions: the device allocator's off the CPU, else the worker's resident set
+    above its import baseline (a compiled path's includes what its compile held)."""
+    found = []
+    for r in rs:
+        if not r.ok:
+            continue
+        if r.device != "cpu" and r.m.peak_device_mem_bytes:
+            found.append(int(r.m.peak_device_mem_bytes))
+        elif r.m.peak_rss_bytes is not None and r.m.baseline_rss_bytes is not None:
+            found.append(int(r.m.peak_rss_bytes) - int(r.m.baseline_rss_bytes))
+    return max(found) if found else None
+
+
+def _memory(rs: list[CaseResult], eager: int | None) -> str:
+    mine = peak_above_baseline(rs)
+    if mine is None:
+        return MISSING
+    return format_mib(mine) + (f" ({mine / eager:.2f}x)" if eager else "")
 
 
 def sections(results: list[CaseResult]) -> list[Section]:
