@@ -1,5 +1,5 @@
-"""The compiler variants' report (`dlperf bench --variant`; under the model report's, so in bench, `report` and the
-HTML page): per source, device, precision and batch, each variant against `eager`.
+"""The compiler variants' report (`dlperf bench --variant`; after the model report's in `report.registry`, so in
+bench, `report` and the HTML page): per source, device, precision and batch, each variant against `eager`.
 
 Columns: the median per call with its 95% interval (order statistics, repetitions pooled); the speed-up over eager
 (eager's time over the variant's) with its 95% interval, from `report.compare.compare_case` (the estimators of
@@ -22,6 +22,7 @@ from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table
+from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_mib, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
 
@@ -159,8 +160,9 @@ def _memory(rs: list[CaseResult], eager: int | None) -> str:
     return format_mib(mine) + (f" ({mine / eager:.2f}x)" if eager else "")
 
 
-def sections(results: list[CaseResult]) -> list[Section]:
-    groups = grouped(results)
+def sections(data: ReportData) -> list[Section]:
+    """One table per source, device, precision and batch that has a compiler variant; none otherwise."""
+    groups = grouped(data.results)
     if not any(set(v) - {EAGER} for v in groups.values()):
         return []
     out: list[Section] = []

@@ -14,6 +14,7 @@ from dlperf.report import (
     backends_report,
     cnn_report,
     collectives_report,
+    compiler_report,
     ddp_report,
     inference_report,
     mlp_report,
@@ -37,7 +38,7 @@ REPORTS: dict[str, Callable[[ReportData], list[Section]]] = {
     "serve": serving_report.sections,
     "ddp": ddp_report.sections,
     "collectives": collectives_report.sections,
-    "model": model_report.sections,
+    "model": lambda data: model_report.sections(data) + compiler_report.sections(data),  # + its compilers'
 }
 #: Reports of studies that span workloads, by study name: drawn for a run of that study (after the workloads'
 #: reports, unless one of them is the same report).
