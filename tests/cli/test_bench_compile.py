@@ -121,7 +121,9 @@ def test_the_compiled_path_is_gated_and_reported_against_eager(bench_run) -> Non
     (["--variant", "jit"], "unknown variant 'jit' (known: eager, compile, compile:max-autotune-no-cudagraphs, "
                            "compile:reduce-overhead, export)"),
     (["--variant", "compile", "--framework", "onnxruntime"], "--variant compile is a torch compiler; onnxruntime "
-                                                             "run only the eager variant"),
+                                                             "runs only the eager variant"),
+    (["--variant", "export", "--framework", "onnxruntime", "--framework", "openvino"],
+     "--variant export is a torch compiler; onnxruntime, openvino run only the eager variant"),
 ])
 def test_a_bad_variant_is_one_line_before_anything_runs(user_dir: Path, tmp_path: Path, dlperf_main,
                                                         args: list[str], fragment: str) -> None:

@@ -109,7 +109,6 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
                   highlight=False)
 
 
-
 def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> list[dict[str, object]]:
     """The `exclude` rules that keep the compiler variants on torch (the other frameworks run only eager);
     DlperfError where no framework asked for runs a compiler variant asked for."""
@@ -119,6 +118,6 @@ def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> l
     compilers = [v for v in variants if v != EAGER]
     others = [fw for fw in frameworks if REGISTRY[fw].family not in COMPILER_FAMILIES]
     if compilers and len(others) == len(frameworks):
-        raise DlperfError(f"{source}: --variant {compilers[0]} is a torch compiler; {', '.join(others)} run "
-                          "only the eager variant")
+        raise DlperfError(f"{source}: --variant {compilers[0]} is a torch compiler; {', '.join(others)} "
+                          f"{'runs' if len(others) == 1 else 'run'} only the eager variant")
     return [{"framework": others, "variant": compilers}] if compilers and others else []
