@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any
 
 from dlperf.core.result import CaseResult
 from dlperf.report.compare import COMPARED, NOT_COMPARED, compare_case
@@ -33,9 +32,10 @@ Group = tuple[str, str, str, str, int]  # (source label, framework, device, prec
 
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
         "cold compile: the first call in a worker whose compiler caches start empty; warm: a second fresh "
-        "process with those caches filled; break-even: compile time / time saved per call (cold / warm), shown "
-        "only where the whole interval is a speed-up; memory: the peak above the import baseline (on a CPU the "
-        "worker's resident set, which holds what the compile needed too), x eager's; a FAIL is never a speed-up")
+        "process with those caches filled; break-even: compile time / time saved per call (cold / warm; the "
+        "medians of the processes compared), shown only where the whole interval is a speed-up; memory: the peak "
+        "above the import baseline (on a CPU the worker's resident set, which holds what the compile needed "
+        "too), x eager's; a FAIL is never a speed-up")
 
 
 def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]]]:
@@ -54,8 +54,8 @@ def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]
 
 def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
             notes: list[str], name: str) -> tuple[str, float | None]:
-    """(the speed-up cell, the speed-up's lower bound where the whole interval is one, else None); why there is
-    none goes to `notes`."""
+    """(the speed-up cell, the seconds a call saves where the whole interval is a speed-up, else None: eager's
+    median less the variant's, over the processes compared); why there is no speed-up goes to `notes`."""
     if status == "fail":
         return "FAIL: not comparable", None
     cmp = compare_case("variant", eager, rows)
@@ -71,7 +71,8 @@ def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
     if cmp.ci_low is None or cmp.ci_high is None:
         return f"{1 / cmp.ratio:.2f}x (no interval)", None
     low, high = 1 / cmp.ci_high, 1 / cmp.ci_low
-    return f"{1 / cmp.ratio:.2f}x ({low:.2f}-{high:.2f})", (low if low > 1 else None)
+    saved = cmp.median_a_s - cmp.median_b_s if low > 1 and cmp.median_a_s and cmp.median_b_s else None
+    return f"{1 / cmp.ratio:.2f}x ({low:.2f}-{high:.2f})", saved
 
 
 def _median(rs: list[CaseResult], key: str) -> float | None:
@@ -117,26 +118,25 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
             notes.append(f"{name}: {len(failed)} of {len(rs)} repetitions {failed[0].status}: {failed[0].reason}")
         cold, warm = _median(rs, "cold_s"), _median(rs, "warm_s")
         if name == EAGER:
-            cell, low = "reference", None
+            cell, saved = "reference", None
         elif not eager:
-            cell, low = f"{MISSING} (no eager case)", None
+            cell, saved = f"{MISSING} (no eager case)", None
         else:
-            cell, low = speedup(eager, rs, status, notes, name)
+            cell, saved = speedup(eager, rs, status, notes, name)
         rows.append([name, format_time(lat["median_s"]), _interval(lat), cell,
                      format_time(cold) if cold is not None else MISSING,
                      format_time(warm) if warm is not None else MISSING,
-                     _break_even(eager, lat, cold, warm) if low is not None else MISSING,
+                     _break_even(saved, cold, warm),
                      _breaks(rs, name, notes), _memory(rs, eager_mem), status])
     title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
     return [Table(title, header, rows, heading=f"## Compilers: {label}")] + [Note(n) for n in notes]
 
 
-def _break_even(eager: list[CaseResult], lat: dict[str, Any], cold: float | None, warm: float | None) -> str:
-    ref = latency(eager)
-    saved = ref["median_s"] - lat["median_s"] if ref else 0.0
-    if saved <= 0 or cold is None:
+def _break_even(saved_s: float | None, cold: float | None, warm: float | None) -> str:
+    """Calls until the time saved pays the compile back: cold / warm."""
+    if not saved_s or saved_s <= 0 or cold is None:
         return MISSING
-    return f"{cold / saved:,.0f}" + (f" / {warm / saved:,.0f}" if warm is not None else "")
+    return f"{cold / saved_s:,.0f}" + (f" / {warm / saved_s:,.0f}" if warm is not None else "")
 
 
 def peak_above_baseline(rs: list[CaseResult]) -> int | None:
