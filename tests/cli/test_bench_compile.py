@@ -10,7 +10,9 @@ options before anything runs."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +47,19 @@ def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, list[dict]]]:
+def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[str, list[dict]]]]:
     """(the CLI result, variant -> each repetition's (status, reason, metrics)); eager is not asked for: it runs
-    as the reference of any compiler variant."""
+    as the reference of any compiler variant. TMPDIR is a folder of this test's (removed after): the compile
+    caches' folders and torch's own precompiled headers (`$TMPDIR/torchinductor_$USER`) are made there."""
     db = tmp_path_factory.mktemp("compile-db") / "c.db"
+    tmp = tmp_path_factory.mktemp("compile-tmp")
     res = run_cli("bench", f"{user_dir}/models.py:Breaks", "--input", "x:float32[B,16]",  # eager comes along
                   "--variant", "compile", "--repetitions", "2",
-                  "--budget", "0.2", "--db", str(db), timeout=900)
+                  "--budget", "0.2", "--db", str(db), timeout=900, env={"TMPDIR": str(tmp)})
+    left = sorted(p.name for p in tmp.glob("dlperf-compile-*"))  # a worker's cache folder goes with it
+    shutil.rmtree(tmp, ignore_errors=True)  # torch's precompiled headers: over 100 MB
     assert res.returncode == 0, res.stderr
+    assert not left, left
     with sqlite3.connect(db) as con:
         rows = con.execute("select case_key, repetition, status, reason, metrics from results").fetchall()
     by: dict[str, list[dict]] = {}
@@ -60,7 +67,7 @@ def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
         variant = key.split("variant=")[1].split(",")[0]
         by.setdefault(variant, []).append({"status": status, "reason": reason,
                                            "metrics": json.loads(metrics) if metrics else {}})
-    return res, by
+    yield res, by
 
 
 def test_the_warm_compile_uses_the_cold_ones_cache_and_is_faster(bench_run) -> None:
@@ -83,7 +90,10 @@ def test_two_cold_compiles_do_not_share_a_cache(bench_run) -> None:
     assert first["cold_cache_files_before"] == second["cold_cache_files_before"] == 0
     # the second cold compile of the same case hit nothing: the first one's cache was not its own
     assert second["cold_counters"].get("fxgraph_cache_hit", 0) == 0
-    assert not Path(first["cache_dir"]).exists()  # removed with its worker
+    assert Path(first["cache_dir"]).name.startswith("dlperf-compile-")  # in $TMPDIR, removed with its worker
+    # torch's precompiled headers are not a per-model cache: the first cold compile built them, the second found them
+    assert (first["headers"], second["headers"]) == ("built by the cold compile",
+                                                     "found (torch keeps them for every model)")
 
 
 def test_a_graph_break_is_counted_with_its_reason(bench_run) -> None:
@@ -115,6 +125,9 @@ def test_the_compiled_path_is_gated_and_reported_against_eager(bench_run) -> Non
                                                              "torch)"),
     (["--variant", "ort:basic"], "variant ort:basic is an onnxruntime setting; torch runs eager and its own variants "
                                  "only (add --framework onnxruntime)"),
+    (["--variant", "export", "--framework", "onnxruntime", "--framework", "openvino"],
+     "variant export is a torch compiler; onnxruntime, openvino run eager and their own variants only (add "
+     "--framework torch)"),
 ])
 def test_a_bad_variant_is_one_line_before_anything_runs(user_dir: Path, tmp_path: Path, dlperf_main,
                                                         args: list[str], fragment: str) -> None:

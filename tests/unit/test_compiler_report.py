@@ -27,9 +27,10 @@ def result(variant: str, scale_s: float, seed: int, *, status: str = "ok", valid
         extra["compile"] = {"variant": variant, "cold_s": compile_s[0], "warm_s": compile_s[1],
                             "graph_breaks": 0, "graphs": 1, "break_reasons": []}
         if warm_error:
-            extra["compile"] = extra["compile"] | {"warm_s": None, "warm_error": warm_error}
+            extra["compile"] = extra["compile"] | {"warm_s": None, "warm_error": warm_error,
+                                                   "graph_breaks_error": "explain raised KeyError: 'x'"}
     metrics = Metrics(validity=validity, validity_reason="other processes were busy" if validity else None,
-                      **extra)
+                      peak_rss_bytes=(300 if compile_s else 200) * 2**20, baseline_rss_bytes=100 * 2**20, **extra)
     ok = status == "ok"
     return CaseResult(run_id="r", case_key=f"model/torch/cpu/batch=1,variant={variant}", repetition=seed,
                       workload="model", framework="torch", device="cpu",
@@ -53,6 +54,7 @@ def test_a_faster_variant_has_its_speedup_interval_and_break_even() -> None:
     point, low, high = float(speed.split("x")[0]), *map(float, speed.split("(")[1].rstrip(")").split("-"))
     assert point == pytest.approx(2.0, rel=0.02) and 1.9 < low < point < high < 2.1
     assert rows["compile"][4] == "10 s" and rows["compile"][5] == "2 s"
+    assert rows["compile"][8] == "200 MiB (2.00x)" and rows["eager"][8] == "100 MiB (1.00x)"
     # 1 ms saved per call: 10 s of cold compile is won back after about 10,000 calls, 2 s of warm after 2,000
     cold, warm = (int(x.replace(",", "")) for x in rows["compile"][6].split(" / "))
     assert cold == pytest.approx(10_000, rel=0.05) and warm == pytest.approx(2_000, rel=0.05)
@@ -63,11 +65,12 @@ def test_a_slower_variant_has_no_break_even() -> None:
     assert rows["compile"][3].startswith("0.5") and rows["compile"][6] == "-"
 
 
-def test_a_failed_warm_compile_is_said_and_break_even_has_the_cold_one_only() -> None:
+def test_a_failed_warm_compile_or_explain_is_said_and_break_even_has_the_cold_one_only() -> None:
     rows, notes = rows_of([result("eager", 2e-3, 1), result("compile", 1e-3, 2, compile_s=(10.0, 2.0),
                                                             warm_error="the warm compile raised OSError: disk")])
     assert rows["compile"][5] == "-" and " / " not in rows["compile"][6]
     assert "compile: no warm compile: the warm compile raised OSError: disk" in notes
+    assert "compile: graph breaks not counted: explain raised KeyError: 'x'" in notes
 
 
 def test_no_speedup_from_a_failed_gate_a_contended_side_or_an_unsupported_case() -> None:

@@ -110,7 +110,6 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
                   highlight=False)
 
 
-
 def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> list[dict[str, object]]:
     """The `exclude` rules that keep each variant on the framework that runs it (`variants.RUN_BY`; eager runs on
     all); DlperfError where no framework asked for runs a variant asked for."""

@@ -1,5 +1,5 @@
-"""The compiler variants' report (`dlperf bench --variant`; under the model report's, so in bench, `report` and the
-HTML page): per source, device, precision and batch, each variant against `eager`.
+"""The compiler variants' report (`dlperf bench --variant`; after the model report's in `report.registry`, so in
+bench, `report` and the HTML page): per source, device, precision and batch, each variant against `eager`.
 
 Columns: the median per call with its 95% interval (order statistics, repetitions pooled); the speed-up over eager
 (eager's time over the variant's) with its 95% interval, from `report.compare.compare_case` (the estimators of
@@ -7,22 +7,22 @@ Columns: the median per call with its 95% interval (order statistics, repetition
 processes left out), and no speed-up where a side failed, was contended or had too few samples, or where the
 variant failed the correctness gate (the reason said instead); the cold and warm compile times (medians over the
 repetitions, `workloads.model.torch_compiled`); break-even calls: the compile time over the time a call saves
-(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); the
-correctness gate's status.
+(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); memory
+(`peak_above_baseline`) and its ratio to eager's; the correctness gate's status.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any
 
 from dlperf.analysis.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
 from dlperf.report.sections import Note, Section, Table
-from dlperf.units import MISSING, format_time
+from dlperf.report.study import ReportData
+from dlperf.units import MISSING, format_mib, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
 
 #: Longest reason a note quotes from the comparison (every process's validity reason can be long).
@@ -33,8 +33,10 @@ Group = tuple[str, str, str, str, int]  # (source label, framework, device, prec
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
         "cold compile: the first call in a worker whose compiler caches start empty (onnxruntime, openvino: the "
         "session's creation, compile_model; they keep no cache, so no warm figure); warm: a second fresh "
-        "process with those caches filled; break-even: compile time / time saved per call (cold / warm), shown "
-        "only where the whole interval is a speed-up; a FAIL is never a speed-up")
+        "process with those caches filled; break-even: compile time / time saved per call (cold / warm; the "
+        "medians of the processes compared), shown only where the whole interval is a speed-up; memory: the peak "
+        "above the import baseline (on a CPU the worker's resident set, which holds what the compile needed "
+        "too), x eager's; a FAIL is never a speed-up")
 
 
 def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]]]:
@@ -53,8 +55,8 @@ def grouped(results: list[CaseResult]) -> dict[Group, dict[str, list[CaseResult]
 
 def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
             notes: list[str], name: str) -> tuple[str, float | None]:
-    """(the speed-up cell, the speed-up's lower bound where the whole interval is one, else None); why there is
-    none goes to `notes`."""
+    """(the speed-up cell, the seconds a call saves where the whole interval is a speed-up, else None: eager's
+    median less the variant's, over the processes compared); why there is no speed-up goes to `notes`."""
     if status == "fail":
         return "FAIL: not comparable", None
     cmp = compare_case("variant", eager, rows)
@@ -70,7 +72,8 @@ def speedup(eager: list[CaseResult], rows: list[CaseResult], status: str,
     if cmp.ci_low is None or cmp.ci_high is None:
         return f"{1 / cmp.ratio:.2f}x (no interval)", None
     low, high = 1 / cmp.ci_high, 1 / cmp.ci_low
-    return f"{1 / cmp.ratio:.2f}x ({low:.2f}-{high:.2f})", (low if low > 1 else None)
+    saved = cmp.median_a_s - cmp.median_b_s if low > 1 and cmp.median_a_s and cmp.median_b_s else None
+    return f"{1 / cmp.ratio:.2f}x ({low:.2f}-{high:.2f})", saved
 
 
 def _median(rs: list[CaseResult], key: str) -> float | None:
@@ -83,6 +86,8 @@ def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
     record = next((r.m.get("compile") for r in rs if r.ok and r.m.get("compile")), None) or {}
     if record.get("warm_error"):
         notes.append(f"{label}: no warm compile: {record['warm_error']}")
+    if record.get("graph_breaks_error"):
+        notes.append(f"{label}: graph breaks not counted: {record['graph_breaks_error']}")
     if "graph_breaks" not in record:
         return "whole graph" if record.get("variant") == "export" else MISSING
     for brk in record.get("break_reasons") or []:
@@ -95,7 +100,8 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
     label, fw, dev, prec, batch = group
     eager = variants.get(EAGER, [])
     header = ["variant", "median", "95% interval", "speed-up vs eager", "cold compile", "warm compile",
-              "break-even calls", "graph breaks", "correctness"]
+              "break-even calls", "graph breaks", "memory (x eager)", "correctness"]
+    eager_mem = peak_above_baseline(eager)
     rows, notes = [], []
     for name, rs in variants.items():
         lat = latency(rs)
@@ -107,36 +113,57 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
             if failed:
                 notes.append(f"{name}: {failed[0].status}: {failed[0].reason}")
             rows.append([name, MISSING, MISSING, f"{MISSING} ({failed[0].status if failed else 'not measured'})"]
-                        + [MISSING] * 4 + [status])
+                        + [MISSING] * 5 + [status])
             continue
         if failed:
             notes.append(f"{name}: {len(failed)} of {len(rs)} repetitions {failed[0].status}: {failed[0].reason}")
         cold, warm = _median(rs, "cold_s"), _median(rs, "warm_s")
         if name == EAGER:
-            cell, low = "reference", None
+            cell, saved = "reference", None
         elif not eager:
-            cell, low = f"{MISSING} (no eager case)", None
+            cell, saved = f"{MISSING} (no eager case)", None
         else:
-            cell, low = speedup(eager, rs, status, notes, name)
+            cell, saved = speedup(eager, rs, status, notes, name)
         rows.append([name, format_time(lat["median_s"]), _interval(lat), cell,
                      format_time(cold) if cold is not None else MISSING,
                      format_time(warm) if warm is not None else MISSING,
-                     _break_even(eager, lat, cold, warm) if low is not None else MISSING,
-                     _breaks(rs, name, notes), status])
+                     _break_even(saved, cold, warm),
+                     _breaks(rs, name, notes), _memory(rs, eager_mem), status])
     title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
     return [Table(title, header, rows, heading=f"## Compilers: {label}")] + [Note(n) for n in notes]
 
 
-def _break_even(eager: list[CaseResult], lat: dict[str, Any], cold: float | None, warm: float | None) -> str:
-    ref = latency(eager)
-    saved = ref["median_s"] - lat["median_s"] if ref else 0.0
-    if saved <= 0 or cold is None:
+def _break_even(saved_s: float | None, cold: float | None, warm: float | None) -> str:
+    """Calls until the time saved pays the compile back: cold / warm."""
+    if not saved_s or saved_s <= 0 or cold is None:
         return MISSING
-    return f"{cold / saved:,.0f}" + (f" / {warm / saved:,.0f}" if warm is not None else "")
+    return f"{cold / saved_s:,.0f}" + (f" / {warm / saved_s:,.0f}" if warm is not None else "")
 
 
-def sections(results: list[CaseResult]) -> list[Section]:
-    groups = grouped(results)
+def peak_above_baseline(rs: list[CaseResult]) -> int | None:
+    """The largest peak over the repetitions: the device allocator's off the CPU, else the worker's resident set
+    above its import baseline (a compiled path's includes what its compile held)."""
+    found = []
+    for r in rs:
+        if not r.ok:
+            continue
+        if r.device != "cpu" and r.m.peak_device_mem_bytes:
+            found.append(int(r.m.peak_device_mem_bytes))
+        elif r.m.peak_rss_bytes is not None and r.m.baseline_rss_bytes is not None:
+            found.append(int(r.m.peak_rss_bytes) - int(r.m.baseline_rss_bytes))
+    return max(found) if found else None
+
+
+def _memory(rs: list[CaseResult], eager: int | None) -> str:
+    mine = peak_above_baseline(rs)
+    if mine is None:
+        return MISSING
+    return format_mib(mine) + (f" ({mine / eager:.2f}x)" if eager else "")
+
+
+def sections(data: ReportData) -> list[Section]:
+    """One table per source, device, precision and batch that has a compiler variant; none otherwise."""
+    groups = grouped(data.results)
     if not any(set(v) - {EAGER} for v in groups.values()):
         return []
     out: list[Section] = []

@@ -170,9 +170,6 @@ def sections(data: ReportData) -> list[Section]:
     for label, cases in groups.items():
         out += source_table(data, label, cases)
     out += [Note(GATE_NOTE), Note(ERROR_NOTE), Note(RATIO_NOTE)]
-    from dlperf.report.compiler_report import sections as compiler_sections  # here: it imports this module
-
-    out += compiler_sections(data.results)
     panels = plot_panels(groups)  # the same (framework device precision, batch) keys as the inference study's
     paths = latency_batch_plot(panels, data.plot_dir, stem="model-latency-per-batch")
     if paths:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dlperf.core.status import SHORTENED
+from dlperf.units import NOT_MEASURED, format_time
 
 if TYPE_CHECKING:
     from dlperf.core.result import Metrics
@@ -46,8 +47,6 @@ def verdict_text(m: Metrics) -> str:
 
 def format_metric(value: float | None, unit: str | None) -> str:
     """A LoadGen metric with its unit: a latency in s as a time, a rate with its unit."""
-    from dlperf.units import NOT_MEASURED, format_time
-
     if value is None:
         return NOT_MEASURED
     if unit == "s":

@@ -17,6 +17,7 @@ from dlperf.report import (
     backends_report,
     cnn_report,
     collectives_report,
+    compiler_report,
     ddp_report,
     mlp_report,
     model_report,
@@ -71,7 +72,7 @@ VIEWS: dict[str, WorkloadView] = {
     "ddp": WorkloadView(ddp_report.sections, progress=_ddp_line),
     "collectives": WorkloadView(collectives_report.sections,
                                 progress=lambda r, _state: collectives_report.progress_detail(r)),
-    "model": WorkloadView(model_report.sections),
+    "model": WorkloadView(lambda data: model_report.sections(data) + compiler_report.sections(data)),
 }
 #: A workload with no view of its own: no study report, the default progress line.
 DEFAULT = WorkloadView(lambda data: [])

@@ -20,6 +20,7 @@ from pydantic import Field, field_validator, model_validator
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.model.variants import check_variant, not_run_by, runs
 
 #: The dtype each precision's peak is read for (MFU).
 PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
@@ -52,8 +53,6 @@ class ModelParams(WorkloadParams):
     @field_validator("variant")
     @classmethod
     def _variant(cls, v: str) -> str:
-        from dlperf.workloads.model.variants import check_variant
-
         return check_variant(v)
 
     @field_validator("input")
@@ -94,8 +93,6 @@ class Model(Workload[ModelParams]):
 
     def build(self, fw: Framework, device: str, params: ModelParams) -> Step:
         """The framework's builder; a compiler variant on a framework that has none is unsupported, said why."""
-        from dlperf.workloads.model.variants import not_run_by, runs
-
         if not runs(fw.family, params.variant):
             raise UnsupportedError(not_run_by(fw.name, params.variant))
         return super().build(fw, device, params)

@@ -16,7 +16,7 @@ from dlperf.workloads import runtime_steps as rs
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, quantized
 from dlperf.workloads.model.export import prepared
-from dlperf.workloads.model.torch_model import ModelStep
+from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.model.variants import EAGER, ort_level
 
 WHY_FP32 = ("a runtime runs the exported float32 graph, or its int8 copy from the runtime's own quantizer; dlperf "

@@ -16,7 +16,7 @@ from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, quantized
 from dlperf.workloads.model.onnxruntime_model import info_of, runtime_inputs
-from dlperf.workloads.model.torch_model import ModelStep
+from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.model.variants import EAGER, ov_hint
 
 

@@ -32,10 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlperf.core.scratch import scratch_dir
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate
 from dlperf.workloads.model import prepare as prep
+from dlperf.workloads.model.check import OFFLINE
+from dlperf.workloads.model.step import ModelStep, first_output
 from dlperf.workloads.model.variants import inductor_mode
 
 #: The prefix of a case's compiler cache folder (under the temporary folder, `core.scratch`).
@@ -52,8 +55,6 @@ atexit.register(_KEPT.close)
 
 def cache_folder() -> Path:
     """A new, empty folder for one case's compiler caches, kept until this process exits (module doc)."""
-    from dlperf.core.scratch import scratch_dir
-
     return Path(_KEPT.enter_context(scratch_dir(CACHE_PREFIX)))
 
 
@@ -126,8 +127,6 @@ def header_files() -> int:
 def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, args: Any, kwargs: Any,
           reference: list[Any], verdict: dict[str, Any] | None, info: dict[str, Any], seed: int) -> Step:
     """The compiled variant's step, its cold and warm compile recorded (module doc)."""
-    from dlperf.workloads.model.torch_model import ModelStep, _first
-
     dev_type = torch.device(device).type
     low = torch.bfloat16 if p.precision == "bf16" else None
     sync = fw.sync_fn(device)
@@ -158,14 +157,12 @@ def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, args
             return verdict
         return gate.judge(prep.as_numpy(torch, step()), reference, p.precision)
 
-    return ModelStep(step, lambda: _first(torch, last[0]),
+    return ModelStep(step, lambda: first_output(torch, last[0]),
                      info=info | {"compile": record, "variant": p.variant, "gate": checked})
 
 
 def warm(p: ModelParams, seed: int, device: str, threads: int, folder: Path) -> dict[str, Any]:
     """The warm compile's figures from a fresh process on the filled `folder` (`main`), or its error."""
-    from dlperf.workloads.model.check import OFFLINE
-
     argv = [sys.executable, "-m", "dlperf.workloads.model.torch_compiled", p.model_dump_json(), str(seed), device,
             str(threads), str(folder)]
     try:
@@ -221,7 +218,11 @@ def main(argv: list[str]) -> int:
         _, _, warm_s = first_call(torch, net, args, kwargs, p, folder, "warm", call, sync)
         out: dict[str, Any] = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
         if p.variant != "export":
-            out |= graph_breaks(torch, net, args, kwargs)
+            try:
+                out |= graph_breaks(torch, net, args, kwargs)
+            except Exception as exc:  # the warm compile's figures stand without them
+                out["graph_breaks_error"] = f"torch._dynamo.explain raised {type(exc).__name__}: " \
+                                            f"{' '.join(str(exc).split())[:200]}"
     except Exception as exc:
         print(f"the warm compile raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 1

@@ -19,20 +19,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams, gate, quantized
+from dlperf.workloads.model import ModelParams, gate, quantized, torch_compiled
 from dlperf.workloads.model import prepare as prep
-
-
-@dataclass(frozen=True)
-class ModelStep(Step):
-    """A Step with the model's own figures (`Model.extra_metrics` reads them; `gate` is called after timing)."""
-
-    info: dict[str, Any] = field(default_factory=dict)
+from dlperf.workloads.model.step import ModelStep, first_output
 
 
 def case_seed(fw: Framework) -> int:
@@ -50,9 +43,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     quantized.check_device(p, dev_type)
     quantized.check_task(p)
     if p.variant != "eager":  # what this variant cannot run here, said before anything is built
-        from dlperf.workloads.model.torch_compiled import check
-
-        check(p, dev_type, torch)
+        torch_compiled.check(p, dev_type, torch)
         if p.precision == "int8":
             raise UnsupportedError(f"variant {p.variant} with int8: dlperf compiles the float module only (torch's "
                                    "dynamically quantized Linear is eager's int8 path)")
@@ -75,8 +66,6 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
                             "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
     if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward, as every path's
-        from dlperf.workloads.model import torch_compiled
-
         info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
         return torch_compiled.build(torch, fw, device, p, net, args, kwargs, first, verdict, info, case_seed(fw))
     if p.precision == "int8":
@@ -98,17 +87,10 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
         # FLOPs of the eager module (FlopCounterMode counts no quantized kernel): the same figure on every path
         info["flops_per_call"] = prep.count_flops(torch, step if p.precision != "int8" else lambda: forward(False))
-        return ModelStep(step, lambda: _first(torch, last[0]), info=info | {"gate": checked})
+        return ModelStep(step, lambda: first_output(torch, last[0]), info=info | {"gate": checked})
     if p.task == "train":
         return _train(torch, net, pr, args, kwargs, p, dev_type, low, info, verdict)
     return _generate(torch, fw, net, pr, args, kwargs, p, info, verdict)
-
-
-def _first(torch: Any, out: Any) -> Any:
-    import numpy as np
-
-    arrays = prep.as_numpy(torch, out) if out is not None else []
-    return arrays[0] if arrays else np.array([])
 
 
 def default_loss(torch: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any], vocab: int | None) -> Any:
@@ -149,7 +131,7 @@ def _train(torch: Any, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams
     info["flops_per_call"] = prep.count_flops(torch, step)
     why = verdict or gate.not_checked("a training step changes the weights; its forward is checked by the "
                                       "infer task")
-    return ModelStep(step, lambda: _first(torch, last[0]), info=info | {"gate": lambda: why})
+    return ModelStep(step, lambda: first_output(torch, last[0]), info=info | {"gate": lambda: why})
 
 
 def _generate(torch: Any, fw: Framework, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams,
@@ -183,7 +165,7 @@ def _generate(torch: Any, fw: Framework, net: Any, pr: Any, args: Any, kwargs: A
     info["flops_per_call"] = prep.count_flops(torch, step)
     phases.clear()
     why = verdict or {"status": "reference", "reason": "the eager fp32 path is the reference (its two runs agree)"}
-    return ModelStep(step, lambda: _first(torch, last[0]), call_phases=lambda: [dict(d) for d in phases],
+    return ModelStep(step, lambda: first_output(torch, last[0]), call_phases=lambda: [dict(d) for d in phases],
                      info=info | {"gate": lambda: why, "prompt_len": prompt_len, "new_tokens": new})
 
 

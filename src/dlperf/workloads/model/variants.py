@@ -56,7 +56,9 @@ def not_run_by(framework: str, name: str) -> str:
     owner = RUN_BY.get(name, "another framework")
     what = "a torch compiler" if owner == "torch" else f"an {owner} setting" if owner[0] in "aeiou" else \
         f"a {owner} setting"
-    return f"variant {name} is {what}; {framework} runs eager and its own variants only"
+    several = ", " in framework  # bench names every framework it was given at once
+    return (f"variant {name} is {what}; {framework} {'run' if several else 'runs'} eager and "
+            f"{'their' if several else 'its'} own variants only")
 
 
 def ort_level(name: str) -> str:
