@@ -99,3 +99,28 @@ def test_a_runtime_refuses_a_compiler_variant_with_the_reason() -> None:
         w.build(get_framework("onnxruntime"), "cpu", params)
     with pytest.raises(ValueError, match="unknown variant 'xla'"):
         w.parse({"source": "dlperf:lenet5", "variant": "xla"})
+
+
+def test_the_speedup_against_batch_is_plotted_where_a_variant_ran_at_two_batches(tmp_path) -> None:
+    """Batch 1: compile 2x faster; batch 8: 1.25x; its points carry those speed-ups with intervals around them,
+    and the figure is written. A variant at one batch only has no line (nothing to draw against batch)."""
+    from dlperf.report.compiler_report import sections, speedup_points
+    from dlperf.report.sections import Figure
+    from tests.factories import report_data
+
+    def at(r: CaseResult, batch: int) -> CaseResult:
+        key = r.case_key.replace("batch=1", f"batch={batch}")
+        return r.model_copy(update={"params": r.params | {"batch": batch}, "case_key": key})
+
+    rows = [result("eager", 2e-3, 1), result("compile", 1e-3, 2, compile_s=(10.0, 2.0)),
+            at(result("eager", 8e-3, 3), 8), at(result("compile", 6.4e-3, 4, compile_s=(10.0, 2.0)), 8),
+            result("export", 1.5e-3, 5, compile_s=(20.0, 5.0))]
+    points = speedup_points(grouped(rows))
+    ((title, lines),) = points.items()
+    assert title == "m.py:Net (infer): torch cpu fp32" and set(lines) == {"compile", "export"}
+    (b1, s1, lo1, hi1), (b8, s8, lo8, hi8) = sorted(lines["compile"])
+    assert (b1, b8) == (1, 8) and s1 == pytest.approx(2.0, rel=0.02) and s8 == pytest.approx(1.25, rel=0.02)
+    assert lo1 < s1 < hi1 and lo8 < s8 < hi8
+    out = sections(report_data(rows, plot_dir=tmp_path))
+    (fig,) = [s for s in out if isinstance(s, Figure)]
+    assert all(p.stat().st_size > 0 for p in fig.paths) and {p.suffix for p in fig.paths} == {".png", ".svg"}

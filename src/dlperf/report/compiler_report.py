@@ -18,9 +18,10 @@ from collections import defaultdict
 
 from dlperf.analysis.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.core.result import CaseResult
+from dlperf.report.compiler_plots import Point, speedup_batch_plot
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
-from dlperf.report.sections import Note, Section, Table
+from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_mib, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
@@ -161,14 +162,33 @@ def _memory(rs: list[CaseResult], eager: int | None) -> str:
     return format_mib(mine) + (f" ({mine / eager:.2f}x)" if eager else "")
 
 
+def speedup_points(groups: dict[Group, dict[str, list[CaseResult]]]) -> dict[str, dict[str, list[Point]]]:
+    """Per source, framework, device and precision: each variant's (batch, speed-up, 95% low, high) where it has
+    an interval (a failed gate, a contended or failed side: no point, as in the table)."""
+    panels: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    for (label, fw, dev, prec, batch), variants in groups.items():
+        eager = variants.get(EAGER, [])
+        for name, rows in variants.items():
+            if name == EAGER or not eager or gate_status(rows)[0] == "fail":
+                continue
+            cmp = compare_case("variant", eager, rows)
+            if cmp.verdict in COMPARED and cmp.ratio and cmp.ci_low and cmp.ci_high:
+                panels[f"{label}: {fw} {dev} {prec}"][name].append((batch, 1 / cmp.ratio, 1 / cmp.ci_high,
+                                                                     1 / cmp.ci_low))
+    return {t: dict(v) for t, v in panels.items()}
+
+
 def sections(data: ReportData) -> list[Section]:
-    """One table per source, device, precision and batch that has a compiler variant; none otherwise."""
+    """One table per source, device, precision and batch that has a compiler variant, and the speed-up against
+    batch where a variant ran at two batches or more; none without a compiler variant."""
     groups = grouped(data.results)
     if not any(set(v) - {EAGER} for v in groups.values()):
         return []
     out: list[Section] = []
     for group, variants in groups.items():
         out += group_table(group, variants)
+    paths = speedup_batch_plot(speedup_points(groups), data.plot_dir)
+    if paths:
+        out.append(Figure(paths, "each variant's speed-up over eager against batch size (95% intervals)",
+                          heading="## Compiler speed-up against batch size"))
     return out + [Note(NOTE)]
-
-
