@@ -186,7 +186,8 @@ def sections(data: ReportData) -> list[Section]:
         return []
     out: list[Section] = []
     for group, variants in groups.items():
-        out += group_table(group, variants)
+        if set(variants) - {EAGER}:  # a group of eager alone (an int8 path, say) has nothing to compare here
+            out += group_table(group, variants)
     paths = speedup_batch_plot(speedup_points(groups), data.plot_dir)
     if paths:
         out.append(Figure(paths, "each variant's speed-up over eager against batch size (95% intervals)",
