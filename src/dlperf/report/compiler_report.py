@@ -131,7 +131,8 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
                      _break_even(saved, cold, warm),
                      _breaks(rs, name, notes), _memory(rs, eager_mem), status])
     title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
-    return [Table(title, header, rows, heading=f"## Compilers: {label}")] + [Note(n) for n in notes]
+    out: list[Section] = [Table(title, header, rows, heading=f"## Compilers: {label}")]
+    return out + [Note(n) for n in notes]
 
 
 def _break_even(saved_s: float | None, cold: float | None, warm: float | None) -> str:

@@ -119,7 +119,11 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
     header = ["framework", "device", "precision", "batch", "median", "95% interval", "p90 (b=1)", "p99 (b=1)",
               "samples/s", "vs reference", "memory", "MFU", "correctness"]
     lats = {k: latency(rs) for k, rs in cases.items()}
-    rows, notes, sources, fails, int8s = [], [], set(), [], []
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    sources: set[str] = set()
+    fails: list[str] = []
+    int8s: list[str] = []
     for (fw, dev, prec, batch), rs in cases.items():
         lat = lats[(fw, dev, prec, batch)]
         mark = failure_mark(notes, f"{fw} {dev} {prec} batch {batch}", rs, lat is not None)

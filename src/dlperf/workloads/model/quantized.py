@@ -153,7 +153,7 @@ def ov_int8(fw: Any, path: Path, device: str, feeds: dict[str, Any] | None = Non
     except Exception as exc:
         raise UnsupportedError(f"nncf.compress_weights failed on this model: {_short(exc)}") from None
     compiled = fw.core().compile_model(model, DEVICES[device], fw.compile_config("fp32"))
-    executed = Counter()
+    executed: Counter[tuple[str, str]] = Counter()
     for node in compiled.get_runtime_model().get_ordered_ops():
         rt = node.get_rt_info()
         layer, prec = rt["layerType"].astype(str), rt["runtimePrecision"].astype(str)
