@@ -15,6 +15,7 @@ from dlperf.report import (
     backends_report,
     cnn_report,
     collectives_report,
+    compiler_modes_report,
     ddp_report,
     inference_report,
     mlp_report,
@@ -45,6 +46,7 @@ STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
     "serving": serving_report.sections,
     inference_report.STUDY: inference_report.sections,
     "inference_transformer": inference_report.sections,
+    **{name: compiler_modes_report.sections for name in compiler_modes_report.STUDIES},
 }
 
 
