@@ -53,6 +53,15 @@ def test_transformer_agrees_with_the_reference_mode(reference, mode, task):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("task", ["train", "infer"])
+def test_cnn_under_xla_agrees_with_the_graph(task):
+    raw = {"model": "lenet5", "task": task, "batch": 4}
+    want = run_steps("cnn", "tensorflow", calls=2, **raw)
+    got = run_steps("cnn", "tensorflow-xla", calls=2, **raw)
+    assert want.shape == got.shape and want.size > 0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
 def test_xla_generation_equals_graph_generation():
     raw = {"model": "gpt2-tiny", "task": "generate", "batch": 2, "prompt_len": 4, "new_tokens": 3, "kv_cache": True}
     np.testing.assert_array_equal(run_steps("transformer", "tensorflow-xla", calls=1, **raw),

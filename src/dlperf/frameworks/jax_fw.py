@@ -51,19 +51,20 @@ class JaxFramework(Framework):
         return out
 
     def prepare(self, fn: Callable[[], Any], device: str) -> tuple[Callable[[], Any], Callable[[], None]]:
-        if not self.jit:
-            def step() -> Any:
-                with self.mode():
-                    self._last = fn()
-                return self._last
-
-            return step, lambda: self.sync(device)
-
         def step() -> Any:
             self._last = fn()
             return self._last
 
-        return step, lambda: self.sync(device)
+        if self.jit:
+            return step, lambda: self.sync(device)
+        disable_jit = self.import_module().disable_jit  # bound once: the step pays only the context's own cost
+
+        def step_nojit() -> Any:
+            with disable_jit():
+                self._last = fn()
+            return self._last
+
+        return step_nojit, lambda: self.sync(device)
 
     def mode(self) -> contextlib.AbstractContextManager[Any]:
         """The context a call runs in: `jax.disable_jit()` for `jax-nojit`, nothing for `jax`. Calls outside

@@ -107,7 +107,8 @@ def times_table(groups: dict[Group, dict[str, list[CaseResult]]], notes: list[st
 
 
 def speedup_table(groups: dict[Group, dict[str, list[CaseResult]]], notes: list[str]) -> Table:
-    rows, missing = [], defaultdict(list)
+    rows: list[list[str]] = []
+    missing: dict[str, list[str]] = defaultdict(list)
     for (device, label), modes in groups.items():
         for mode, base, what in PAIRS:
             if mode not in modes or base not in modes:
