@@ -25,16 +25,18 @@ from dlperf.workloads import get_workload
 #: Workload -> the frameworks that run it (what `dlperf list` shows).
 MATRIX: dict[str, list[str]] = {
     "backends": ["nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "torch"],
-    "cnn": ["caffe", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "torch"],
+    "cnn": ["caffe", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "tensorflow-xla", "torch"],
     "collectives": ["torch"],
     "ddp": ["torch"],
     "faults": ["numpy"],
-    "mlp": ["jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor", "tensorflow",
-            "tensorflow-eager", "theano", "torch"],
-    "ops": ["cupy", "jax", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "onnxruntime",
-            "openvino", "pytensor", "tensorflow", "tensorflow-eager", "theano", "torch"],
+    "mlp": ["jax", "jax-nojit", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy", "pytensor",
+            "tensorflow", "tensorflow-eager", "tensorflow-xla", "theano", "torch"],
+    "ops": ["cupy", "jax", "jax-nojit", "nn-cuda", "nn-cuda-cublas", "nn-sequential", "nn-vectorized", "numpy",
+            "onnxruntime", "openvino", "pytensor", "tensorflow", "tensorflow-eager", "tensorflow-xla", "theano",
+            "torch"],
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
-    "transformer": ["jax", "numpy", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "torch"],
+    "transformer": ["jax", "jax-nojit", "numpy", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager",
+                    "tensorflow-xla", "torch"],
     "model": ["onnxruntime", "openvino", "torch"],
 }
 #: `serve` has no builder modules of its own: it serves the inference steps of these workloads' builders.

@@ -13,8 +13,8 @@ from dlperf.workloads import get_workload
 from dlperf.workloads.ops import spec
 from tests.conftest import torch_counted_flops
 
-FRAMEWORKS = ["numpy", "torch", "tensorflow", "tensorflow-eager", "jax", "pytensor", "nn-vectorized", "nn-sequential",
-              "onnxruntime", "openvino"]
+FRAMEWORKS = ["numpy", "torch", "tensorflow", "tensorflow-eager", "tensorflow-xla", "jax", "pytensor", "nn-vectorized",
+              "nn-sequential", "onnxruntime", "openvino"]
 #: (framework, op) pairs that are unsupported, each with the reason its builder gives.
 KNOWN_GAPS = {("pytensor", "conv2d"), ("nn-vectorized", "softmax"), ("nn-sequential", "softmax")}
 W = get_workload("ops")

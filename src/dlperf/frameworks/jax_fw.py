@@ -1,4 +1,6 @@
-"""JAX: jitted steps; completion is awaited with `block_until_ready` on the step's last output.
+"""JAX: jitted steps (`jax`), or the same steps with jit off (`jax-nojit`: each call inside `jax.disable_jit()`,
+so every `jax.jit` the builders and models apply runs op by op); completion is awaited with `block_until_ready`
+on the step's last output.
 
 JAX has no device-wide sync, so `prepare()` wraps the step to keep its last
 output and `sync()` blocks on it: work on a device runs in order, so when the
@@ -8,6 +10,7 @@ last output is ready, all of the block is. GPU pre-allocation is switched off
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +24,8 @@ class JaxFramework(Framework):
     module = "jax"
     distributions = ("jax",)
     extra = "jax"
+    #: False: every call of the prepared step runs inside `jax.disable_jit()` (`jax-nojit`).
+    jit = True
 
     def __init__(self) -> None:
         self._last: Any = None
@@ -50,7 +55,21 @@ class JaxFramework(Framework):
             self._last = fn()
             return self._last
 
-        return step, lambda: self.sync(device)
+        if self.jit:
+            return step, lambda: self.sync(device)
+        disable_jit = self.import_module().disable_jit  # bound once: the step pays only the context's own cost
+
+        def step_nojit() -> Any:
+            with disable_jit():
+                self._last = fn()
+            return self._last
+
+        return step_nojit, lambda: self.sync(device)
+
+    def mode(self) -> contextlib.AbstractContextManager[Any]:
+        """The context a call runs in: `jax.disable_jit()` for `jax-nojit`, nothing for `jax`. Calls outside
+        `prepare`'s step (a Step's `predict`) enter it themselves, so no path runs the other mode."""
+        return contextlib.nullcontext() if self.jit else self.import_module().disable_jit()
 
     def sync(self, device: str) -> None:
         if self._last is not None:
@@ -84,5 +103,12 @@ class JaxFramework(Framework):
             "version": jax.__version__,
             "jaxlib": jaxlib.__version__,
             "backend": jax.default_backend(),
+            "mode": "jit" if self.jit else "no-jit (jax.disable_jit)",
             "threads": "not controlled (XLA sizes its CPU pool at start)",
         }
+
+
+class JaxNojitFramework(JaxFramework):
+    name = "jax-nojit"
+    family = "jax"
+    jit = False

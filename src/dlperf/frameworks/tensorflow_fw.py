@@ -1,4 +1,5 @@
-"""TensorFlow: `tensorflow` runs steps as `tf.function` graphs, `tensorflow-eager` op by op.
+"""TensorFlow: `tensorflow` runs steps as `tf.function` graphs, `tensorflow-xla` as graphs XLA compiles
+(`tf.function(jit_compile=True)`), `tensorflow-eager` op by op. The builders ask `compile_step` for the mode.
 
 GPU memory growth is switched on before TensorFlow touches a GPU, so that its
 allocator does not grab all memory up front and its peak is an honest figure.
@@ -7,6 +8,7 @@ allocator does not grab all memory up front and its peak is an honest figure.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from dlperf.frameworks.base import Framework, no_sync
@@ -19,6 +21,18 @@ def tf_device(device: str) -> str:
     return "/CPU:0"
 
 
+def compile_step(fw: Framework, fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    """`fn` as `fw`'s mode runs it: a `tf.function` graph (`tensorflow`), one XLA compiles whole
+    (`tensorflow-xla`: jit_compile=True, so an op XLA cannot compile is an error, never a silent fallback),
+    or `fn` itself (`tensorflow-eager`). `kwargs` go to tf.function (an input_signature)."""
+    if not getattr(fw, "graph", True):
+        return fn
+    tf = fw.import_module()
+    if getattr(fw, "jit_compile", False):
+        return tf.function(fn, jit_compile=True, **kwargs)
+    return tf.function(fn, **kwargs)
+
+
 class TensorflowFramework(Framework):
     name = "tensorflow"
     family = "tensorflow"
@@ -27,6 +41,8 @@ class TensorflowFramework(Framework):
     extra = "tensorflow"
     #: True: steps are wrapped in tf.function (graph); False: eager.
     graph = True
+    #: True: the graphs are compiled by XLA (tf.function(jit_compile=True)); only with `graph`.
+    jit_compile = False
 
     def import_module(self) -> Any:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -95,7 +111,8 @@ class TensorflowFramework(Framework):
         build = dict(tf.sysconfig.get_build_info())
         return {
             "version": tf.__version__,
-            "mode": "tf.function" if self.graph else "eager",
+            "mode": ("tf.function(jit_compile=True)" if self.jit_compile else "tf.function") if self.graph
+            else "eager",
             "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 CPUs)"),
             "cuda": build.get("cuda_version"),
             "cudnn": build.get("cudnn_version"),
@@ -107,3 +124,9 @@ class TensorflowEagerFramework(TensorflowFramework):
     name = "tensorflow-eager"
     family = "tensorflow"
     graph = False
+
+
+class TensorflowXlaFramework(TensorflowFramework):
+    name = "tensorflow-xla"
+    family = "tensorflow"
+    jit_compile = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from dlperf.analysis.machines import MachineShare, share_names
-from dlperf.report import inference_report, serving_report
+from dlperf.report import compiler_modes_report, inference_report, serving_report
 from dlperf.report.sections import Heading, Note, Section
 from dlperf.report.study import ReportData
 from dlperf.report.views import VIEWS
@@ -24,6 +24,7 @@ STUDIES: dict[str, Callable[[ReportData], list[Section]]] = {
     "serving": serving_report.sections,
     inference_report.STUDY: inference_report.sections,
     "inference_transformer": inference_report.sections,
+    **{name: compiler_modes_report.sections for name in compiler_modes_report.STUDIES},
 }
 
 

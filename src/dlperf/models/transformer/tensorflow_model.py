@@ -229,7 +229,7 @@ class Generator:
     (a Python body runs once per trace in graph mode, once per call in eager)."""
 
     def __init__(self, model: Decoder, batch: int, prompt_len: int, new_tokens: int, *, kv_cache: bool,
-                 graph: bool) -> None:
+                 graph: bool, jit_compile: bool = False) -> None:
         cfg = model.cfg
         if prompt_len + new_tokens > cfg.max_positions:
             raise ValueError(f"{prompt_len} + {new_tokens} tokens exceed the context of {cfg.max_positions}")
@@ -243,10 +243,11 @@ class Generator:
         self._prefill, self._decode = self._prefill_py, self._decode_py
         if graph:
             seq = tf.TensorSpec((batch, None), tf.int32)
-            self._prefill = tf.function(self._prefill_py, input_signature=[seq])
+            xla = {"jit_compile": True} if jit_compile else {}
+            self._prefill = tf.function(self._prefill_py, input_signature=[seq], **xla)
             self._decode = (tf.function(self._decode_py, input_signature=[tf.TensorSpec((batch,), tf.int32),
-                                                                           tf.TensorSpec((), tf.int32)])
-                            if kv_cache else tf.function(self._decode_py, input_signature=[seq]))
+                                                                           tf.TensorSpec((), tf.int32)], **xla)
+                            if kv_cache else tf.function(self._decode_py, input_signature=[seq], **xla))
 
     def _prefill_py(self, tokens: Any) -> Any:
         self.traces["prefill"] += 1

@@ -1,4 +1,5 @@
-"""The CNN in TensorFlow/Keras (NHWC; tf.function for `tensorflow`, eager for `tensorflow-eager`).
+"""The CNN in TensorFlow/Keras (NHWC; tf.function for `tensorflow`, with XLA for `tensorflow-xla`,
+eager for `tensorflow-eager`: `compile_step`).
 
 Training: one GradientTape step. Inference (`task: infer`): the model called with training=False (dropout off),
 the logits cast to float32 and copied to the host (`.numpy()`, which waits for the device); `Step.predict` does
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.frameworks import Framework
-from dlperf.frameworks.tensorflow_fw import tf_device
+from dlperf.frameworks.tensorflow_fw import compile_step, tf_device
 from dlperf.models import tensorflow_models
 from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.cnn import CnnParams
@@ -28,7 +29,6 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
     size = p.size()
     dev = tf_device(device)
     on_gpu = device.startswith("cuda")
-    graph = bool(getattr(fw, "graph", True))
     previous = keras.mixed_precision.global_policy()
     if p.precision == "amp":  # layers take the policy when built; restored after, so nothing else inherits it
         keras.mixed_precision.set_global_policy("mixed_float16" if on_gpu else "mixed_bfloat16")
@@ -41,14 +41,14 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
         x = tf.constant(rng.standard_normal((p.batch, size, size, model_spec.in_channels), dtype=np.float32))
         y = tf.constant(rng.integers(0, p.classes(), p.batch), dtype=tf.int32)
     if p.task == "infer":
-        return _infer(tf, model, x, dev, graph)
+        return _infer(fw, model, x, dev)
     with tf.device(dev):
         opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)
         if p.precision == "amp" and on_gpu:
             opt = keras.mixed_precision.LossScaleOptimizer(opt)
         opt.build(model.trainable_variables)
     train = train_step(tf, model, opt, x, y, scaled=isinstance(opt, keras.mixed_precision.LossScaleOptimizer))
-    compiled = tf.function(train) if graph else train
+    compiled = compile_step(fw, train)
     last: list[Any] = [None]
 
     def step() -> Any:
@@ -59,7 +59,8 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
     return Step(step, lambda: np.array([float(last[0])]) if last[0] is not None else np.array([]))
 
 
-def _infer(tf: Any, model: Any, x: Any, dev: str, graph: bool) -> Step:
+def _infer(fw: Framework, model: Any, x: Any, dev: str) -> Step:
+    tf = fw.import_module()
     batch = int(x.shape[0])
 
     def forward(inputs: Any) -> Any:
@@ -67,7 +68,7 @@ def _infer(tf: Any, model: Any, x: Any, dev: str, graph: bool) -> Step:
 
     # tf.function traces once per input shape: the full batch once, and each new n of `predict` once more (its
     # first call is slower, later calls of that n reuse the trace)
-    compiled = tf.function(forward) if graph else forward
+    compiled = compile_step(fw, forward)
     firsts: dict[int, Any] = {}  # the first n images, sliced once per n (outside later calls)
     last: list[np.ndarray | None] = [None]
 

@@ -1,5 +1,5 @@
 """The two-layer net in TensorFlow: `tensors` (hand-written gradients) and `autograd` (GradientTape),
-each a tf.function (or eager, for `tensorflow-eager`)."""
+each a tf.function (XLA-compiled for `tensorflow-xla`, eager for `tensorflow-eager`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
-from dlperf.frameworks.tensorflow_fw import tf_device
+from dlperf.frameworks.tensorflow_fw import compile_step, tf_device
 from dlperf.workloads.base import Step
 from dlperf.workloads.mlp import MlpParams
 
@@ -45,7 +45,7 @@ def build(fw: Framework, device: str, p: MlpParams) -> Step:
             w2.assign_sub(lr * g2)
             return loss
 
-    compiled = tf.function(train) if getattr(fw, "graph", True) else train
+    compiled = compile_step(fw, train)
     losses: list[Any] = []
 
     def step() -> Any:

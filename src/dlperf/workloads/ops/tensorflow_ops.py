@@ -1,4 +1,5 @@
-"""The ops in TensorFlow, as a tf.function graph (`tensorflow`) or eagerly (`tensorflow-eager`).
+"""The ops in TensorFlow, as a tf.function graph (`tensorflow`), compiled by XLA (`tensorflow-xla`) or eagerly
+(`tensorflow-eager`).
 
 Inputs are tf.Variables, so graph optimisation cannot fold the op into a
 constant. conv2d runs in NHWC, the layout TensorFlow supports on CPU; the
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.frameworks import Framework
-from dlperf.frameworks.tensorflow_fw import tf_device
+from dlperf.frameworks.tensorflow_fw import compile_step, tf_device
 from dlperf.workloads.base import Step
 from dlperf.workloads.ops import OpsParams
 from dlperf.workloads.ops.spec import LAYERNORM_EPS, SCALAR
@@ -34,8 +35,7 @@ def build(fw: Framework, device: str, p: OpsParams) -> Step:
         x = {k: tf.Variable(tf.cast(tf.constant(v), dt), trainable=False) for k, v in arrays.items()}
         s = tf.constant(SCALAR, dtype=dt)
         body = _attention(tf, x, dt, bool(p.causal)) if op == "attention" else _bodies(tf, x, s, op)
-    graph = getattr(fw, "graph", True)
-    compiled = tf.function(body) if graph else body
+    compiled = compile_step(fw, body)
     kept: list[Any] = [None]
 
     def step() -> Any:

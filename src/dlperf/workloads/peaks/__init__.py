@@ -53,8 +53,9 @@ class Peaks(Workload[PeaksParams]):
     name = "peaks"
     description = "achievable peaks: large GEMM, STREAM-like copy and triad"
     Params = PeaksParams
-    #: Not offered as tensorflow-eager: its TensorFlow builder always compiles with tf.function.
-    excluded_frameworks = frozenset({"tensorflow-eager"})
+    #: Not offered as tensorflow-eager: its TensorFlow builder always compiles with tf.function; nor as the compiler
+    #: modes tensorflow-xla and jax-nojit: a peak is the hardware's figure, one kernel whichever compiler calls it.
+    excluded_frameworks = frozenset({"tensorflow-eager", "tensorflow-xla", "jax-nojit"})
 
     def cost(self, params: PeaksParams) -> Cost:
         n = elements(params)

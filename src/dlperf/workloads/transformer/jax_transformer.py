@@ -6,7 +6,8 @@
   and AdamW's state stay float32. fp16 adds dynamic loss scaling (torch GradScaler's defaults: 2**16, halved
   and the update skipped on an inf/NaN gradient, doubled after 2000 clean steps); bf16 needs none.
   fp32 asks every product for `Precision.HIGHEST` (no TF32 on a GPU).
-- infer: the jitted forward pass (all logits); `Step.predict(n)` runs it on the first n sequences.
+- infer: the jitted forward pass (all logits); `Step.predict(n)` runs it on the first n sequences (in the
+  adapter's mode: `jax-nojit` runs it with jit disabled, as `prepare` does the timed step).
 - generate: greedy decoding with or without the KV cache (one `jax_model.KVCache` allocated when the step is
   built, donated to every call's prefill and kept from it); each call records {"ttft_s", "decode_s"}: the clock
   reads after token 1 is ready on the device (block_until_ready) and after the last one.
@@ -16,6 +17,8 @@ Inputs and weights are put on `fw.jax_device(device)` before timing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -38,7 +41,7 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
     if p.task == "train":
         return _train(model, p)
     if p.task == "infer":
-        return _infer(model, p)
+        return _infer(model, p, fw.mode)  # type: ignore[attr-defined]
     return _generate(model, p)
 
 
@@ -49,7 +52,7 @@ def _put(model: Any, a: np.ndarray) -> Any:
     return jax.device_put(jnp.asarray(a, dtype=jnp.int32), model.device)
 
 
-def _infer(model: Any, p: TransformerParams) -> Step:
+def _infer(model: Any, p: TransformerParams, mode: Callable[[], AbstractContextManager[Any]]) -> Step:
     assert p.seq_len is not None
     tokens = _put(model, make_tokens(model.cfg, p.batch, p.seq_len))
     forward, params, kept = model.fns["forward"], model.params, [None]
@@ -66,7 +69,8 @@ def _infer(model: Any, p: TransformerParams) -> Step:
         n = check_predict_n(n, p.batch)
         if n not in firsts:
             firsts[n] = tokens if n == p.batch else tokens[:n]
-        return np.asarray(forward(params, firsts[n]), dtype=np.float32)
+        with mode():
+            return np.asarray(forward(params, firsts[n]), dtype=np.float32)
 
     return Step(step, lambda: np.asarray(kept[0], dtype=np.float64), predict=predict)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.frameworks import Framework, UnsupportedError
-from dlperf.frameworks.tensorflow_fw import tf_device
+from dlperf.frameworks.tensorflow_fw import compile_step, tf_device
 from dlperf.models.transformer import init_weights, make_labels, make_tokens
 from dlperf.workloads.base import Step, check_predict_n
 from dlperf.workloads.keras_steps import train_step
@@ -68,7 +68,8 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
     if p.task == "generate":
         assert p.prompt_len is not None and p.new_tokens is not None
         with tf.device(dev):
-            gen = tm.Generator(model, p.batch, p.prompt_len, p.new_tokens, kv_cache=p.kv_cache, graph=graph)
+            gen = tm.Generator(model, p.batch, p.prompt_len, p.new_tokens, kv_cache=p.kv_cache, graph=graph,
+                               jit_compile=bool(getattr(fw, "jit_compile", False)))
             prompt = tf.constant(make_tokens(cfg, p.batch, p.prompt_len).astype(np.int32))
         phases: list[dict[str, float]] = []
         generated: list[np.ndarray] = []
@@ -99,7 +100,7 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
             return model(tokens)
 
         # tf.function traces once per input shape: `predict`'s first call of each new n traces again
-        applied = tf.function(apply) if graph else apply
+        applied = compile_step(fw, apply)
         firsts: dict[int, Any] = {}  # the first n sequences, sliced once per n
 
         def forward() -> Any:
@@ -121,7 +122,7 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
                 opt = keras.optimizers.LossScaleOptimizer(opt)
             opt.build(model.trainable_variables)
         run = train_step(tf, model, opt, x, y, scaled=p.precision == "fp16")
-    compiled = run if p.task == "infer" or not graph else tf.function(run)  # infer: `applied` is the tf.function
+    compiled = run if p.task == "infer" else compile_step(fw, run)  # infer: `applied` is the tf.function
     last: list[Any] = [None]
 
     def step() -> Any:
