@@ -150,7 +150,7 @@ def check_params(loaded: Bundle, name: str) -> None:
                                         f"imported")) from None
         # a run stores every parameter its case had (None ones left out): a missing one would be a default
         # assumed for a result measured elsewhere, and the reports read each one
-        missing = [k for k in parsed.model_dump(mode="json", exclude_none=True) if k not in r["params"]]
+        missing = [k for k in parsed.canonical() if k not in r["params"]]
         if missing:
             raise BundleError(printable(f"{name}: {what}'s params.{missing[0]}: missing (a stored result holds "
                                         f"every parameter of its case; no default is assumed); nothing was "

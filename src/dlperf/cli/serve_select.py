@@ -139,7 +139,7 @@ def select(study: Any, *, models: list[str], scenarios: list[str], frameworks: l
             name = OVERRIDES[field][0] if field in OVERRIDES else field or "serve"
             raise StudyError(f"{name}: {err['msg'].removeprefix('Value error, ')} ({point['model']}, "
                              f"{point['scenario']})") from None
-        canonical = parsed.model_dump(mode="json", exclude_none=True)
+        canonical = parsed.canonical()
         out.setdefault(json.dumps(canonical, sort_keys=True), canonical)
     for key in given:
         option, applies = OVERRIDES[key]

@@ -162,7 +162,7 @@ class Study:
                 except ValidationError as exc:
                     where = f"params[{gi}]." if len(grids) > 1 else "params."
                     raise _first_error(Path(self.path), exc, self.where + where) from None
-                canonical = parsed.model_dump(mode="json", exclude_none=True)
+                canonical = parsed.canonical()
                 key = json.dumps(canonical, sort_keys=True)
                 if key not in seen:
                     seen.add(key)

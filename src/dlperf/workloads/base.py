@@ -27,6 +27,18 @@ class WorkloadParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    #: Parameters left out of a case's stored params (and so of its key) while they hold their default: one added
+    #: after cases were stored (the model workload's `variant`) keeps those cases' keys, so `compare` and
+    #: `history` still match them.
+    OMIT_AT_DEFAULT: ClassVar[tuple[str, ...]] = ()
+
+    def canonical(self) -> dict[str, Any]:
+        """The params as a case stores them: JSON values, None ones and `OMIT_AT_DEFAULT` ones at their default
+        left out."""
+        fields = type(self).model_fields
+        omit = {k for k in self.OMIT_AT_DEFAULT if getattr(self, k) == fields[k].default}
+        return self.model_dump(mode="json", exclude_none=True, exclude=omit)
+
 
 @dataclass(frozen=True)
 class Cost:

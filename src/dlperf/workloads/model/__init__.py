@@ -27,6 +27,8 @@ PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "in
 
 
 class ModelParams(WorkloadParams):
+    OMIT_AT_DEFAULT = ("variant",)  # eager: a plain bench's case keys as they were before variants
+
     source: str = Field(description="dlperf:NAME, hf:ARCH[,k=v...], hf:PATH, FILE.onnx, file.py:NAME, pkg.mod:NAME")
     task: Literal["infer", "train", "generate"] = "infer"
     batch: int = Field(default=1, gt=0, description="samples per call")
@@ -37,7 +39,7 @@ class ModelParams(WorkloadParams):
         default="fp32", description="bf16: torch autocast; fp16: CUDA autocast; int8: each runtime's quantizer")
     prompt_len: int | None = Field(default=None, gt=0, description="generate: prompt tokens (default 32)")
     new_tokens: int | None = Field(default=None, gt=0, description="generate: tokens per call (default 16)")
-    variant: str = Field(default="eager", description="eager, compile[:MODE] or export (`variants.VARIANTS`)")
+    variant: str = Field(default="eager", description="eager, compile[:MODE], export, ort:LEVEL, ov:HINT (`variants`)")
 
     @field_validator("source")
     @classmethod
