@@ -54,6 +54,7 @@ SKIPPED = {
     "tensorflow-cpu": "TensorFlow: too large for the kit; the check skips it where the node has none",
     "tensorflow": "TensorFlow: too large for the kit; the check skips it where the node has none",
     "openvino": "OpenVINO: too large for the kit and CPU-only in dlperf; the check skips it where absent",
+    "nncf": "NNCF: OpenVINO's int8 weight compression, of no use without OpenVINO (left out above)",
     "ruff": "a linter: `make test` uses it, the GPU check does not",
     "mypy": "the type checker: `make test` uses it, the GPU check does not",
     "playwright": "browser tests: `make test` uses it, the GPU check does not",
