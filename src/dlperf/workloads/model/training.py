@@ -96,6 +96,8 @@ def judge_step(torch: Any, net: Any, loss: Any, ref: list[np.ndarray], precision
     a failure names the tensor (`tensor`)."""
     arrays, names = state(torch, net, loss)
     verdict = gate.judge(arrays, ref, precision, logits=False)
-    if verdict["status"] == "fail" and "output" in verdict:
-        verdict |= {"tensor": names[verdict["output"]], "reason": f"{names[verdict['output']]}: {verdict['reason']}"}
+    if "output" in verdict:  # the worst tensor (a failure: the one that failed), by name
+        verdict |= {"tensor": names[verdict["output"]]}
+        if verdict["status"] == "fail":
+            verdict["reason"] = f"{names[verdict['output']]}: {verdict['reason']}"
     return verdict | {"compared": "the loss, gradients and updated weights of one step from eager's weights"}
