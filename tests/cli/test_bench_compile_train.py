@@ -33,6 +33,15 @@ class Breaks(nn.Module):
         h = torch.relu(self.a(x))
         print("a graph break on purpose")
         return self.b(h)
+
+class Drops(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.a(x))
 '''
 SOURCE_ARGS = ("--input", "x:float32[B,16]")
 
@@ -91,7 +100,8 @@ def test_the_compiled_training_step_is_gated_against_eagers_and_reported(bench_r
     assert cells[-1] == "pass", cells
 
 
-def _build(user_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stand_in: Any) -> dict[str, Any]:
+def _build(user_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stand_in: Any,
+           model: str = "Breaks") -> dict[str, Any]:
     """The train/compile case built in this process with `stand_in` for `torch_compiled.compiled` (the caches'
     folder the test's own, no warm process), one timed-path step run; its correctness verdict."""
     from dlperf.frameworks import get_framework
@@ -106,7 +116,7 @@ def _build(user_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stan
     fw = get_framework("torch")
     fw.import_module()
     workload = get_workload("model")
-    params = workload.parse({"source": f"{user_dir}/models.py:Breaks", "input": list(SOURCE_ARGS[1:]),
+    params = workload.parse({"source": f"{user_dir}/models.py:{model}", "input": list(SOURCE_ARGS[1:]),
                              "task": "train", "variant": "compile"})
     step = workload.build(fw, "cpu", params)
     step.fn()
@@ -142,6 +152,14 @@ def test_a_training_step_that_computes_the_same_passes_the_gate(user_dir: Path, 
     verdict = _build(user_dir, tmp_path, monkeypatch, lambda torch, net, *_: net)
     assert verdict["status"] == "pass", verdict
     assert verdict["rel_err"] == 0.0  # the module itself: the same kernels in the same order as eager's step
+
+
+def test_a_training_step_with_dropout_is_nondeterministic_not_judged(user_dir: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropout in train mode: eager's step differs from itself (its forward in eval mode does not)."""
+    verdict = _build(user_dir, tmp_path, monkeypatch, lambda torch, net, *_: net, model="Drops")
+    assert verdict["status"] == "nondeterministic", verdict
+    assert "eager's training step differs from itself" in verdict["reason"]
 
 
 @pytest.mark.parametrize("variant, task, reason", [

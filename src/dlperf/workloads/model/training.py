@@ -77,18 +77,15 @@ def state(torch: Any, net: Any, loss: Any) -> tuple[list[np.ndarray], list[str]]
 def reference(torch: Any, net: Any, loaded: Loaded, args: Any, kwargs: Any, dev_type: str,
               low: Any) -> tuple[list[np.ndarray], dict[str, Any] | None, Any]:
     """(eager's state after one step from `net`'s weights, None or the `nondeterministic` verdict where two such
-    steps disagree, a third deep copy of `net` in train mode for counting FLOPs); `net` is left as it was."""
-    runs = []
-    for _ in range(2):
-        twin = copy.deepcopy(net)
-        loss = sgd_step(torch, twin, loaded, args, kwargs, dev_type, low)(twin)
-        runs.append(state(torch, twin, loss))
-    (first, names), (second, _) = runs
+    steps disagree, the first step's copy of `net`, for counting FLOPs on); `net` is left as it was."""
+    twins = [copy.deepcopy(net), copy.deepcopy(net)]
+    (first, names), (second, _) = (state(torch, twin, sgd_step(torch, twin, loaded, args, kwargs, dev_type, low)(twin))
+                                   for twin in twins)
     verdict = gate.self_check(first, second)
     if verdict is not None:
         verdict = verdict | {"reason": f"{names[verdict.get('output', 0)]}: eager's training step differs from "
                                        f"itself: {verdict['reason']}"}
-    return first, verdict, copy.deepcopy(net).train()
+    return first, verdict, twins[0]
 
 
 def judge_step(torch: Any, net: Any, loss: Any, ref: list[np.ndarray], precision: str) -> dict[str, Any]:
