@@ -105,6 +105,7 @@ SLOW_FILES_FIRST = (
     "tests/cli/test_bench_hf.py",  # 62 (2026-11-27, as test_bench.py)
     "tests/browser/test_report_page.py",  # 61
     "tests/runner/test_two_resumers.py",  # 53
+    "tests/cli/test_bench_compile_train.py",  # 57 (2026-11-28, a loaded 2-core VM: inductor compiles a backward)
     "tests/serving/test_loadgen_runs.py",  # 52
     "tests/workloads/test_dtype.py",  # 44
     "tests/runner/test_sigkill_leaves_nothing.py",  # 37 (2026-11-27: three dlperf runs killed, one to its end)

@@ -4,7 +4,7 @@ compiled (`variant`: the names in `variants`, built by `torch_compiled`).
 
 Tasks: `infer` (one forward pass on `batch` inputs, no gradients; every call timed alone, for p50/p90/p99),
 `train` (one optimizer step: forward, the loss, backward, SGD lr 1e-3; the loss is the source's `loss(outputs,
-batch)` where it has one, else the default of `torch_model.default_loss`), `generate` (a causal LM: greedy
+batch)` where it has one, else the default of `training.default_loss`), `generate` (a causal LM: greedy
 decoding of `new_tokens` tokens after a `prompt_len`-token prompt, with its KV cache; TTFT and decode time per
 call). Precisions: fp32, bf16 (torch autocast), fp16 (torch autocast on CUDA), int8 (each runtime's own
 quantizer, task infer: `quantized`). Samples are the batch's items (generate: generated tokens). FLOPs per call

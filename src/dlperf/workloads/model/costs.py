@@ -3,7 +3,7 @@
 
 `python -m dlperf.workloads.model.costs PARAMS_JSON` (a fresh process: a user's file runs here, transformers
 offline) builds the source at each of `COUNT_BATCHES` on the CPU and runs one forward, the loss (the source's
-`loss`, else `torch_model.default_loss`) and one backward at each, in float32 (`amp`: bf16 autocast), and prints
+`loss`, else `training.default_loss`) and one backward at each, in float32 (`amp`: bf16 autocast), and prints
 one JSON line per batch:
 - `flops`: torch's FlopCounterMode over the forward, loss and backward (null where counting fails);
 - `params`, `params_bytes`: the module's parameters;
@@ -23,6 +23,7 @@ from typing import Any
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
 from dlperf.workloads.model.check import CHECK_TIMEOUT_S, OFFLINE, in_fresh_process
+from dlperf.workloads.model.training import default_loss
 
 #: Why an ONNX file gets no estimate (said before anything is read).
 ONNX_REFUSAL = ("{source}: cannot estimate: an ONNX file has no training step, and dlperf counts FLOPs and saved "
@@ -43,7 +44,6 @@ def count_at(torch: Any, p: ModelParams) -> dict[str, Any]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from dlperf.workloads.model.prepare import param_count, prepare, tensors
-    from dlperf.workloads.model.torch_model import default_loss
 
     pr = prepare(torch, p, 0)
     net = pr.module.train()

@@ -51,8 +51,10 @@ def self_check(first: list[np.ndarray], second: list[np.ndarray]) -> dict[str, A
     return None
 
 
-def judge(outputs: list[np.ndarray], reference: list[np.ndarray], precision: str) -> dict[str, Any]:
-    """`pass` or `fail` of a path's outputs against the reference's (see the module's rules)."""
+def judge(outputs: list[np.ndarray], reference: list[np.ndarray], precision: str,
+          logits: bool = True) -> dict[str, Any]:
+    """`pass` or `fail` of a path's outputs against the reference's (see the module's rules); `logits=False`:
+    no top-1 rule (the tensors are not outputs: a training step's gradients and weights, `training`)."""
     tol = TOLERANCE[precision]
     base = {"tolerance_rel": tol, "precision": precision}
     if len(outputs) != len(reference):
@@ -71,7 +73,7 @@ def judge(outputs: list[np.ndarray], reference: list[np.ndarray], precision: str
         idx = np.unravel_index(int(np.argmax(diff)), diff.shape)
         scale = max(_scale(ref), 1e-30)
         rel = float(diff[idx]) / scale
-        top = _top1(out, ref, tol * scale)
+        top = _top1(out, ref, tol * scale) if logits else None
         if top is not None and "top1_agreement" not in worst:
             worst["top1_agreement"], worst["top1_output"] = top["agreement"], i
         if rel > worst["rel_err"]:

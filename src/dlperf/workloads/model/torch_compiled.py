@@ -1,9 +1,14 @@
-"""The model workload's torch compiler variants (`variants.VARIANTS`), task infer: torch.compile (inductor, in a
-mode), or torch.export compiled ahead of time by AOTInductor into a package and loaded back.
+"""The model workload's torch compiler variants (`variants.VARIANTS`): torch.compile (inductor, in a mode), tasks
+infer and train, or torch.export compiled ahead of time by AOTInductor into a package and loaded back, task infer.
+
+Task infer runs the compiled callable as eager runs the module (`calls`); task train runs eager's training step
+(`training.sgd_step`) with the compiled module as its forward: AOTAutograd compiles the backward with it, the loss
+and the SGD step stay as eager's. export of a training step and compiled generation are not built (`check`).
 
 The timer measures the compiled callable's steady state as it does the eager module's. Beside it, a case
 records under `compile` in its metrics:
-- `cold_s`: the first call, which compiles (export: export, package and load, then the call), in the case's
+- `cold_s`: the first call, which compiles (train: the first step, which compiles the forward and the backward;
+  export: export, package and load, then the call), in the case's
   worker with every on-disk cache of inductor (TORCHINDUCTOR_CACHE_DIR: the FX graph cache, AOTAutograd's, the
   compiled kernels; and TRITON_CACHE_DIR) in a folder of its own, new and empty (`cache_folder`:
   `$TMPDIR/dlperf-compile-*`, removed when the worker ends, or by the next dlperf when the worker was killed):
@@ -14,9 +19,12 @@ records under `compile` in its metrics:
   folder as the cold compile left it;
 - `cold_counters` / `warm_counters`: the caches' own hit and miss counts in each (a warm compile that hit
   nothing did not use the cache; a cold one that hit anything shared one);
-- `graph_breaks`, `graphs`, `break_reasons` (torch.compile variants): `torch._dynamo.explain` on the eager module
-  in the warm process, after its timed compile: how many breaks, and each one's reason and place in the source;
-- the correctness gate (`correctness`) on the compiled callable's outputs against the eager fp32 reference.
+- `graph_breaks`, `graphs`, `break_reasons` (torch.compile variants): `torch._dynamo.explain` on the eager module's
+  forward (task train too: the forward's breaks are the backward's) in the warm process, after its timed compile:
+  how many breaks, and each one's reason and place in the source;
+- the correctness gate (`correctness`): infer, on the compiled callable's outputs against the eager fp32
+  reference; train, on the first (cold) step's loss, gradients and updated weights against one eager step from
+  the same weights (`training.judge_step`).
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ from typing import Any
 
 from dlperf.core.scratch import scratch_dir
 from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.sources import Loaded
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model import ModelParams, gate, training
 from dlperf.workloads.model import prepare as prep
 from dlperf.workloads.model.check import OFFLINE
 from dlperf.workloads.model.step import ModelStep, first_output
@@ -70,8 +79,12 @@ def files_in(folder: Path) -> int:
 def check(p: ModelParams, dev_type: str, torch: Any) -> None:
     """UnsupportedError with the reason where this variant cannot run this case here (`torch_model.build` asks
     before it builds anything)."""
-    if p.task != "infer":
-        raise UnsupportedError(f"variant {p.variant} runs task infer only (for now), not {p.task}")
+    if p.task == "generate":
+        raise UnsupportedError(f"variant {p.variant} runs tasks infer and train, not generate: dlperf compiles a "
+                               "forward or a training step, not a decoding loop whose KV cache grows every token")
+    if p.variant == "export" and p.task != "infer":
+        raise UnsupportedError(f"variant export runs task infer only, not {p.task}: torch.export captures a forward "
+                               "for AOTInductor; an exported training step is not what dlperf builds")
     if p.variant == "compile:reduce-overhead" and dev_type != "cuda":
         raise UnsupportedError(f"variant {p.variant} records CUDA graphs: CUDA only, not {dev_type}")
     if p.variant == "export":
@@ -82,6 +95,27 @@ def check(p: ModelParams, dev_type: str, torch: Any) -> None:
         if p.precision != "fp32":
             raise UnsupportedError(f"variant export runs the exported fp32 graph; {p.precision} autocast is "
                                    "not captured by torch.export")
+
+
+def autocast_dtype(torch: Any, p: ModelParams) -> Any:
+    """The autocast dtype of the case's precision (None: fp32), as eager's (`torch_model.build`)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(p.precision)
+
+
+def calls(torch: Any, net: Any, loaded: Loaded, args: Any, kwargs: Any, p: ModelParams,
+          dev_type: str) -> Callable[[Any], Any]:
+    """`call(fn)`: one call of the task through the variant's callable `fn` of `net`: infer, `fn(*args, **kwargs)`
+    under inference mode (and autocast); train, one SGD step of `net` with `fn` as its forward (`net` is put in
+    train mode), returning the loss."""
+    low = autocast_dtype(torch, p)
+    if p.task == "train":
+        return training.sgd_step(torch, net, loaded, args, kwargs, dev_type, low)
+
+    def call(fn: Any) -> Any:
+        with torch.inference_mode(), torch.autocast(dev_type, dtype=low, enabled=low is not None):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 def compiled(torch: Any, net: Any, args: Any, kwargs: Any, p: ModelParams, folder: Path, name: str) -> Any:
@@ -124,21 +158,28 @@ def header_files() -> int:
     return files_in(Path(default_cache_dir()) / "precompiled_headers")
 
 
-def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, args: Any, kwargs: Any,
-          reference: list[Any], verdict: dict[str, Any] | None, info: dict[str, Any], seed: int) -> Step:
-    """The compiled variant's step, its cold and warm compile recorded (module doc)."""
+def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, loaded: Loaded, args: Any,
+          kwargs: Any, reference: list[Any], verdict: dict[str, Any] | None, info: dict[str, Any],
+          seed: int) -> Step:
+    """The compiled variant's step, its cold and warm compile recorded (module doc); infer: `reference` is eager's
+    fp32 output; train: eager's step is run here (`training.reference`) and FLOPs are counted on it."""
     dev_type = torch.device(device).type
-    low = torch.bfloat16 if p.precision == "bf16" else None
     sync = fw.sync_fn(device)
-
-    def call(fn: Any) -> Any:
-        with torch.inference_mode(), torch.autocast(dev_type, dtype=low, enabled=low is not None):
-            return fn(*args, **kwargs)
+    call = calls(torch, net, loaded, args, kwargs, p, dev_type)
+    if p.task == "train":
+        low = autocast_dtype(torch, p)
+        reference, verdict_step, twin = training.reference(torch, net, loaded, args, kwargs, dev_type, low)
+        verdict = verdict or verdict_step
+        eager_step = training.sgd_step(torch, twin, loaded, args, kwargs, dev_type, low)
+        info["flops_per_call"] = prep.count_flops(torch, lambda: eager_step(twin))
+        info["loss"] = "the source's loss(outputs, batch)" if loaded.loss else "default_loss"
 
     folder = cache_folder()
     headers_before = header_files()
     before = files_in(folder / "inductor")
-    fn, _, cold_s = first_call(torch, net, args, kwargs, p, folder, "cold", call, sync)
+    fn, out, cold_s = first_call(torch, net, args, kwargs, p, folder, "cold", call, sync)
+    if p.task == "train" and verdict is None:  # the cold step, from the weights eager's step started from
+        verdict = training.judge_step(torch, net, out, reference, p.precision)
     headers_after = header_files()
     record: dict[str, Any] = {
         "variant": p.variant, "cache_dir": str(folder), "cold_s": cold_s, "cold_cache_files_before": before,
@@ -204,11 +245,7 @@ def main(argv: list[str]) -> int:
         net = pr.module.to(device).eval()
         args, kwargs = prep.to_device(torch, pr.args, device), prep.to_device(torch, pr.kwargs, device)
         dev_type = torch.device(device).type
-        low = torch.bfloat16 if p.precision == "bf16" else None
-
-        def call(fn: Any) -> Any:
-            with torch.inference_mode(), torch.autocast(dev_type, dtype=low, enabled=low is not None):
-                return fn(*args, **kwargs)
+        call = calls(torch, net, pr.loaded, args, kwargs, p, dev_type)
 
         def sync() -> None:
             if dev_type == "cuda":

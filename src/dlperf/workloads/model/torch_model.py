@@ -6,14 +6,14 @@
   module's dynamically quantized copy, `quantized.torch_int8`); the output stays
   on the device, as a framework's forward leaves it.
 - train: SGD (lr 1e-3) step in train mode on `loss(outputs, batch)`: the source's `loss` where it has one, else
-  `default_loss`.
+  `training.default_loss` (`training.sgd_step`, which the compiled variants run too).
 - generate (causal LMs): greedy, with the KV cache; a transformers model through its `generate` (a streamer
   marks the first token), dlperf's decoders through `torch_model.generate_tokens`; each call records its TTFT and
   decode time (`Step.call_phases`).
 - FLOPs per call: FlopCounterMode over one untimed call; the reference: the fp32 eager forward run twice on the
   same inputs before timing (`gate`).
 - A compiler variant (`p.variant` other than eager) is built by `torch_compiled` from the same module, inputs
-  and reference.
+  and reference (task train: eager's step, `training.reference`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
-from dlperf.workloads.model import ModelParams, gate, quantized, torch_compiled
+from dlperf.workloads.model import ModelParams, gate, quantized, torch_compiled, training
 from dlperf.workloads.model import prepare as prep
 from dlperf.workloads.model.step import ModelStep, first_output
 
@@ -65,9 +65,11 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     verdict = gate.self_check(first, second)
     info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
                             "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
-    if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward, as every path's
-        info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
-        return torch_compiled.build(torch, fw, device, p, net, args, kwargs, first, verdict, info, case_seed(fw))
+    if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward (train: step), as every path's
+        if p.task == "infer":
+            info["flops_per_call"] = prep.count_flops(torch, lambda: forward(True))
+        return torch_compiled.build(torch, fw, device, p, net, pr.loaded, args, kwargs, first, verdict, info,
+                                    case_seed(fw))
     if p.precision == "int8":
         path[0], done = quantized.torch_int8(torch, net)
         info |= done
@@ -93,44 +95,19 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     return _generate(torch, fw, net, pr, args, kwargs, p, info, verdict)
 
 
-def default_loss(torch: Any, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any], vocab: int | None) -> Any:
-    """The loss where the source gives none: a causal LM's next-token cross-entropy on its own input ids; a
-    classifier's (a 2-D floating output, batch x classes) cross-entropy against seeded labels; otherwise the
-    mean square of the first floating output (gradients reach every parameter that output depends on)."""
-    first = next(t for t in prep.tensors(torch, out) if t.is_floating_point())
-    ids = kwargs.get("input_ids", args[0] if args else None)
-    if vocab is not None and first.ndim == 3 and ids is not None:
-        return torch.nn.functional.cross_entropy(first[:, :-1].reshape(-1, first.shape[-1]).float(),
-                                                 ids[:, 1:].reshape(-1))
-    if first.ndim == 2 and first.shape[1] >= 2:
-        labels = torch.randint(0, first.shape[1], (first.shape[0],), generator=torch.Generator().manual_seed(1))
-        return torch.nn.functional.cross_entropy(first.float(), labels.to(first.device))
-    return first.float().pow(2).mean()
-
-
 def _train(torch: Any, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams, dev_type: str, low: Any,
            info: dict[str, Any], verdict: Any) -> Step:
-    net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-    user_loss = pr.loaded.loss
-    batch = kwargs if kwargs else (args[0] if len(args) == 1 else args)
+    run = training.sgd_step(torch, net, pr.loaded, args, kwargs, dev_type, low)
     last: list[Any] = [None]
 
     def step() -> Any:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev_type, dtype=low, enabled=low is not None):
-            out = net(*args, **kwargs)
-            loss = user_loss(out, batch) if user_loss else default_loss(torch, out, args, kwargs,
-                                                                         pr.loaded.vocab_size)
-        loss.backward()
-        opt.step()
-        last[0] = loss
-        return loss
+        last[0] = run(net)
+        return last[0]
 
-    info["loss"] = "the source's loss(outputs, batch)" if user_loss else "default_loss"
+    info["loss"] = "the source's loss(outputs, batch)" if pr.loaded.loss else "default_loss"
     info["flops_per_call"] = prep.count_flops(torch, step)
     why = verdict or gate.not_checked("a training step changes the weights; its forward is checked by the "
-                                      "infer task")
+                                      "infer task, a compiled step against this one")
     return ModelStep(step, lambda: first_output(torch, last[0]), info=info | {"gate": lambda: why})
 
 
