@@ -60,3 +60,13 @@ def test_a_collective_record_with_a_missing_or_mistyped_key_reads_it_as_absent()
     odd = CollectiveMetrics.read({"op": "all_reduce", "size_bytes": "1 MiB", "bus_factor": "1.5", "checked": "yes",
                                   "algbw_bytes_per_s": None})
     assert odd == CollectiveMetrics(op="all_reduce")  # "yes" is not a check: the report prints "-", not "yes"
+
+
+def test_the_ddp_report_splits_the_batch_as_the_workload_does() -> None:
+    from dlperf.report.ddp_report import batches
+
+    p = {"workload": "cnn", "model": "lenet5", "world_size": 4, "batch": 8}
+    assert batches(p) == (8, 2) and batches(p | {"scaling": "weak"}) == (32, 8)
+    # parameters the workload rejects (8 does not split over 3 ranks; an unknown model): no split is invented
+    assert batches(p | {"world_size": 3}) == (None, None) and batches(p | {"model": "nope"}) == (None, None)
+    assert batches({"batch": 8}) == (None, None)

@@ -28,6 +28,7 @@ from dlperf.report.scaling_plots import scaling_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_iqr, format_pct, format_rate, format_time
+from dlperf.workloads.ddp import DdpParams
 
 WORKLOAD = "ddp"
 SCALINGS = ("strong", "weak")
@@ -60,12 +61,19 @@ def world_size(r: CaseResult) -> int:
     return int(record(r).world_size or r.params.get("world_size") or 0)
 
 
+def params_of(p: dict[str, Any]) -> DdpParams | None:
+    """The case's parameters as the workload parses them (every default resolved); None where this version does
+    not accept them (a row stored by another version)."""
+    try:
+        return DdpParams.model_validate(p)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def batches(p: dict[str, Any]) -> tuple[int | None, int | None]:
-    """(global batch, batch per rank) from the case's parameters (as `DdpParams` splits them)."""
-    batch, n = p.get("batch"), p.get("world_size")
-    if not isinstance(batch, int) or not isinstance(n, int) or n < 1:
-        return None, None
-    return (batch, batch // n) if p.get("scaling", "strong") == "strong" else (batch * n, batch)
+    """(global batch, batch per rank) as `DdpParams` splits them; (None, None) where it does not parse them."""
+    parsed = params_of(p)
+    return (None, None) if parsed is None else (parsed.global_batch, parsed.batch_per_rank)
 
 
 def backend(r: CaseResult) -> str:
@@ -79,12 +87,9 @@ def shape_label(p: dict[str, Any]) -> str:
     """The trained model and its input: 'cnn resnet18 224px', 'transformer gpt2-tiny T=128' (defaults resolved
     as the workload resolves them)."""
     inner = str(p.get("workload", "?"))
-    try:
-        from dlperf.workloads.ddp import DdpParams
-
-        raw = DdpParams.model_validate(p).inner_params()
-    except (ValueError, KeyError, TypeError):  # parameters this version does not know: named as stored
-        raw = {k: p[k] for k in ("seq_len", "image_size") if p.get(k)}
+    parsed = params_of(p)
+    # parameters this version does not know: named as stored
+    raw = parsed.inner_params() if parsed is not None else {k: p[k] for k in ("seq_len", "image_size") if p.get(k)}
     if inner == "transformer":
         return f"transformer {p.get('model')} T={raw.get('seq_len') or MISSING}"
     size = raw.get("image_size")
