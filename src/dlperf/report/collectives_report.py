@@ -94,7 +94,8 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
     statuses = not all(r.ok for r in every)
     header = (["size", "ranks", "median op", "95% interval", "ops", "algbw GB/s", "busbw GB/s", "bus factor",
                "checked"] + (["status"] if statuses else []))
-    rows, notes = [], []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for (size, n), rs in cases.items():
         lat = latency(rs)
         mark = failure_mark(notes, f"{format_size(size)} on {n} ranks", rs, lat is not None)

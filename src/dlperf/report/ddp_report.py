@@ -202,7 +202,8 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     header = (["ranks", "batch", "per rank", "median step", "95% interval", "steps", f"{unit}s/s",
                "efficiency", "speed-up"] + (["status"] if statuses else []))
     base, why = baseline(by_n)
-    rows, notes = [], []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for n, rs in by_n.items():
         glob, per = batches(rs[0].params)
         lat = latency(rs)
