@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from dlperf.core.payloads import DdpMetrics
@@ -61,7 +62,7 @@ def world_size(r: CaseResult) -> int:
     return int(record(r).world_size or r.params.get("world_size") or 0)
 
 
-def params_of(p: dict[str, Any]) -> DdpParams | None:
+def params_of(p: Mapping[str, object]) -> DdpParams | None:
     """The case's parameters as the workload parses them (every default resolved); None where this version does
     not accept them (a row stored by another version)."""
     try:
