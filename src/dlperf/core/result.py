@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dlperf.core.payloads import LoadgenSummary, ServerSearch
+from dlperf.core.payloads import CollectiveMetrics, DdpMetrics, LoadgenSummary, ServerSearch
 from dlperf.core.status import CaseStatus
 from dlperf.timing.measurement import Measurement
 
@@ -172,6 +172,16 @@ class Metrics(BaseModel):
         """A Server case's rate search (`metrics["server_search"]`) typed, read from the stored dict; None for a
         case that ran none."""
         return ServerSearch.read(self.get("server_search"))
+
+    def ddp_summary(self) -> DdpMetrics | None:
+        """A ddp case's job record (`metrics["ddp"]`) typed, read from the stored dict; None for a case that stored
+        none (one that did not run)."""
+        return DdpMetrics.read(self.get("ddp"))
+
+    def collective_summary(self) -> CollectiveMetrics | None:
+        """A collectives case's job record (`metrics["collective"]`) typed, read from the stored dict; None for a
+        case that stored none (one that did not run)."""
+        return CollectiveMetrics.read(self.get("collective"))
 
     def as_dict(self) -> dict[str, Any]:
         """The metrics that are set, as stored (for export)."""

@@ -13,8 +13,8 @@ line per operation.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from dlperf.core.payloads import CollectiveMetrics
 from dlperf.core.result import CaseResult
 from dlperf.distributed.bandwidth import OPS, bandwidths, bus_factor
 from dlperf.report.ddp_report import interval_text, status_cell, validity_mark
@@ -38,16 +38,19 @@ ONE_RANK_NOTE = ("one rank: the bus factor of all-reduce, all-gather and reduce-
                  "link), so busbw is 0 there")
 
 
-def collective(r: CaseResult) -> dict[str, Any]:
-    """The case's stored `metrics["collective"]`, {} where it has none (a failed case)."""
-    c = r.m.get("collective")
-    return c if isinstance(c, dict) else {}
+#: What a case that stored no job record (a failed case) reads as: every field absent.
+NO_RECORD = CollectiveMetrics()
+
+
+def record(r: CaseResult) -> CollectiveMetrics:
+    """The case's stored `metrics["collective"]`, NO_RECORD where it has none (a failed case)."""
+    return r.m.collective_summary() or NO_RECORD
 
 
 def backend(r: CaseResult) -> str:
     from dlperf.distributed.launch import backend_for
 
-    return str(collective(r).get("backend") or backend_for(r.device))
+    return record(r).backend or backend_for(r.device)
 
 
 def recomputed(op: str, size_bytes: int, world_size: int, median_s: float | None) -> tuple[float, float] | None:
@@ -78,7 +81,7 @@ def grouped(results: list[CaseResult]) -> dict[GroupKey, dict[str, dict[tuple[in
 
 def checked_cell(rs: list[CaseResult]) -> str:
     """yes where every ok repetition's ranks held the expected output, NO where one did not, - where not stored."""
-    flags = [collective(r).get("checked") for r in rs if r.ok]
+    flags = [record(r).checked for r in rs if r.ok]
     if not flags or any(f is None for f in flags):
         return MISSING
     return "yes" if all(flags) else "NO"
@@ -91,7 +94,8 @@ def op_table(key: GroupKey, op: str, cases: dict[tuple[int, int], list[CaseResul
     statuses = not all(r.ok for r in every)
     header = (["size", "ranks", "median op", "95% interval", "ops", "algbw GB/s", "busbw GB/s", "bus factor",
                "checked"] + (["status"] if statuses else []))
-    rows, notes = [], []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for (size, n), rs in cases.items():
         lat = latency(rs)
         mark = failure_mark(notes, f"{format_size(size)} on {n} ranks", rs, lat is not None)

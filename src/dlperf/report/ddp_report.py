@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
+from dlperf.core.payloads import DdpMetrics
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import failure_mark, latency, sample_unit
 from dlperf.report.ops_report import VALIDITY_MARKS, VALIDITY_MARKS_NOTE
@@ -27,6 +29,7 @@ from dlperf.report.scaling_plots import scaling_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_iqr, format_pct, format_rate, format_time
+from dlperf.workloads.ddp import DdpParams
 
 WORKLOAD = "ddp"
 SCALINGS = ("strong", "weak")
@@ -46,41 +49,48 @@ COMM_NOTE = ("communication: each rank's collective ops per step under torch's p
 NOT_SERIES = ("world_size",)
 
 
-def ddp_dict(r: CaseResult) -> dict[str, Any]:
-    """The case's stored `metrics["ddp"]`, {} where it has none (a failed case)."""
-    d = r.m.get("ddp")
-    return d if isinstance(d, dict) else {}
+#: What a case that stored no job record (a failed case) reads as: every field absent.
+NO_RECORD = DdpMetrics()
+
+
+def record(r: CaseResult) -> DdpMetrics:
+    """The case's stored `metrics["ddp"]`, NO_RECORD where it has none (a failed case)."""
+    return r.m.ddp_summary() or NO_RECORD
 
 
 def world_size(r: CaseResult) -> int:
-    return int(ddp_dict(r).get("world_size") or r.params.get("world_size") or 0)
+    return int(record(r).world_size or r.params.get("world_size") or 0)
+
+
+def params_of(p: Mapping[str, object]) -> DdpParams | None:
+    """The case's parameters as the workload parses them (every default resolved); None where this version does
+    not accept them (a row stored by another version)."""
+    try:
+        return DdpParams.model_validate(p)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def batches(p: dict[str, Any]) -> tuple[int | None, int | None]:
-    """(global batch, batch per rank) from the case's parameters (as `DdpParams` splits them)."""
-    batch, n = p.get("batch"), p.get("world_size")
-    if not isinstance(batch, int) or not isinstance(n, int) or n < 1:
-        return None, None
-    return (batch, batch // n) if p.get("scaling", "strong") == "strong" else (batch * n, batch)
+    """(global batch, batch per rank) as `DdpParams` splits them; (None, None) where it does not parse them."""
+    parsed = params_of(p)
+    return (None, None) if parsed is None else (parsed.global_batch, parsed.batch_per_rank)
 
 
 def backend(r: CaseResult) -> str:
     """The stored backend, else the one the launcher picks for the case's device."""
     from dlperf.distributed.launch import backend_for
 
-    return str(ddp_dict(r).get("backend") or backend_for(r.device))
+    return record(r).backend or backend_for(r.device)
 
 
 def shape_label(p: dict[str, Any]) -> str:
     """The trained model and its input: 'cnn resnet18 224px', 'transformer gpt2-tiny T=128' (defaults resolved
     as the workload resolves them)."""
     inner = str(p.get("workload", "?"))
-    try:
-        from dlperf.workloads.ddp import DdpParams
-
-        raw = DdpParams.model_validate(p).inner_params()
-    except (ValueError, KeyError, TypeError):  # parameters this version does not know: named as stored
-        raw = {k: p[k] for k in ("seq_len", "image_size") if p.get(k)}
+    parsed = params_of(p)
+    # parameters this version does not know: named as stored
+    raw = parsed.inner_params() if parsed is not None else {k: p[k] for k in ("seq_len", "image_size") if p.get(k)}
     if inner == "transformer":
         return f"transformer {p.get('model')} T={raw.get('seq_len') or MISSING}"
     size = raw.get("image_size")
@@ -173,8 +183,8 @@ def baseline(by_n: dict[int, list[CaseResult]]) -> tuple[float | None, str | Non
 def unit_of(rs: list[CaseResult]) -> str:
     """The series' sample unit (image, token): stored with a case, else the inner workload's."""
     for r in rs:
-        if ddp_dict(r).get("sample_unit"):
-            return str(ddp_dict(r)["sample_unit"])
+        if unit := record(r).sample_unit:
+            return unit
     return sample_unit(str(rs[0].params.get("workload", "")))
 
 
@@ -193,7 +203,8 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     header = (["ranks", "batch", "per rank", "median step", "95% interval", "steps", f"{unit}s/s",
                "efficiency", "speed-up"] + (["status"] if statuses else []))
     base, why = baseline(by_n)
-    rows, notes = [], []
+    rows: list[list[str]] = []
+    notes: list[str] = []
     for n, rs in by_n.items():
         glob, per = batches(rs[0].params)
         lat = latency(rs)
@@ -220,20 +231,20 @@ def throughput_table(key: SeriesKey, by_n: dict[int, list[CaseResult]]) -> list[
     return out
 
 
-def _median(values: list[Any]) -> float | None:
-    known = [float(v) for v in values if isinstance(v, (int, float))]
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
 
 
 def comm_cells(rs: list[CaseResult]) -> tuple[list[str], list[str]]:
     """(comm per step, profiled step, its share; the median over the ok repetitions) and the stored notes."""
-    comms = [c for r in rs if r.ok and isinstance(c := ddp_dict(r).get("comm"), dict)]
+    comms = [c for r in rs if r.ok and (c := record(r).comm) is not None]
     if not comms:
         return [f"{MISSING} (not stored)", MISSING, MISSING], []
-    per, step = _median([c.get("comm_s_per_step") for c in comms]), _median([c.get("step_s_profiled") for c in comms])
-    most = _median([c.get("comm_s_per_step_max") for c in comms])
-    share = _median([c.get("comm_fraction") for c in comms])
-    notes = [str(c["note"]) for c in comms if c.get("note")]
+    per, step = _median([c.comm_s_per_step for c in comms]), _median([c.step_s_profiled for c in comms])
+    most = _median([c.comm_s_per_step_max for c in comms])
+    share = _median([c.comm_fraction for c in comms])
+    notes = [c.note for c in comms if c.note]
     per_text = format_time(per) + (f" (max {format_time(most)})" if most is not None and per is not None else "")
     return [per_text, format_time(step), format_pct(share, ".1f")], notes
 
@@ -244,9 +255,9 @@ def imbalance_cells(rs: list[CaseResult]) -> list[str]:
     per_rank: dict[int, list[float]] = defaultdict(list)
     for r in rs:
         if r.ok:
-            for i, t in enumerate(ddp_dict(r).get("rank_step_s_median") or []):
-                if isinstance(t, (int, float)):
-                    per_rank[i].append(float(t))
+            for i, t in enumerate(record(r).rank_step_s_median):
+                if t is not None:
+                    per_rank[i].append(t)
     if not per_rank:
         return [f"{MISSING} (not stored)", MISSING, MISSING]
     medians = {i: statistics.median(ts) for i, ts in per_rank.items()}
