@@ -133,3 +133,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliResult,
     first = run_cli("run", study, "--budget", "0.2", "--threads", "1", db=db)
     second = run_cli("run", study, "--budget", "0.2", "--threads", "1", "--new", db=db)
     return db, first, second
+
+
+def variant_of(key: str) -> str:
+    """The variant in a case key: eager, the default, is left out of a key (ModelParams.OMIT_AT_DEFAULT)."""
+    return key.split("variant=")[1].split(",")[0] if "variant=" in key else "eager"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import assert_one_line_error
+from tests.cli.conftest import assert_one_line_error, variant_of
 from tests.conftest import run_cli
 
 MODELS = '''
@@ -37,6 +37,7 @@ class Breaks(nn.Module):
         return self.b(h)
 '''
 PRINT_LINE = 13  # the line of `print` in MODELS
+
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         rows = con.execute("select case_key, repetition, status, reason, metrics from results").fetchall()
     by: dict[str, list[dict]] = {}
     for key, _rep, status, reason, metrics in sorted(rows, key=lambda r: r[1]):
-        variant = key.split("variant=")[1].split(",")[0]
+        variant = variant_of(key)
         by.setdefault(variant, []).append({"status": status, "reason": reason,
                                            "metrics": json.loads(metrics) if metrics else {}})
     yield res, by

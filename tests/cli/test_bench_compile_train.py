@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import variant_of
 from tests.conftest import run_cli
 
 MODELS = '''
@@ -46,6 +47,7 @@ class Drops(nn.Module):
 SOURCE_ARGS = ("--input", "x:float32[B,16]")
 
 
+
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("compile-train-user")
@@ -64,7 +66,7 @@ def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     assert res.returncode == 0, res.stderr
     with sqlite3.connect(db) as con:
         rows = con.execute("select case_key, status, reason, metrics from results").fetchall()
-    by = {key.split("variant=")[1].split(",")[0]: {"status": status, "reason": reason,
+    by = {variant_of(key): {"status": status, "reason": reason,
                                                    "metrics": json.loads(metrics) if metrics else {}}
           for key, status, reason, metrics in rows}
     yield res, by

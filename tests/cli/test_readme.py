@@ -88,7 +88,8 @@ EXCLUDED_MAKE = {
 }
 STAND_INS = {name: STUDIES / f"readme_{name}.yaml"
              for name in ("smoke", "ops", "mlp", "cnn", "backends", "peaks", "transformer", "inference",
-                          "inference_transformer", "serving", "ddp", "collectives")}
+                          "inference_transformer", "serving", "ddp", "collectives", "compilers", "compilers_xla",
+                          "compilers_xla_transformer")}
 REAL_STUDIES: set[str] = set()  # shipped studies short enough to run as the README shows them everywhere
 SPEEDUPS = {"run": [("--budget", "0.2")],  # not for a run whose output the README shows: that one is real
             "peaks": [("--quick", ""), ("--framework", "numpy")],
