@@ -29,14 +29,6 @@ TARGET = 0.05
 SOURCE = str(Path(__file__).resolve().parent.parent / "examples" / "mlp.py") + ":build"
 
 
-def run_threads() -> int:
-    """The thread count `dlperf bench` would choose now (the physical cores other processes leave idle)."""
-    from dlperf.hardware.probe import default_threads
-    from dlperf.meters.activity import busy_cores_now
-    from dlperf.runner.threads import BUSY_PROBE_S, idle_threads
-
-    return idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,11 +43,12 @@ def main() -> int:
 
     from dlperf import measure
     from dlperf.frameworks import get_framework
+    from dlperf.runner.threads import threads_now
     from dlperf.workloads import get_workload
 
     fw = get_framework("torch")
     torch = fw.import_module()
-    fw.set_threads(args.threads or run_threads())
+    fw.set_threads(args.threads or threads_now())
     w = get_workload("model")
     p = w.parse({"source": SOURCE, "input": ["x:float32[B,256]"], "batch": args.batch})
     built = w.build(fw, "cpu", p)

@@ -48,15 +48,6 @@ def plain_loop(torch, cfg, batch: int, seq_len: int, lr: float, weight_decay: fl
     return run
 
 
-def run_threads() -> int:
-    """The thread count `dlperf run` would choose now (runner/threads: more threads than free cores wait on
-    each other at every OpenMP barrier, which on a shared 2-core machine made a step 4x slower)."""
-    from dlperf.hardware.probe import default_threads
-    from dlperf.meters.activity import busy_cores_now
-    from dlperf.runner.threads import BUSY_PROBE_S, idle_threads
-
-    return idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,11 +63,12 @@ def main() -> int:
     from dlperf import measure
     from dlperf.core.settings import RunSettings
     from dlperf.frameworks import get_framework
+    from dlperf.runner.threads import threads_now
     from dlperf.workloads import get_workload
 
     fw = get_framework("torch")
     torch = fw.import_module()
-    fw.set_threads(args.threads or run_threads())
+    fw.set_threads(args.threads or threads_now())
     w = get_workload("transformer")
     p = w.parse({"model": args.model, "task": "train", "batch": args.batch, "seq_len": args.seq_len})
     step = w.build(fw, "cpu", p).fn

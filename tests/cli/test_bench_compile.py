@@ -39,7 +39,6 @@ class Breaks(nn.Module):
 PRINT_LINE = 13  # the line of `print` in MODELS
 
 
-
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("compile-user")

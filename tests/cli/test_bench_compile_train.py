@@ -47,7 +47,6 @@ class Drops(nn.Module):
 SOURCE_ARGS = ("--input", "x:float32[B,16]")
 
 
-
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("compile-train-user")
@@ -66,8 +65,7 @@ def bench_run(user_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     assert res.returncode == 0, res.stderr
     with sqlite3.connect(db) as con:
         rows = con.execute("select case_key, status, reason, metrics from results").fetchall()
-    by = {variant_of(key): {"status": status, "reason": reason,
-                                                   "metrics": json.loads(metrics) if metrics else {}}
+    by = {variant_of(key): {"status": status, "reason": reason, "metrics": json.loads(metrics) if metrics else {}}
           for key, status, reason, metrics in rows}
     yield res, by
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlperf.report.plots import _MARKERS, _pyplot, save_figure
+from dlperf.report.plots import line_styles, panel_grid, save_figure
 
 #: A point: (batch, speed-up, its 95% interval's low and high).
 Point = tuple[int, float, float, float]
@@ -19,14 +19,8 @@ def speedup_batch_plot(panels: dict[str, dict[str, list[Point]]], out_dir: Path,
     panels = {t: lines for t, lines in panels.items() if lines}
     if not panels:
         return []
-    plt = _pyplot()
-    cols = min(len(panels), 2)
-    rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    names = sorted({v for lines in panels.values() for v in lines})
-    style = {v: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, v in enumerate(names)}
+    fig, axes = panel_grid(len(panels))
+    style = line_styles(v for lines in panels.values() for v in lines)
     for ax, (title, lines) in zip(axes.flat, panels.items(), strict=False):
         for variant, pts in lines.items():
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]

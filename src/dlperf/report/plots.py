@@ -29,6 +29,22 @@ def _pyplot() -> Any:
     return plt
 
 
+def panel_grid(n: int) -> tuple[Any, Any]:
+    """A figure with `n` panels in a grid of at most two columns (7.5 x 5.2 inches each), the spare panel hidden."""
+    plt = _pyplot()
+    cols = min(n, 2)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def line_styles(labels: Any) -> dict[str, tuple[str, str]]:
+    """One (colour, marker) per label, in sorted order: the same series looks the same in every panel."""
+    return {label: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, label in enumerate(sorted(set(labels)))}
+
+
 def save_figure(fig: Any, out_dir: Path, stem: str, dpi: int = 120,
                 formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
     """Write `fig` as STEM.png and STEM.svg (or the given `formats`) under out_dir (created), close it, return

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.plots import _MARKERS, _pyplot, save_figure
+from dlperf.report.plots import _pyplot, line_styles, panel_grid, save_figure
 from dlperf.units import GB_BYTES, format_size
 
 
@@ -63,14 +63,8 @@ def busbw_plot(panels: dict[str, dict[str, list[tuple[int, float]]]], out_dir: P
     panels = {k: v for k, v in panels.items() if any(v.values())}
     if not panels:
         return []
-    plt = _pyplot()
-    cols = min(len(panels), 2)
-    rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    labels = sorted({label for lines in panels.values() for label in lines})
-    style = {label: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, label in enumerate(labels)}
+    fig, axes = panel_grid(len(panels))
+    style = line_styles(label for lines in panels.values() for label in lines)
     for ax, (title, lines) in zip(axes.flat, panels.items(), strict=False):
         sizes: set[int] = set()
         for label, points in sorted(lines.items()):

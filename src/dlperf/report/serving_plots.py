@@ -12,23 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlperf.report.plots import _MARKERS, _pyplot, save_figure
+from dlperf.report.plots import line_styles, panel_grid, save_figure
 from dlperf.report.serving_cells import SHORTENED
-
-
-def _grid(n: int) -> tuple[int, int]:
-    cols = min(n, 2)
-    return (n + cols - 1) // cols, cols
-
-
-def _figure(n: int) -> tuple[Any, Any]:
-    """A figure with one panel per model in a grid of at most two columns (the spare panels hidden)."""
-    plt = _pyplot()
-    rows, cols = _grid(n)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5.2 * rows), squeeze=False)
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    return fig, axes
 
 
 def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "serving-server-search") -> list[Path]:
@@ -37,7 +22,7 @@ def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "s
     panels = {k: v for k, v in panels.items() if v["lines"]}
     if not panels:
         return []
-    fig, axes = _figure(len(panels))
+    fig, axes = panel_grid(len(panels))
     for ax, (model, panel) in zip(axes.flat, panels.items(), strict=False):
         for label, probes in panel["lines"].items():
             pts = sorted(probes)
@@ -70,9 +55,8 @@ def latency_batch_plot(panels: dict[str, list[tuple[str, list[tuple[int, float, 
     panels = {k: v for k, v in panels.items() if any(pts for _, pts in v)}
     if not panels:
         return []
-    fig, axes = _figure(len(panels))
-    labels = sorted({label for series in panels.values() for label, _ in series})
-    style = {label: (f"C{i % 10}", _MARKERS[i % len(_MARKERS)]) for i, label in enumerate(labels)}  # one per series
+    fig, axes = panel_grid(len(panels))
+    style = line_styles(label for series in panels.values() for label, _ in series)  # one per series
     for ax, (model, series) in zip(axes.flat, panels.items(), strict=False):
         for label, points in series:
             pts = sorted(points)

@@ -85,6 +85,12 @@ def idle_threads(cores: int, busy_cores: float | None) -> int:
     return max(1, min(cores, cores - taken))
 
 
+def threads_now() -> int:
+    """The threads a run that sets none would use if it started now: the physical cores other processes leave
+    idle (`idle_threads` over BUSY_PROBE_S of activity). The benchmarks time both sides with it."""
+    return idle_threads(default_threads(), busy_cores_now(BUSY_PROBE_S))
+
+
 def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resume: str | None,
                    new: bool) -> tuple[int, str]:
     """(threads, why) for a run that did not set its threads."""
