@@ -91,3 +91,19 @@ def test_yaml_error_names_line(tmp_path):
     with pytest.raises(StudyError) as exc:
         load_study(str(p))
     assert f"{p}:4:" in str(exc.value) or f"{p}:3:" in str(exc.value)
+
+
+def test_a_default_left_out_of_the_keys_is_still_matched_by_an_exclude(tmp_path):
+    """The model workload's `variant` is left out of a case's params and key at its default (eager), so a plain
+    bench's keys stay as they were; an exclude entry naming `variant: eager` must still match those cases."""
+    path = tmp_path / "exc.yaml"
+    path.write_text("name: exc\nworkload: model\nframeworks: [torch, onnxruntime]\n"
+                    "params: {source: 'dlperf:lenet5', variant: [eager, 'ort:basic', compile]}\n"
+                    "exclude:\n  - {framework: onnxruntime, variant: [eager, compile]}\n"
+                    "  - {framework: torch, variant: 'ort:basic'}\n")
+    study = load_study(str(path))
+    keys = [c.key for c in study.cases]
+    base = "batch=1,precision=fp32,source=dlperf:lenet5,task=infer"
+    assert keys == [f"model/torch/cpu/{base}", f"model/torch/cpu/{base},variant=compile",
+                    f"model/onnxruntime/cpu/{base},variant=ort:basic"]
+    assert study.count_cases().n == 3

@@ -98,7 +98,7 @@ class Study:
         kept = list(self._points()) if self._grid_size() <= COUNT_CAP else None
         for fw, dev in self._pairs(frameworks, devices):
             for point in kept if kept is not None else self._points():
-                if any(_matches(rule, fw, dev, point) for rule in rules):
+                if any(_matches(rule, fw, dev, self._omitted | point) for rule in rules):
                     continue
                 for rep in range(self.settings.repetitions if repetitions else 1):
                     yield Case(self.workload, fw, dev, point, rep)
@@ -116,6 +116,13 @@ class Study:
         return count
 
     @cached_property
+    def _omitted(self) -> dict[str, Any]:
+        """The defaults a case's stored params leave out (`WorkloadParams.OMIT_AT_DEFAULT`): an exclude entry that
+        names one (`variant: eager`) still matches a case at that default."""
+        params = get_workload(self.workload).Params
+        return {k: params.model_fields[k].default for k in params.OMIT_AT_DEFAULT}
+
+    @cached_property
     def _counts(self) -> dict[tuple[tuple[str, ...], tuple[str, ...]], CaseCount]:
         return {}
 
@@ -127,7 +134,8 @@ class Study:
         n = 0
         points = self._points() if pairs else iter(())
         for point in points:
-            n += reps * sum(1 for fw, dev in pairs if not any(_matches(r, fw, dev, point) for r in rules))
+            full = self._omitted | point
+            n += reps * sum(1 for fw, dev in pairs if not any(_matches(r, fw, dev, full) for r in rules))
             if stop_after is not None and n > stop_after:
                 if next(points, None) is None:  # that was the last point: the count is exact after all
                     return CaseCount(n, True, at_most)
