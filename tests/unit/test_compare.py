@@ -222,3 +222,15 @@ def test_on_a_fleet_the_drift_is_each_machines_own_not_the_placement():
     apart = on_hosts(canaried(processes(1e-3, 20, 6), 3.0, 2), ["other"] * 6, {"other": 1.0})
     why = machine_drift(a, apart)
     assert isinstance(why, str) and "different machines" in why
+
+
+def test_a_local_run_against_a_fleet_run_keeps_the_drift():
+    """A local sweep's canaries name no machine; a fleet's do. Compared, they are pooled as before (the drift is
+    kept), not dropped as if the runs shared no machine."""
+    from dlperf.analysis.drift import machine_drift
+
+    local = canaried(processes(1e-3, 1, 4), 3.0, 1)
+    fleet = on_hosts(canaried(processes(1e-3, 20, 4), 3.3, 2), ["box"] * 4, {"box": 1.0})
+    d = machine_drift(local, fleet)
+    assert not isinstance(d, str), d
+    assert 1.05 < d.ratio < 1.15  # the canary took 10% longer in B

@@ -56,3 +56,18 @@ def test_an_ov_variant_compiles_with_its_hint(tmp_path: Path, variant: str) -> N
     assert str(compiled.get_property("PERFORMANCE_HINT")) == V.ov_hint(variant)
     if V.ov_hint(variant) == "LATENCY":
         assert int(compiled.get_property("NUM_STREAMS")) == 1  # dlperf's default: one stream
+
+
+@pytest.mark.parametrize("variant", ["ort:none", "ov:throughput"])
+def test_every_runtime_variant_shares_eagers_export(monkeypatch: pytest.MonkeyPatch, variant: str) -> None:
+    """A runtime's variant is a setting of the session or the compiled model, not another model: its export is the
+    one eager's cases use (the export cache is keyed by the params it is given)."""
+    from dlperf.workloads.model import ModelParams
+    from dlperf.workloads.model import onnxruntime_model as om
+
+    asked: list[ModelParams] = []
+    monkeypatch.setattr(om, "prepared", lambda p, seed: asked.append(p) or ("m.onnx", {}, [], {}))
+    fw = get_framework("onnxruntime")
+    om.runtime_inputs(fw, ModelParams(source="dlperf:lenet5", variant=variant, precision="int8"))
+    (p,) = asked
+    assert p.variant == "eager" and p.precision == "fp32"

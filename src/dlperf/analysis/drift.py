@@ -59,7 +59,8 @@ def machine_drift(results_a: Sequence[CaseResult], results_b: Sequence[CaseResul
     if {c.kind for c in series_a} != {c.kind for c in series_b}:
         return "the two runs' canaries did different work (another dlperf version): the drift is not in the intervals"
     hosts_a, hosts_b = {c.host for c in series_a}, {c.host for c in series_b}
-    if hosts_a == hosts_b and len(hosts_a) == 1:
+    if None in hosts_a | hosts_b or hosts_a == hosts_b and len(hosts_a) == 1:  # a side that names no machine
+        # (a local sweep's canaries): pooled, as before fleets named theirs
         log_a = np.log([c.time_s for c in series_a])
         log_b = np.log([c.time_s for c in series_b])
     else:  # a fleet: each machine against its own median over both runs, on the machines both runs used

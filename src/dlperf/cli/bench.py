@@ -4,9 +4,9 @@ The source's text is checked here (nothing imported), then in a fresh process (`
 source loaded, the task checked, one forward pass at batch 1), so a bad source is one `dlperf: error:` line and
 exit 2 before any store is opened. The cases (framework x device x batch x precision) then run through `dlperf
 run`'s path (`run.execute_study`: workers, store, resume), and the run table and the model report are printed.
-`--variant` adds the torch compiler variants (`workloads.model.variants`) as an axis, on torch only (the other
-frameworks' cases of a compiler variant are left out; eager, the reference, runs with them), and the model report
-adds the variants' table (`report.compiler_report`).
+`--variant` adds the variants (`workloads.model.variants`: torch's compilers, onnxruntime's optimisation levels,
+OpenVINO's hints) as an axis, each on its own framework (the others' cases of it are left out; eager, the
+reference, runs with them), and the model report adds the variants' table (`report.compiler_report`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ STUDY = "bench"
               help="fp32 (default); bf16: torch autocast; fp16: autocast, CUDA only; int8: each runtime's own "
                    "quantizer, task infer (repeatable)")
 @click.option("--variant", "variants", multiple=True, metavar="NAME",
-              help="eager (default), compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, export: "
-                   "torch compilers (repeatable; eager, the reference, runs with any of them)")
+              help="eager (default); torch: compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, "
+                   "export; onnxruntime: ort:none|basic|all; openvino: ov:latency|throughput (repeatable; eager, "
+                   "the reference, runs with any of them)")
 @click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,

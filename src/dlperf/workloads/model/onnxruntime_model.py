@@ -29,7 +29,8 @@ def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.nda
     (`onnx_file`: the graph's declared inputs, onnxruntime's unoptimised fp32 outputs the reference)."""
     rs.check_task(fw, p.task)
     rs.check_precision(fw, p.precision, ("fp32", "int8"), WHY_FP32)
-    fp32 = p.model_copy(update={"precision": "fp32"})  # int8: the fp32 export's file, quantized beside it
+    # int8: the fp32 export's file, quantized beside it; a runtime variant: the one export every variant shares
+    fp32 = p.model_copy(update={"precision": "fp32", "variant": "eager"})
     if p.source.endswith(".onnx"):
         from dlperf.workloads.model import onnx_file
 

@@ -47,7 +47,8 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
         compiled = fw.compile(str(path), device, "fp32", hint=hint)  # type: ignore[attr-defined]
     if p.variant != EAGER:  # compile_model is this variant's compile
         meta["compile"] = {"variant": p.variant, "cold_s": time.perf_counter() - start,
-                           "what": f"compile_model with PERFORMANCE_HINT {hint}"}
+                           "what": f"read_model and compile_model with PERFORMANCE_HINT {hint}"
+                                   + (" (int8: NNCF's weight compression included)" if p.precision == "int8" else "")}
     check_executed_precision(compiled, "float32", fw.version or ov.get_version())
     request = compiled.create_infer_request()
     for name, array in feeds.items():
