@@ -117,6 +117,19 @@ def test_torch_oom_classification():
     assert not fw.oom_suspect(RuntimeError("shape mismatch"))
 
 
+
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino"])
+def test_a_runtimes_failed_allocation_inside_a_run_is_out_of_memory(name: str) -> None:
+    """Words recorded from onnxruntime 1.2x runs under a 600 MiB cap (dlperf maxbatch FILE.onnx): its arena's
+    refusal and a std::bad_alloc, both RuntimeErrors; before, they ended a maxbatch search as errors."""
+    fw = get_framework(name)
+    arena = RuntimeError("Error in execution: Non-zero status code returned while running Relu node. Name:'' Status "
+                         "Message: bfc_arena.cc:360 Failed to allocate memory for requested buffer of size 256000000")
+    bad_alloc = RuntimeError("Error in execution: Non-zero status code returned while running Relu node. Name:'' "
+                             "Status Message: std::bad_alloc")
+    assert fw.is_oom(arena) and fw.is_oom(bad_alloc) and fw.is_oom(MemoryError())
+    assert not fw.is_oom(RuntimeError("Error in execution: Got invalid dimensions for input: x"))
+
 @pytest.mark.gpu
 def test_torch_cuda_events_peak_memory_and_sync():
     fw = get_framework("torch")

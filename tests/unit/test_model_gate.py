@@ -52,3 +52,24 @@ def test_source_kinds_and_their_text_errors(tmp_path) -> None:
     for bad in ("x", "x:float99[B]", "x:float32[B,0]", "x:float32[B,Q]"):
         with pytest.raises(SourceError):
             parse_input(bad)
+
+
+def test_a_check_that_runs_out_of_memory_after_the_timing_leaves_the_case_timed_and_not_checked() -> None:
+    """Under a memory cap the gate's float64 copies may not fit where the timed path did: the case keeps its
+    timing (no `oom` status from the check) and says why it was not checked; other errors still propagate."""
+    from dlperf.workloads.model import Model, ModelParams
+    from dlperf.workloads.model.step import ModelStep
+
+    def no_room() -> dict:
+        raise MemoryError("Unable to allocate 91.6 MiB")
+
+    p = ModelParams(source="dlperf:lenet5")
+    info = Model().extra_metrics(p, ModelStep(lambda: None, lambda: None, info={"gate": no_room, "param_count": 3}))
+    assert info["param_count"] == 3
+    assert info["correctness"]["status"] == "not checked" and "ran out of memory" in info["correctness"]["reason"]
+
+    def broken() -> dict:
+        raise ValueError("a bug in the check")
+
+    with pytest.raises(ValueError):
+        Model().extra_metrics(p, ModelStep(lambda: None, lambda: None, info={"gate": broken}))

@@ -77,7 +77,8 @@ def test_the_reference_is_onnxruntimes_and_without_it_not_checked(tmp_path: Path
     _graph(path)
     p = ModelParams(source=str(path), seq=5, batch=2)
     _, feeds, refs, meta = onnx_file.prepared(p, 0)
-    assert refs is not None and np.allclose(refs[0], feeds["x"].astype(np.float64) + 1.0)
+    outputs = refs()
+    assert outputs is not None and np.allclose(outputs[0], feeds["x"].astype(np.float64) + 1.0)
     assert meta["self_check"] is None and meta["param_count"] == 1
     real = builtins.__import__
 
@@ -88,8 +89,39 @@ def test_the_reference_is_onnxruntimes_and_without_it_not_checked(tmp_path: Path
 
     monkeypatch.setattr(builtins, "__import__", no_ort)
     _, _, refs, meta = onnx_file.prepared(p, 0)
-    assert refs is None
     meta["_refs"] = refs
     verdict = info_of(meta, p, lambda: [])["gate"]()
     assert verdict == {"status": "not checked",
                        "reason": "onnxruntime is not installed: an ONNX file has no other reference"}
+
+
+def test_the_reference_runs_only_when_the_gate_asks_after_the_timing(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its session and float64 copies are not in the timed path's memory (a maxbatch search of FILE.onnx
+    searches the path alone); a reference that fails leaves the path `not checked` with the error."""
+    pytest.importorskip("onnxruntime")
+    path = tmp_path / "g.onnx"
+    _graph(path)
+    p = ModelParams(source=str(path), seq=5, batch=2)
+    ran: list[int] = []
+    real = onnx_file.reference
+    monkeypatch.setattr(onnx_file, "reference", lambda *a: ran.append(1) or real(*a))
+    _, feeds, refs, meta = onnx_file.prepared(p, 0)
+    assert ran == []
+    meta["_refs"] = refs
+    good = info_of(meta, p, lambda: [feeds["x"].astype(np.float64) + 1.0])["gate"]
+    assert ran == []
+    assert good()["status"] == "pass" and ran == [1]
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise MemoryError("no room for the reference")
+
+    monkeypatch.setattr(onnx_file, "reference", real)
+    import onnxruntime as ort
+
+    monkeypatch.setattr(ort, "InferenceSession", broken)
+    _, _, refs, meta = onnx_file.prepared(p, 0)
+    meta["_refs"] = refs
+    verdict = info_of(meta, p, lambda: [])["gate"]()
+    assert verdict == {"status": "not checked",
+                       "reason": "the reference run failed: MemoryError: no room for the reference"}

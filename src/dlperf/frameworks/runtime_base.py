@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dlperf.frameworks.base import Framework, no_sync
 
+#: Words a runtime's failed allocation leaves in the error a run raises.
+RUNTIME_OOM_MARKERS = ("Failed to allocate memory", "std::bad_alloc")
+
 
 class InferenceRuntime(Framework):
     """Base of the runtime adapters: threads and seed recorded for the sessions they open; no sync."""
@@ -17,6 +20,12 @@ class InferenceRuntime(Framework):
     def __init__(self) -> None:
         self._threads: int | None = None
         self._seed: int | None = None
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """MemoryError, or the runtime's C++ allocation failing inside a run: onnxruntime's arena refusing a
+        buffer ("Failed to allocate memory for requested buffer of size N", its CUDA provider's too) or
+        `std::bad_alloc`, both raised as RuntimeError."""
+        return isinstance(exc, MemoryError) or any(m in str(exc) for m in RUNTIME_OOM_MARKERS)
 
     def sync(self, device: str) -> None:
         return None  # a session's synchronous call returns when its outputs are ready

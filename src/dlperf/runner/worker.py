@@ -118,6 +118,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         phases = _phases(built, m, case.params)
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
+        peak_rss = peak_rss_bytes()  # the timed work's: not what the checks below add (a reference's copies)
         metrics = derive_metrics(m, workload.built_cost(params, built)) | phases
         metrics |= workload.extra_metrics(params, built)  # e.g. the model workload's correctness gate
         metrics["activity"] = monitor.record()  # cpu_util came with the measurement's summary
@@ -141,7 +142,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         if settings.energy_estimate_tdp_w:
             metrics["energy_estimate"] = _tdp_estimate(settings.energy_estimate_tdp_w, device, fn, sync, m.median_s)
         metrics.update(
-            peak_rss_bytes=peak_rss_bytes(),
+            peak_rss_bytes=peak_rss,
             baseline_rss_bytes=baseline_rss,
             peak_device_mem_bytes=peak_dev,
             peak_device_mem_source=peak_dev_how,
