@@ -16,21 +16,23 @@ from tests.cli.test_bench import _tiny_onnx
 @pytest.fixture(scope="module")
 def two_bench_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
     """A store with two bench runs of one ONNX file on onnxruntime: batch 1, then batches 1 and 2; one thread each
-    (without --threads each run's count follows the machine's load, and history keeps counts apart)."""
+    (without --threads each run's count follows the machine's load, and history keeps counts apart). The file is
+    spelled two ways, `./tiny.onnx` and `FOLDER/sub/../tiny.onnx` from FOLDER: one source, `tiny.onnx`."""
     pytest.importorskip("onnxruntime", reason="the onnxruntime extra is not installed")
     from tests.conftest import run_cli
 
     folder = tmp_path_factory.mktemp("bench2")
     model, db = folder / "tiny.onnx", folder / "b.db"
     _tiny_onnx(model)
+    (folder / "sub").mkdir()
     ids = []
-    for batches in (["1"], ["1", "2"]):
-        res = run_cli("bench", str(model), "--seq", "3", "--framework", "onnxruntime",
+    for spelled, batches in (("./tiny.onnx", ["1"]), (str(folder / "sub" / ".." / "tiny.onnx"), ["1", "2"])):
+        res = run_cli("bench", spelled, "--seq", "3", "--framework", "onnxruntime",
                       *(a for b in batches for a in ("--batch", b)), "--budget", "0.05", "--repetitions", "1",
-                      "--threads", "1", db=db, timeout=300)
+                      "--threads", "1", db=db, timeout=300, cwd=folder)
         assert res.returncode == 0, res.stderr
         ids.append(next(ln.split()[2] for ln in res.stdout.splitlines() if ln.startswith("results: run ")))
-    return model, db, ids
+    return Path("tiny.onnx"), db, ids
 
 
 def _key(model: Path, batch: int) -> str:

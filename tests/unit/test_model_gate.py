@@ -73,3 +73,21 @@ def test_a_check_that_runs_out_of_memory_after_the_timing_leaves_the_case_timed_
 
     with pytest.raises(ValueError):
         Model().extra_metrics(p, ModelStep(lambda: None, lambda: None, info={"gate": broken}))
+
+
+def test_a_file_or_folder_spelled_two_ways_is_one_source(tmp_path, monkeypatch) -> None:
+    """Below the working directory a path is spelled relative and normalised, elsewhere absolute; an
+    architecture's name, a module and dlperf's own names are left as given."""
+    from dlperf.sources import canonical
+
+    (tmp_path / "work" / "cfg").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    here, away = tmp_path / "work", tmp_path / "elsewhere"
+    assert canonical("./m.onnx") == canonical(f"{here}/sub/../m.onnx") == "m.onnx"
+    assert canonical("../elsewhere/m.onnx") == canonical(f"{away}/m.onnx") == f"{away}/m.onnx"
+    assert canonical("./nets/../net.py:build") == "net.py:build"
+    assert canonical(f"hf:{here}/cfg,hidden_size=64") == canonical("hf:./cfg,hidden_size=64") == \
+        "hf:./cfg,hidden_size=64"
+    for same in ("hf:bert,num_hidden_layers=2", "dlperf:lenet5", "examples.mlp:build"):
+        assert canonical(same) == same

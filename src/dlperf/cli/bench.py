@@ -65,7 +65,7 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     from dlperf.report.sections import render_terminal as render_sections
     from dlperf.report.tables import render_terminal
     from dlperf.runner.cases import check_devices
-    from dlperf.sources import check_text
+    from dlperf.sources import canonical, check_text
     from dlperf.studies.loader import Study
     from dlperf.workloads.model.check import ModelParams, preflight
 
@@ -77,6 +77,8 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     check_frameworks(fws)
     check_devices(list(devices))
     check_text(source)
+    source = canonical(source)  # one spelling of a file (`./m.onnx`, `/here/m.onnx`): two runs of it compare
+    inputs_fn = canonical(inputs_fn) if inputs_fn and ".py:" in inputs_fn else inputs_fn
     point = {"source": source, "task": task, "seq": seq, "input": list(input_specs) or None, "inputs_fn": inputs_fn,
              "prompt_len": prompt_len, "new_tokens": new_tokens}
     point = {k: v for k, v in point.items() if v is not None}

@@ -28,7 +28,7 @@ from dlperf.hardware.probe import default_threads
 from dlperf.runner.events import RunEvents
 from dlperf.runner.lifecycle import NewRun, open_run
 from dlperf.runner.sweep import collect_fingerprint, run_case
-from dlperf.sources import SourceError, kind_of
+from dlperf.sources import SourceError, canonical, kind_of
 from dlperf.store import Store
 from dlperf.studies import Case
 from dlperf.workloads.model import ModelParams
@@ -160,8 +160,10 @@ def source_target(source: str, params: dict[str, Any], options: dict[str, Any], 
             what = {"source": "TARGET", "batch": "the search (use --start and --max-batch)"}.get(key) or \
                 SOURCE_OPTIONS[key]
             raise StudyError(f"maxbatch: -p {key} is set by {what}: give it once")
+    source = canonical(source)  # one spelling of a file: two runs of it compare
     fixed: dict[str, Any] = {"source": source}
-    fixed |= params | {k: list(v) if k == "input" else v for k, v in options.items()}
+    fixed |= params | {k: list(v) if k == "input" else canonical(v) if k == "inputs_fn" else v
+                       for k, v in options.items()}
     fixed.setdefault("task", "infer" if source.endswith(".onnx") else "train")
     shown = [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in fixed.items() if k != "source"]
     return Target("model", "batch", fixed, " ".join([source, *shown]))

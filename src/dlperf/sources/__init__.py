@@ -33,9 +33,14 @@ def check_text(text: str) -> SourceKind:
     return kind
 
 
+def canonical(text: str) -> str:
+    """`text`'s one spelling (`SourceKind.canonical`): a file or folder named two ways is one source."""
+    return kind_of(text).canonical(text)
+
+
 def load(text: str, seed: int = 0) -> Loaded:
     """The model of `text`, built in this process (a worker: a user's file runs here)."""
     return check_text(text).load(text, seed)
 
 
-__all__ = ["KINDS", "TASKS", "Loaded", "SourceError", "SourceKind", "check_text", "kind_of", "load"]
+__all__ = ["KINDS", "TASKS", "Loaded", "SourceError", "SourceKind", "canonical", "check_text", "kind_of", "load"]

@@ -9,6 +9,7 @@ or a Hugging Face config's `from_config`), never read from a checkpoint.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -56,6 +57,20 @@ class SourceKind:
     def load(self, text: str, seed: int) -> Loaded:
         """The model, built in the worker with `torch.manual_seed(seed)` first."""
         raise NotImplementedError(f"{type(self).__name__} cannot be loaded into torch")
+
+    def canonical(self, text: str) -> str:
+        """One spelling of `text` for what it names (a kind with a file: `canonical_path`'s), so that `./m.onnx`
+        and `/here/m.onnx` are one source to the store, `compare` and `history`."""
+        return text
+
+
+def canonical_path(where: str) -> str:
+    """A path's one spelling from this directory: relative and normalised when it lies below the working
+    directory (`./a/../m.onnx` -> `m.onnx`), else absolute and normalised. Symbolic links are kept as given (a
+    link is the user's name for the file)."""
+    full = os.path.normpath(os.path.abspath(where))
+    rel = os.path.relpath(full)
+    return full if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
 
 def split_ref(text: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf.sources.base import Loaded, SourceError, SourceKind
+from dlperf.sources.base import Loaded, SourceError, SourceKind, canonical_path
 
 PREFIX = "hf:"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -61,6 +61,15 @@ class HfSource(SourceKind):
 
     def matches(self, text: str) -> bool:
         return text.startswith(PREFIX)
+
+    def canonical(self, text: str) -> str:
+        """A folder's path as `canonical_path` spells it (with `./` where that leaves no slash, so it stays a
+        path, not an architecture's name); an architecture's text as given."""
+        what, *rest = text[len(PREFIX):].split(",")
+        if not is_path(what):
+            return text
+        path = canonical_path(what)
+        return ",".join([PREFIX + (path if "/" in path else f"./{path}"), *rest])
 
     def check_text(self, text: str) -> None:
         what, _ = parse(text)

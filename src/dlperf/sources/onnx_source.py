@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlperf.sources.base import Loaded, SourceError, SourceKind
+from dlperf.sources.base import Loaded, SourceError, SourceKind, canonical_path
 
 
 class OnnxSource(SourceKind):
@@ -18,6 +18,9 @@ class OnnxSource(SourceKind):
 
     def matches(self, text: str) -> bool:
         return text.endswith(".onnx")
+
+    def canonical(self, text: str) -> str:
+        return canonical_path(text)
 
     def check_text(self, text: str) -> None:
         path = Path(text)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlperf.sources.base import Loaded, SourceError, SourceKind, as_module, split_ref
+from dlperf.sources.base import Loaded, SourceError, SourceKind, as_module, canonical_path, split_ref
 
 
 def _from_namespace(torch: Any, ns: Any, name: str, what: str, seed: int) -> Loaded:
@@ -68,6 +68,10 @@ class FileSource(SourceKind):
 
     def matches(self, text: str) -> bool:
         return ".py:" in text
+
+    def canonical(self, text: str) -> str:
+        where, name = split_ref(text)
+        return f"{canonical_path(where)}:{name}"
 
     def check_text(self, text: str) -> None:
         where, _ = split_ref(text)
