@@ -108,6 +108,7 @@ def call_dlperf(*args: str, cwd: Path, limit_s: float = EXAMPLE_LIMIT_S) -> Outc
         for s, h in handlers.items():
             signal.signal(s, h)
         gc.collect()  # the command's engines go, closing their connections: a WAL store is checkpointed now
+        gc.freeze()  # what survived it (modules the command imported) is not scanned by the next example's
     assert code is not None, f"dlperf.cli.main returned instead of exiting: {args!r}"
     return Outcome(tuple(args), code, out.getvalue(), err.getvalue())
 
