@@ -52,6 +52,9 @@ class Verdict(TypedDict, total=False):
     top1_output: int
     disagree: int
     positions: int
+    # a training step's (`training.judge_step`): the worst tensor by name, and what was compared
+    tensor: str
+    compared: str
 
 
 class _Top1(TypedDict):
