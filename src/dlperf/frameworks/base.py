@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dlperf.timing import DeviceTimer
 
@@ -22,6 +22,41 @@ def no_sync() -> None:
 
 # Messages that memory exhaustion produces, but that other failures produce too.
 OOM_SUSPECT_MARKERS = ("could not create a primitive",)
+
+
+class FrameworkInfo(TypedDict, total=False):
+    """What `Framework.info` says for the fingerprint: the version always, the rest where an adapter reads it.
+
+    A string where a number is expected is what the adapter recorded instead of it (e.g. "unknown (Error)").
+    """
+
+    version: str | None
+    threads: int | str | None
+    mode: str
+    backend: str
+    # the libraries underneath
+    blas: str
+    blas_threads: int | None
+    blas_info: str
+    lapack_info: str
+    onednn: str
+    mkl: str
+    cuda: str | None
+    cudnn: int | str | None
+    cuda_runtime: int | str
+    jaxlib: str
+    cxx: str
+    openmp: bool
+    matmul: str
+    # the inference runtimes
+    providers: list[str]
+    device: str
+    intra_op_threads: int | None
+    devices: list[str]
+    inference_num_threads: int | None
+    ncs2: str
+    cpu_pinning: bool | str
+    cpu_default_precision: str
 
 
 class UnsupportedError(RuntimeError):
@@ -145,7 +180,7 @@ class Framework:
         """
         return any(marker in str(exc) for marker in OOM_SUSPECT_MARKERS)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         """Version and the libraries underneath (BLAS, oneDNN, cuDNN), for the fingerprint."""
         return {"version": self.version}
 

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from dlperf.frameworks.base import Framework, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
 
 
 class CaffeFramework(Framework):
@@ -40,6 +38,6 @@ class CaffeFramework(Framework):
             caffe.set_device(int(device.partition(":")[2] or 0))
             caffe.set_mode_gpu()
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         caffe = self.import_module()
         return {"version": getattr(caffe, "__version__", None) or self.version}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.frameworks.base import Framework
+from dlperf.frameworks.base import Framework, FrameworkInfo
 
 
 class CupyEventTimer:
@@ -66,9 +66,9 @@ class CupyFramework(Framework):
         cp = self.import_module()
         return isinstance(exc, (MemoryError, cp.cuda.memory.OutOfMemoryError))
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         cp = self.import_module()
-        out: dict[str, Any] = {"version": cp.__version__}
+        out: FrameworkInfo = {"version": cp.__version__}
         try:
             out["cuda_runtime"] = cp.cuda.runtime.runtimeGetVersion()
         except Exception as exc:  # no driver: recorded

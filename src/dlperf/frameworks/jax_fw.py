@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dlperf.frameworks.base import Framework
+from dlperf.frameworks.base import Framework, FrameworkInfo
 
 
 class JaxFramework(Framework):
@@ -95,7 +95,7 @@ class JaxFramework(Framework):
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         jax = self.import_module()
         import jaxlib
 

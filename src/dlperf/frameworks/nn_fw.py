@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf import __version__
-from dlperf.frameworks.base import Framework, UnsupportedError, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, UnsupportedError, no_sync
 
 
 class NnFramework(Framework):
@@ -67,7 +67,7 @@ class NnFramework(Framework):
 
         self._limits = threadpool_limits(limits=n)  # NumPy's BLAS, used by the vectorized backend
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         return {"version": __version__, "backend": self.backend}
 
 
@@ -104,7 +104,7 @@ class NnCudaFramework(NnFramework):
     def sync_fn(self, device: str):  # type: ignore[override]
         return lambda: self.sync(device)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         return super().info() | {"matmul": self.matmul}
 
 

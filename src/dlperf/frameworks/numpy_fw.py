@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from dlperf.frameworks.base import Framework, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
 
 
 class NumpyFramework(Framework):
@@ -43,9 +41,9 @@ class NumpyFramework(Framework):
         blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
         return int(blas[0]["num_threads"]) if blas else None
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         np = self.import_module()
-        out: dict[str, Any] = {"version": np.__version__}
+        out: FrameworkInfo = {"version": np.__version__}
         try:
             from threadpoolctl import threadpool_info
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.frameworks.base import UnsupportedError
+from dlperf.frameworks.base import FrameworkInfo, UnsupportedError
 from dlperf.frameworks.runtime_base import InferenceRuntime
 
 #: Graph optimisation levels by dlperf's name (`ort:NAME` variants of the model workload); `all` is the default.
@@ -67,7 +67,7 @@ class OnnxruntimeFramework(InferenceRuntime):
                                    f"(the session runs on {', '.join(sess.get_providers())})")
         return sess
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         ort = self.import_module()
         return {"version": ort.__version__, "providers": list(ort.get_available_providers()),
                 "device": ort.get_device(), "intra_op_threads": self._threads}

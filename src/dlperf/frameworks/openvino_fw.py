@@ -19,9 +19,9 @@ the 2022.3 LTS releases), so it is not a device here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
-from dlperf.frameworks.base import UnsupportedError
+from dlperf.frameworks.base import FrameworkInfo, UnsupportedError
 from dlperf.frameworks.runtime_base import InferenceRuntime
 
 #: dlperf device -> OpenVINO device name.
@@ -30,6 +30,15 @@ DEVICES = {"cpu": "CPU"}
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 #: Performance hints dlperf sets (`ov:latency`, `ov:throughput` variants of the model workload).
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT")
+
+
+class CompileConfig(TypedDict, total=False):
+    """The properties `compile_model` gets from dlperf (`OpenvinoFramework.compile_config`)."""
+
+    INFERENCE_PRECISION_HINT: str
+    PERFORMANCE_HINT: str
+    NUM_STREAMS: str
+    INFERENCE_NUM_THREADS: int
 #: Runtime precisions of executed nodes that keep a case's dtype (its own, or wider).
 KEEPS = {"float64": {"f64"}, "float32": {"f32", "f64"}, "float16": {"f16", "f32", "f64"},
          "bfloat16": {"bf16", "f32", "f64"}}
@@ -64,14 +73,14 @@ class OpenvinoFramework(InferenceRuntime):
             raise UnsupportedError(NCS2_NOTE)
         return super().check_device(device)
 
-    def compile_config(self, precision: str = "fp32", hint: str = "LATENCY") -> dict[str, Any]:
+    def compile_config(self, precision: str = "fp32", hint: str = "LATENCY") -> CompileConfig:
         """The properties every compiled model gets: precision stated, threads, and the performance hint (dlperf's
         default LATENCY with one stream; THROUGHPUT leaves the streams to the plugin)."""
         if precision not in PRECISION_HINTS:
             raise UnsupportedError(f"openvino: no precision {precision!r} in dlperf ({', '.join(PRECISION_HINTS)})")
         if hint not in PERFORMANCE_HINTS:
             raise UnsupportedError(f"openvino: no performance hint {hint!r} in dlperf ({', '.join(PERFORMANCE_HINTS)})")
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "PERFORMANCE_HINT": hint}
+        config: CompileConfig = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision], "PERFORMANCE_HINT": hint}
         if hint == "LATENCY":
             config["NUM_STREAMS"] = "1"
         if self._threads:
@@ -90,10 +99,10 @@ class OpenvinoFramework(InferenceRuntime):
             ov_model.reshape({0: self.import_module().PartialShape(shape)})
         return core.compile_model(ov_model, DEVICES[device], self.compile_config(precision, hint))
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         ov = self.import_module()
         core = self.core()
-        out: dict[str, Any] = {"version": ov.get_version(), "devices": list(core.available_devices),
+        out: FrameworkInfo = {"version": ov.get_version(), "devices": list(core.available_devices),
                                "inference_num_threads": self._threads, "ncs2": NCS2_NOTE}
         try:
             out["cpu_pinning"] = bool(core.get_property("CPU", "ENABLE_CPU_PINNING"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from dlperf.frameworks.base import Framework, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
 
 
 class PytensorFramework(Framework):
@@ -47,7 +47,7 @@ class PytensorFramework(Framework):
         # OMP/OPENBLAS_NUM_THREADS, which the runner sets before the worker starts.
         self._threads = n
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         mod = self.import_module()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "could not link to a BLAS": said below instead

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dlperf.frameworks.base import Framework, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
 
 
 def tf_device(device: str) -> str:
@@ -106,7 +106,7 @@ class TensorflowFramework(Framework):
         tf = self.import_module()
         return isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError))
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         tf = self.import_module()
         build = dict(tf.sysconfig.get_build_info())
         return {

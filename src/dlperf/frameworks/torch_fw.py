@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
-from dlperf.frameworks.base import Framework, no_sync
+from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
 
 
 class CudaEventTimer:
@@ -98,14 +98,16 @@ class TorchFramework(Framework):
             "out of memory" in text.lower() or "can't allocate memory" in text
         )
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FrameworkInfo:
         torch = self.import_module()
-        out: dict[str, Any] = {"version": torch.__version__, "threads": torch.get_num_threads()}
+        out: FrameworkInfo = {"version": torch.__version__, "threads": torch.get_num_threads()}
         config = torch.__config__.show()
-        for key in ("BLAS_INFO", "LAPACK_INFO"):
+        libs: tuple[tuple[str, Literal["blas_info", "lapack_info"]], ...] = (("BLAS_INFO", "blas_info"),
+                                                                              ("LAPACK_INFO", "lapack_info"))
+        for key, name in libs:
             m = re.search(rf"{key}=([^,\s]+)", config)
             if m:
-                out[key.lower()] = m.group(1)
+                out[name] = m.group(1)
         m = re.search(r"oneDNN v([\d.]+)", config) or re.search(r"MKL-DNN v([\d.]+)", config)
         if m:
             out["onednn"] = m.group(1)

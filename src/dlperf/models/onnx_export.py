@@ -42,9 +42,10 @@ import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlperf.frameworks.base import UnsupportedError
+from dlperf.models.onnx_entry import CnnRequest, ExportIdentity, ExportMeta, ExportRequest, TransformerRequest
 from dlperf.models.transformer.config import TransformerConfig, get_config
 
 #: Bumped whenever what an export writes changes, so older cache entries are not reused.
@@ -74,7 +75,7 @@ def cache_dir() -> Path:
 
 
 def cnn_request(model: str, image_size: int | None = None, num_classes: int | None = None,
-                seed: int = 0) -> dict[str, Any]:
+                seed: int = 0) -> CnnRequest:
     """What identifies a CNN export (defaults resolved, so `None` and the model's own size are one file)."""
     from dlperf.models import get_spec
 
@@ -83,7 +84,7 @@ def cnn_request(model: str, image_size: int | None = None, num_classes: int | No
             "num_classes": spec.num_classes, "in_channels": spec.in_channels, "seed": seed}
 
 
-def transformer_request(cfg: TransformerConfig | str, seed: int = 0) -> dict[str, Any]:
+def transformer_request(cfg: TransformerConfig | str, seed: int = 0) -> TransformerRequest:
     """What identifies a transformer export: the whole configuration (presets resolved) and the seed."""
     config = get_config(cfg) if isinstance(cfg, str) else cfg
     return {"kind": "transformer", "config": config.model_dump(), "seed": seed}
@@ -122,23 +123,23 @@ def source_digest(kind: str) -> str:
     return h.hexdigest()
 
 
-def identity(request: dict[str, Any]) -> dict[str, Any]:
+def identity(request: ExportRequest) -> ExportIdentity:
     """Everything the cache key hashes: the request, the package versions, the model sources' digest and
     `EXPORTER_VERSION` (also stored in the sidecar)."""
     return {"request": request, "versions": versions(), "sources_sha256": source_digest(request["kind"]),
             "exporter_version": EXPORTER_VERSION}
 
 
-def key(request: dict[str, Any]) -> str:
+def key(request: ExportRequest) -> str:
     """The cache key: a hash of `identity(request)` (torch is not imported)."""
     return _key_of(identity(request))
 
 
-def _key_of(ident: dict[str, Any]) -> str:
+def _key_of(ident: ExportIdentity) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def export(request: dict[str, Any], *, isolated: bool = False) -> Path:
+def export(request: ExportRequest, *, isolated: bool = False) -> Path:
     """The cached file for `request`, exported first if the cache has no valid entry."""
     ident = identity(request)
     entry = cache_dir() / _key_of(ident)
@@ -188,9 +189,9 @@ def valid(entry: Path) -> bool:
         return False
 
 
-def sidecar(model_path: Path) -> dict[str, Any]:
-    """What was exported into `model_path` and how (its `export.json`)."""
-    return dict(json.loads((Path(model_path).parent / SIDECAR).read_text()))
+def sidecar(model_path: Path) -> ExportMeta:
+    """What was exported into `model_path` and how (its `export.json`, as `export` wrote it)."""
+    return cast(ExportMeta, dict(json.loads((Path(model_path).parent / SIDECAR).read_text())))
 
 
 # -- the torch side --------------------------------------------------------------
@@ -226,7 +227,7 @@ def transformer_module(cfg: TransformerConfig | str, seed: int = 0) -> Any:
     return Logits(tm.build(config, init_weights(config, seed))).eval()
 
 
-def _module_and_example(torch: Any, request: dict[str, Any]) -> tuple[Any, Any, str, dict[int, str]]:
+def _module_and_example(torch: Any, request: ExportRequest) -> tuple[Any, Any, str, dict[int, str]]:
     """(module, example input, input name, {axis: name} of the dynamic axes)."""
     if request["kind"] == "cnn":
         net = cnn_module(request["model"], request["image_size"], request["num_classes"], request["seed"])
@@ -241,7 +242,7 @@ def _module_and_example(torch: Any, request: dict[str, Any]) -> tuple[Any, Any, 
     return net, x, "tokens", {0: "batch", 1: "seq"}
 
 
-def _export_into(directory: Path, request: dict[str, Any]) -> dict[str, Any]:
+def _export_into(directory: Path, request: ExportRequest) -> ExportMeta:
     """Export `request` into `directory/model.onnx`; the sidecar's fields (less the file hashes)."""
     import torch
 
@@ -249,12 +250,13 @@ def _export_into(directory: Path, request: dict[str, Any]) -> dict[str, Any]:
     path = directory / MODEL_FILE
     weight_bytes = sum(t.numel() * t.element_size() for t in (*net.parameters(), *net.buffers()))
     external = external_data(weight_bytes)
-    meta: dict[str, Any] = {"request": request, "torch": torch.__version__, "exporter_version": EXPORTER_VERSION,
+    meta: ExportMeta = {"request": request, "torch": torch.__version__, "exporter_version": EXPORTER_VERSION,
                             "input": name, "dynamic_axes": {str(a): n for a, n in axes.items()},
                             "weight_bytes": weight_bytes, "external_data": external, "created_unix_s": time.time()}
     try:
-        dims = {a: torch.export.Dim(n, max=request["config"]["max_positions"] if n == "seq" else None)
-                for a, n in axes.items()}
+        seq_max = TransformerConfig.model_validate(request["config"]).max_positions \
+            if request["kind"] == "transformer" else None  # "seq" is a transformer's axis only
+        dims = {a: torch.export.Dim(n, max=seq_max if n == "seq" else None) for a, n in axes.items()}
         with contextlib.redirect_stdout(sys.stderr):  # the exporter reports progress on stdout
             torch.onnx.export(net, (x,), str(path), dynamo=True, dynamic_shapes={name: dims},
                               external_data=external, verbose=False)
@@ -289,8 +291,10 @@ def external_data(weight_bytes: int) -> bool:
     return weight_bytes >= EXTERNAL_DATA_BYTES
 
 
-def _what(request: dict[str, Any]) -> str:
-    return request.get("model") or f"transformer {request['config']['kind']} d{request['config']['d_model']}"
+def _what(request: ExportRequest) -> str:
+    if request["kind"] == "cnn":
+        return request["model"]
+    return f"transformer {request['config']['kind']} d{request['config']['d_model']}"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -307,7 +311,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: ExportMeta) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)
@@ -326,7 +330,7 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _export_in_child(request: dict[str, Any]) -> None:
+def _export_in_child(request: ExportRequest) -> None:
     """Run `export(request)` in a fresh Python process (torch is imported there, not here)."""
     done = subprocess.run([sys.executable, "-m", "dlperf.models.onnx_export", json.dumps(request)],
                           capture_output=True, text=True, timeout=1800, env=os.environ.copy())

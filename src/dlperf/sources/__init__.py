@@ -6,7 +6,7 @@ The kind of a text is the first in `KINDS` that matches it: `dlperf:NAME`, `hf:.
 
 from __future__ import annotations
 
-from dlperf.sources.base import TASKS, Loaded, SourceError, SourceKind
+from dlperf.sources.base import TASKS, Loaded, SourceError, SourceInfo, SourceKind
 from dlperf.sources.dlperf_source import DlperfSource
 from dlperf.sources.hf_source import HfSource
 from dlperf.sources.onnx_source import OnnxSource
@@ -43,4 +43,5 @@ def load(text: str, seed: int = 0) -> Loaded:
     return check_text(text).load(text, seed)
 
 
-__all__ = ["KINDS", "TASKS", "Loaded", "SourceError", "SourceKind", "canonical", "check_text", "kind_of", "load"]
+__all__ = ["KINDS", "TASKS", "Loaded", "SourceError", "SourceInfo", "SourceKind", "canonical", "check_text", "kind_of",
+           "load"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dlperf.errors import DlperfError
 
@@ -22,6 +22,13 @@ TASKS = ("infer", "train", "generate")
 
 class SourceError(DlperfError):
     """A source that cannot be used, decided before anything is measured (one line, exit 2)."""
+
+
+#: What a loaded model says of itself (`Loaded.info`, stored as a case's `model_info`): its family, and per family
+#: the MLP's study and widths, or a Hugging Face model's class and `model_type` ("class" is why this is not the
+#: class form of TypedDict).
+SourceInfo = TypedDict("SourceInfo", {"family": str, "study": str, "dims": list[int], "class": str,
+                                      "model_type": str}, total=False)
 
 
 @dataclass
@@ -37,7 +44,7 @@ class Loaded:
     loss: Callable[[Any, Any], Any] | None = None
     #: A causal LM's vocabulary (generation draws prompts below it), else None.
     vocab_size: int | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: SourceInfo = field(default_factory=lambda: SourceInfo())
 
 
 class SourceKind:

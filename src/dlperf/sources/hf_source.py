@@ -26,12 +26,16 @@ PREFIX = "hf:"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def parse(text: str) -> tuple[str, dict[str, Any]]:
+#: An override's value as `_value` reads it: true/false, an int, a float, else the text.
+Override = bool | int | float | str
+
+
+def parse(text: str) -> tuple[str, dict[str, Override]]:
     """`hf:WHAT,k=v,...` -> (WHAT, {k: v}); SourceError on a malformed override."""
     what, *pairs = text[len(PREFIX):].split(",")
     if not what:
         raise SourceError(f"{text}: expected hf:ARCH or hf:PATH (e.g. hf:bert,num_hidden_layers=2)")
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Override] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip().isidentifier():
@@ -40,7 +44,7 @@ def parse(text: str) -> tuple[str, dict[str, Any]]:
     return what, overrides
 
 
-def _value(raw: str) -> Any:
+def _value(raw: str) -> Override:
     if raw.lower() in ("true", "false"):
         return raw.lower() == "true"
     for cast in (int, float):

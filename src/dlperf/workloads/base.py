@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +38,18 @@ class WorkloadParams(BaseModel):
         fields = type(self).model_fields
         omit = {k for k in self.OMIT_AT_DEFAULT if getattr(self, k) == fields[k].default}
         return self.model_dump(mode="json", exclude_none=True, exclude=omit)
+
+
+class InnerParams(TypedDict, total=False):
+    """The parameters a workload that wraps another (serve, ddp) hands to the inner one's `parse`: its model,
+    task and batch, and the shape and precision it sets."""
+
+    model: str
+    task: str
+    batch: int
+    seq_len: int
+    image_size: int
+    precision: str
 
 
 @dataclass(frozen=True)
@@ -112,7 +124,8 @@ class Workload(Generic[P]):
         return sorted(name for name, cls in REGISTRY.items()
                       if cls.family in families and name not in self.excluded_frameworks)
 
-    def parse(self, raw: dict[str, Any]) -> P:
+    def parse(self, raw: Mapping[str, object]) -> P:
+        """The params of a case from its raw mapping (a study's, a stored case's, `InnerParams`), validated."""
         return cast(P, self.Params.model_validate(raw))
 
     def cost(self, params: P) -> Cost:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from dlperf.frameworks import Framework
-from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.base import Cost, InnerParams, Step, Workload, WorkloadParams
 
 #: The workloads whose training step is run data-parallel.
 TRAINED_WORKLOADS = ("cnn", "transformer")
@@ -64,9 +64,9 @@ class DdpParams(WorkloadParams):
     def global_batch(self) -> int:
         return self.batch if self.scaling == "strong" else self.batch * self.world_size
 
-    def inner_params(self) -> dict[str, Any]:
+    def inner_params(self) -> InnerParams:
         """Each rank's training step: the inner workload's parameters with this rank's batch."""
-        raw: dict[str, Any] = {"model": self.model, "task": "train", "batch": self.batch_per_rank}
+        raw: InnerParams = {"model": self.model, "task": "train", "batch": self.batch_per_rank}
         if self.workload == "transformer":
             raw["seq_len"] = self.seq_len or 128
         elif self.image_size is not None:

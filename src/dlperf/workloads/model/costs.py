@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
@@ -33,13 +33,25 @@ ONNX_REFUSAL = ("{source}: cannot estimate: an ONNX file has no training step, a
 COUNT_BATCHES = (1, 2, 4)
 
 
+class StepCounts(TypedDict):
+    """One JSON line of `main`: a training step's counts at `batch` (the module's doc says what each is)."""
+
+    batch: int
+    flops: float | None
+    params: int
+    params_bytes: int
+    input_bytes: int
+    saved_bytes: int
+    largest_saved_bytes: int
+
+
 def count(params: ModelParams, timeout_s: float = CHECK_TIMEOUT_S) -> list[dict[str, Any]]:
     """The counts at `COUNT_BATCHES`, one dict each, from a fresh process; DlperfError with its line if it fails."""
     out = in_fresh_process("dlperf.workloads.model.costs", params, "counting the source's costs", timeout_s)
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def count_at(torch: Any, p: ModelParams) -> dict[str, Any]:
+def count_at(torch: Any, p: ModelParams) -> StepCounts:
     """One training step's counts at `p.batch` (see the module's doc)."""
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -29,6 +29,7 @@ import numpy as np
 from dlperf.frameworks.base import UnsupportedError
 from dlperf.models.onnx_export import cache_dir
 from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model.records import RuntimeMeta
 
 FILES = ("model.onnx", "arrays.npz", "meta.json")
 _HERE = Path(__file__).resolve().parent
@@ -49,7 +50,7 @@ def key(p: ModelParams, seed: int) -> str:
 
 
 def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Callable[[], list[np.ndarray]],
-                                                 dict[str, Any]]:
+                                                 RuntimeMeta]:
     """(model.onnx, feeds by input name, the reference outputs when called, meta) of the case, exported first if
     not cached. The reference outputs are read from the cache when the gate asks, after the timing (not in the
     case's memory)."""
@@ -60,7 +61,7 @@ def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Ca
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines()
             raise UnsupportedError(f"exporting {p.source} to ONNX failed: {lines[-1] if lines else done.returncode}")
-    meta = json.loads((entry / "meta.json").read_text())
+    meta: RuntimeMeta = json.loads((entry / "meta.json").read_text())
     arrays = entry / "arrays.npz"
     with np.load(arrays, allow_pickle=False) as z:
         feeds = {name: z[f"in_{i}"] for i, name in enumerate(meta["inputs"])}
@@ -88,7 +89,7 @@ def _export(p: ModelParams, seed: int) -> None:
             return net(*args, **kwargs)
 
     first, second = prep.as_numpy(torch, forward()), prep.as_numpy(torch, forward())
-    meta: dict[str, Any] = {"self_check": gate.self_check(first, second), "n_outputs": len(first),
+    meta: RuntimeMeta = {"self_check": gate.self_check(first, second), "n_outputs": len(first),
                             "flops_per_call": prep.count_flops(torch, forward),
                             "param_count": prep.param_count(net), "model_info": pr.loaded.info}
     entry = cache_dir() / f"model-{key(p, seed)}"

@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 
@@ -31,12 +31,43 @@ TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 5e-2, "int8": 1e-1}
 #: The reference against itself: more than this fraction of the scale apart is nondeterministic.
 SELF_TOL = 1e-6
 
+Status = Literal["pass", "fail", "nondeterministic", "reference", "not checked"]
+
+
+class Verdict(TypedDict, total=False):
+    """The gate's verdict, stored as a case's `correctness`: the status and its reason always, the rest where
+    they apply (the tolerance and precision of a judged path, the largest error and where it is, the top-1
+    agreement of the first logits-shaped output, the disagreeing positions of a top-1 failure)."""
+
+    status: Status
+    reason: str | None
+    tolerance_rel: float
+    precision: str
+    rel_err: float
+    max_abs_err: float
+    output: int
+    index: list[int]
+    scale: float
+    top1_agreement: float
+    top1_output: int
+    disagree: int
+    positions: int
+    # a training step's (`training.judge_step`): the worst tensor by name, and what was compared
+    tensor: str
+    compared: str
+
+
+class _Top1(TypedDict):
+    disagree: int
+    positions: int
+    agreement: float
+
 
 def _scale(a: np.ndarray) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
-def self_check(first: list[np.ndarray], second: list[np.ndarray]) -> dict[str, Any] | None:
+def self_check(first: list[np.ndarray], second: list[np.ndarray]) -> Verdict | None:
     """None when the reference's two runs agree; else the `nondeterministic` verdict with where they differ."""
     if len(first) != len(second):
         return {"status": "nondeterministic", "reason": "the reference's two runs returned different outputs"}
@@ -52,15 +83,15 @@ def self_check(first: list[np.ndarray], second: list[np.ndarray]) -> dict[str, A
 
 
 def judge(outputs: list[np.ndarray], reference: list[np.ndarray], precision: str,
-          logits: bool = True) -> dict[str, Any]:
+          logits: bool = True) -> Verdict:
     """`pass` or `fail` of a path's outputs against the reference's (see the module's rules); `logits=False`:
     no top-1 rule (the tensors are not outputs: a training step's gradients and weights, `training`)."""
     tol = TOLERANCE[precision]
-    base = {"tolerance_rel": tol, "precision": precision}
+    base: Verdict = {"tolerance_rel": tol, "precision": precision}
     if len(outputs) != len(reference):
         return base | {"status": "fail", "reason": f"{len(outputs)} outputs where the reference has "
                                                    f"{len(reference)}"}
-    worst: dict[str, Any] = {"rel_err": 0.0}
+    worst: Verdict = {"rel_err": 0.0}
     for i, (out, ref) in enumerate(zip(outputs, reference, strict=True)):
         if out.shape != ref.shape:
             return base | {"status": "fail", "output": i,
@@ -90,7 +121,7 @@ def judge(outputs: list[np.ndarray], reference: list[np.ndarray], precision: str
     return base | worst | {"status": "pass", "reason": None}
 
 
-def _top1(out: np.ndarray, ref: np.ndarray, margin: float) -> dict[str, Any] | None:
+def _top1(out: np.ndarray, ref: np.ndarray, margin: float) -> _Top1 | None:
     """Top-1 agreement of logits-shaped outputs where the reference's choice is clear (margin); else None."""
     if ref.ndim < 2 or ref.shape[-1] < 2:
         return None
@@ -103,5 +134,5 @@ def _top1(out: np.ndarray, ref: np.ndarray, margin: float) -> dict[str, Any] | N
             "agreement": float(np.mean(same))}
 
 
-def not_checked(reason: str) -> dict[str, Any]:
+def not_checked(reason: str) -> Verdict:
     return {"status": "not checked", "reason": reason}

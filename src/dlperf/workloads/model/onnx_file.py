@@ -21,6 +21,7 @@ import numpy as np
 
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams, gate
+from dlperf.workloads.model.records import RuntimeMeta
 
 REFERENCE = "onnxruntime on the CPU at fp32 with graph optimisations off"
 
@@ -73,7 +74,7 @@ def make_feeds(shapes: dict[str, tuple[list[int], np.dtype]], seed: int) -> dict
     return feeds
 
 
-def reference(path: Path, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray] | None, dict[str, Any] | None,
+def reference(path: Path, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray] | None, gate.Verdict | None,
                                                                   str | None]:
     """(outputs, self-check verdict, why there is none) of the reference: ONNX Runtime, CPU, fp32, no graph
     optimisation, run twice. A reference that cannot run (a runtime error, no memory left under a cap) leaves
@@ -93,7 +94,7 @@ def reference(path: Path, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray
 
 
 def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Callable[[], list[np.ndarray] | None],
-                                                 dict[str, Any]]:
+                                                 RuntimeMeta]:
     """(model path, feeds by input name, the reference's outputs when called, meta) of a case of a FILE.onnx
     source. The reference runs only when the gate asks for it, after the timing: its session and its float64
     copies are not in the case's memory (`dlperf maxbatch FILE.onnx` searches the path alone). Calling it sets
@@ -110,7 +111,7 @@ def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Ca
     except SourceError as exc:
         raise SourceError(f"{p.source}: {exc}") from None
     params = int(sum(int(np.prod(t.dims)) for t in model.graph.initializer))
-    meta: dict[str, Any] = {"self_check": None, "not_checked": None, "flops_per_call": None,
+    meta: RuntimeMeta = {"self_check": None, "not_checked": None, "flops_per_call": None,
                             "param_count": params, "exporter": None, "reference": REFERENCE,
                             "model_info": {"inputs": {n: list(a.shape) for n, a in feeds.items()}}}
 

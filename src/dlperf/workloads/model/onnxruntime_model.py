@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from dlperf.workloads import runtime_steps as rs
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, quantized
 from dlperf.workloads.model.export import prepared
+from dlperf.workloads.model.records import ModelInfo, RuntimeMeta
 from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.model.variants import EAGER, ort_level
 
@@ -27,7 +29,7 @@ WHY_FP32 = ("a runtime runs the exported float32 graph, or its int8 copy from th
             "makes no bf16 or fp16 copy of it")
 
 
-def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.ndarray], Reference, dict[str, Any]]:
+def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Path, dict[str, np.ndarray], Reference, RuntimeMeta]:
     """Checks, then (model path, feeds, the reference outputs when called, meta) of the case's export, or of its
     ONNX file (`onnx_file`: the graph's declared inputs, onnxruntime's unoptimised fp32 outputs the reference).
     The reference is read or run when the gate asks, after the timing, so it is not in the case's memory."""
@@ -42,20 +44,29 @@ def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Any, dict[str, np.nda
     return prepared(fp32, rs.export_seed(fw))
 
 
-def info_of(meta: dict[str, Any], p: ModelParams, outputs: Any) -> dict[str, Any]:
+def info_of(meta: RuntimeMeta, p: ModelParams, outputs: Any) -> ModelInfo:
     """The case's figures from the export, and the gate on `outputs()` (the runtime's last outputs)."""
     reference: Reference = meta.pop("_refs")
 
-    def checked() -> dict[str, Any]:
+    def checked() -> gate.Verdict:
         refs = reference()
         if refs is None:
             return gate.not_checked(meta.get("not_checked") or "no reference outputs")
         return meta["self_check"] or gate.judge(outputs(), refs, p.precision)
 
-    return {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"], "source": p.source,
-            "model_info": meta.get("model_info"), "mfu_dtype": p.dtype, "exporter": meta.get("exporter"),
-            "gate": checked} | {k: meta[k] for k in ("reference", "int8", "compile") if meta.get(k)} | (
-                {"variant": p.variant} if p.variant != EAGER else {})
+    info: ModelInfo = {"param_count": meta["param_count"], "flops_per_call": meta["flops_per_call"],
+                       "source": p.source, "model_info": meta.get("model_info"), "mfu_dtype": p.dtype,
+                       "exporter": meta.get("exporter"), "gate": checked}
+    # then, in this order, those the meta holds (and not empty), and a variant other than eager
+    if meta.get("reference"):
+        info["reference"] = meta["reference"]
+    if meta.get("int8"):
+        info["int8"] = meta["int8"]
+    if meta.get("compile"):
+        info["compile"] = meta["compile"]
+    if p.variant != EAGER:
+        info["variant"] = p.variant
+    return info
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:

@@ -16,6 +16,7 @@ from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, quantized
 from dlperf.workloads.model.onnxruntime_model import info_of, runtime_inputs
+from dlperf.workloads.model.records import ModelInfo
 from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.model.variants import EAGER, ov_hint
 
@@ -25,7 +26,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
     ov = fw.import_module()
     path, feeds, refs, meta = runtime_inputs(fw, p)
-    mfu: dict[str, Any] = {}
+    mfu: ModelInfo = {}
     hint, start = ov_hint(p.variant), time.perf_counter()
     if p.precision == "int8" and hint != "LATENCY":
         raise UnsupportedError(f"variant {p.variant} with int8: NNCF's compressed model is compiled at the LATENCY "

@@ -27,12 +27,16 @@ import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.frameworks.base import UnsupportedError
 from dlperf.frameworks.openvino_fw import DEVICES
 from dlperf.models.onnx_export import cache_dir
 from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model.records import Int8Done
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: ONNX operators that compute in integers (the quantizer's output, and onnxruntime's fusions of it).
 INT_OPS = frozenset({"MatMulInteger", "DynamicQuantizeMatMul", "QLinearMatMul", "QGemm", "ConvInteger",
@@ -61,7 +65,7 @@ def check_device(p: ModelParams, dev_type: str) -> None:
         raise UnsupportedError(f"torch's dynamic int8 quantization has CPU kernels only, not {dev_type}")
 
 
-def torch_int8(torch: Any, net: Any) -> tuple[Any, dict[str, Any]]:
+def torch_int8(torch: Any, net: Any) -> tuple[Any, Int8Done]:
     """(a dynamically quantized copy of `net`, what became int8); UnsupportedError when no Linear did."""
     linears = sum(1 for m in net.modules() if type(m) is torch.nn.Linear)
     with warnings.catch_warnings():
@@ -91,7 +95,7 @@ def _int8_path(path: Path, version: str) -> Path:
     return cache / f"file-{digest}.int8.ort-{version}.onnx"
 
 
-def ort_int8(path: Path) -> tuple[Path, dict[str, Any]]:
+def ort_int8(path: Path) -> tuple[Path, Int8Done]:
     """(the int8 ONNX file of `path`, made if absent, what became int8); UnsupportedError when nothing did."""
     import onnx
     import onnxruntime
@@ -129,7 +133,8 @@ def ort_int8(path: Path) -> tuple[Path, dict[str, Any]]:
                           "file": out.name}}
 
 
-def ov_int8(fw: Any, path: Path, device: str, feeds: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+def ov_int8(fw: Any, path: Path, device: str,
+            feeds: dict[str, np.ndarray] | None = None) -> tuple[Any, Int8Done]:
     """(the compiled model of `path` with NNCF's int8 weight compression, what ran int8); UnsupportedError where
     nncf is not installed or no product ran on int8 weights. `feeds` fixes the inputs' shapes (a FILE.onnx)."""
     # NNCF sends usage telemetry (openvino_telemetry, opt-out) unless NNCF_CI is set, whose only effect is to stop

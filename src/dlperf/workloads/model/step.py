@@ -9,13 +9,14 @@ from typing import Any
 
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import prepare as prep
+from dlperf.workloads.model.records import ModelInfo
 
 
 @dataclass(frozen=True)
 class ModelStep(Step):
     """A Step with the model's own figures (`Model.extra_metrics` reads them; `gate` is called after timing)."""
 
-    info: dict[str, Any] = field(default_factory=dict)
+    info: ModelInfo = field(default_factory=lambda: ModelInfo())
 
 
 def first_output(torch: Any, out: Any) -> Any:

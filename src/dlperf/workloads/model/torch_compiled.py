@@ -47,6 +47,8 @@ from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, training
 from dlperf.workloads.model import prepare as prep
 from dlperf.workloads.model.check import OFFLINE
+from dlperf.workloads.model.gate import Verdict
+from dlperf.workloads.model.records import BreakReason, CompileRecord, ModelInfo
 from dlperf.workloads.model.step import ModelStep, first_output
 from dlperf.workloads.model.variants import inductor_mode
 
@@ -159,7 +161,7 @@ def header_files() -> int:
 
 
 def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, loaded: Loaded, args: Any,
-          kwargs: Any, reference: list[Any], verdict: dict[str, Any] | None, info: dict[str, Any],
+          kwargs: Any, reference: list[Any], verdict: Verdict | None, info: ModelInfo,
           seed: int) -> Step:
     """The compiled variant's step, its cold and warm compile recorded (module doc); infer: `reference` is eager's
     fp32 output; train: eager's step is run here (`training.reference`) and FLOPs are counted on it."""
@@ -181,7 +183,7 @@ def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, load
     if p.task == "train" and verdict is None:  # the cold step, from the weights eager's step started from
         verdict = training.judge_step(torch, net, out, reference, p.precision)
     headers_after = header_files()
-    record: dict[str, Any] = {
+    record: CompileRecord = {
         "variant": p.variant, "cache_dir": str(folder), "cold_s": cold_s, "cold_cache_files_before": before,
         "cold_cache_files_after": files_in(folder / "inductor"), "cold_counters": counters(torch),
         "headers": "built by the cold compile" if headers_after > headers_before else
@@ -193,7 +195,7 @@ def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, load
         last[0] = call(fn)
         return last[0]
 
-    def checked() -> dict[str, Any]:
+    def checked() -> Verdict:
         if verdict is not None:
             return verdict
         return gate.judge(prep.as_numpy(torch, step()), reference, p.precision)
@@ -202,7 +204,7 @@ def build(torch: Any, fw: Framework, device: str, p: ModelParams, net: Any, load
                      info=info | {"compile": record, "variant": p.variant, "gate": checked})
 
 
-def warm(p: ModelParams, seed: int, device: str, threads: int, folder: Path) -> dict[str, Any]:
+def warm(p: ModelParams, seed: int, device: str, threads: int, folder: Path) -> CompileRecord:
     """The warm compile's figures from a fresh process on the filled `folder` (`main`), or its error."""
     argv = [sys.executable, "-m", "dlperf.workloads.model.torch_compiled", p.model_dump_json(), str(seed), device,
             str(threads), str(folder)]
@@ -218,11 +220,11 @@ def warm(p: ModelParams, seed: int, device: str, threads: int, folder: Path) -> 
     return json.loads(lines[-1])
 
 
-def graph_breaks(torch: Any, net: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+def graph_breaks(torch: Any, net: Any, args: Any, kwargs: Any) -> CompileRecord:
     """How many graph breaks torch._dynamo.explain finds in `net` at these inputs, and where and why."""
     with torch.no_grad():
         found = torch._dynamo.explain(net)(*args, **kwargs)
-    reasons = []
+    reasons: list[BreakReason] = []
     for brk in found.break_reasons:
         lines = [line.strip() for line in str(brk.reason).splitlines() if line.strip()]
         said = " ".join(lines[:2])[:300]
@@ -253,7 +255,7 @@ def main(argv: list[str]) -> int:
 
         before = files_in(folder / "inductor")
         _, _, warm_s = first_call(torch, net, args, kwargs, p, folder, "warm", call, sync)
-        out: dict[str, Any] = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
+        out: CompileRecord = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
         if p.variant != "export":
             try:
                 out |= graph_breaks(torch, net, args, kwargs)

@@ -25,6 +25,8 @@ from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, quantized, torch_compiled, training
 from dlperf.workloads.model import prepare as prep
+from dlperf.workloads.model.gate import Verdict
+from dlperf.workloads.model.records import ModelInfo
 from dlperf.workloads.model.step import ModelStep, first_output
 
 
@@ -63,7 +65,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     first = prep.as_numpy(torch, forward(False))
     second = prep.as_numpy(torch, forward(False))
     verdict = gate.self_check(first, second)
-    info: dict[str, Any] = {"param_count": prep.param_count(net), "source": p.source,
+    info: ModelInfo = {"param_count": prep.param_count(net), "source": p.source,
                             "model_info": pr.loaded.info, "mfu_dtype": p.dtype}
     if p.variant != "eager":  # a compiler's: its FLOPs counted on the eager forward (train: step), as every path's
         if p.task == "infer":
@@ -80,7 +82,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
             last[0] = forward(True)
             return last[0]
 
-        def checked() -> dict[str, Any]:
+        def checked() -> Verdict:
             if verdict is not None:
                 return verdict
             if p.precision == "fp32":
@@ -96,7 +98,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 
 
 def _train(torch: Any, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams, dev_type: str, low: Any,
-           info: dict[str, Any], verdict: Any) -> Step:
+           info: ModelInfo, verdict: Verdict | None) -> Step:
     run = training.sgd_step(torch, net, pr.loaded, args, kwargs, dev_type, low)
     last: list[Any] = [None]
 
@@ -112,7 +114,7 @@ def _train(torch: Any, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams
 
 
 def _generate(torch: Any, fw: Framework, net: Any, pr: Any, args: Any, kwargs: Any, p: ModelParams,
-              info: dict[str, Any], verdict: Any) -> Step:
+              info: ModelInfo, verdict: Verdict | None) -> Step:
     prompt_len, new = p.generation()
     vocab = pr.loaded.vocab_size or 2
     device = next(net.parameters()).device

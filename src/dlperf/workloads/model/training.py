@@ -75,7 +75,7 @@ def state(torch: Any, net: Any, loss: Any) -> tuple[list[np.ndarray], list[str]]
 
 
 def reference(torch: Any, net: Any, loaded: Loaded, args: Any, kwargs: Any, dev_type: str,
-              low: Any) -> tuple[list[np.ndarray], dict[str, Any] | None, Any]:
+              low: Any) -> tuple[list[np.ndarray], gate.Verdict | None, Any]:
     """(eager's state after one step from `net`'s weights, None or the `nondeterministic` verdict where two such
     steps disagree, the first step's copy of `net`, for counting FLOPs on); `net` is left as it was."""
     twins = [copy.deepcopy(net), copy.deepcopy(net)]
@@ -88,7 +88,7 @@ def reference(torch: Any, net: Any, loaded: Loaded, args: Any, kwargs: Any, dev_
     return first, verdict, twins[0]
 
 
-def judge_step(torch: Any, net: Any, loss: Any, ref: list[np.ndarray], precision: str) -> dict[str, Any]:
+def judge_step(torch: Any, net: Any, loss: Any, ref: list[np.ndarray], precision: str) -> gate.Verdict:
     """`pass` or `fail` of a compiled step's loss, gradients and updated weights against eager's (module doc);
     a failure names the tensor (`tensor`)."""
     arrays, names = state(torch, net, loss)

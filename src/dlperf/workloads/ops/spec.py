@@ -43,7 +43,6 @@ are shaped by their own dimensions, not by `size_mb` (see `OpsParams`):
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -231,5 +230,5 @@ def attention_matmul_flops(shape: dict[str, int]) -> int:
     return 4 * shape["batch"] * shape["heads"] * shape["seq_len"] ** 2 * shape["head_dim"]
 
 
-def describe(shape: dict[str, Any]) -> str:
+def describe(shape: dict[str, int]) -> str:
     return "x".join(str(v) for v in shape.values())

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
-from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
+from dlperf.workloads.base import Cost, InnerParams, Step, Workload, WorkloadParams
 
 SCENARIOS = ("single-stream", "multi-stream", "server", "offline")
 #: The workloads whose inference step can be served, and the frameworks that build it.
@@ -59,9 +59,9 @@ class ServeParams(WorkloadParams):
         self.inner_params()  # the served step's own checks (an unknown model, an encoder's shape, ...)
         return self
 
-    def inner_params(self) -> dict[str, Any]:
+    def inner_params(self) -> InnerParams:
         """The served workload's parameters: its inference step with `max_batch` samples."""
-        raw: dict[str, Any] = {"model": self.model, "task": "infer", "batch": self.max_batch}
+        raw: InnerParams = {"model": self.model, "task": "infer", "batch": self.max_batch}
         if self.workload == "transformer":
             raw |= {"seq_len": self.seq_len or 128, "precision": self.precision}
         else:
