@@ -21,11 +21,13 @@ from markupsafe import Markup
 from dlperf.analysis.machines import MachineShare, share_names
 from dlperf.report.claims.claim import STUDY_WORKLOADS
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
+from dlperf.report.history_report import HistoryDoc
 from dlperf.report.html import parts
 from dlperf.report.html.commands import reproduce
 from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import Block, TableBlock, blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.matrix import MatrixDoc
 from dlperf.report.registry import machine_sections
 from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
@@ -139,7 +141,8 @@ def run_part(index: int, data: ReportData, history: list[Section] | None = None,
             "commands": commands, "caveats": caveats}
 
 
-def _page(template: str, title: str, doc: dict[str, Any], generated_at: datetime, **parts: Any) -> str:
+def _page(template: str, title: str, doc: dict[str, Any] | HistoryDoc | MatrixDoc, generated_at: datetime,
+          **parts: Any) -> str:
     """A template of base.html.j2 drawn with what every page shares (title, time, version, the inline style
     and script, `doc` as the embedded JSON); any web address left in a stored string made plain text."""
     from dlperf import __version__
@@ -177,7 +180,7 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
                  n_results=sum(len(d.results) for d in datas))
 
 
-def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: dict[str, Any], *,
+def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: HistoryDoc | MatrixDoc, *,
                          intro: str | None = None, generated_at: datetime | None = None) -> str:
     """A self-contained page of titled section lists (`dlperf history`, `dlperf matrix`), `data` embedded as
     JSON: the same renderer, style and script as the run report, and no web address either."""
