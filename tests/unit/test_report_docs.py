@@ -40,3 +40,17 @@ def test_a_column_doc_has_its_start_as_iso_text() -> None:
                                 "started_at": "2026-01-02T03:04:00+00:00", "software": {"torch": "2.1"},
                                 "run_machines": 2}]
     assert doc["incomplete"] == [{"machine_id": "m2", "label": "w2", "newest_run": "r2", "status": "running"}]
+
+
+def test_a_comparison_doc_holds_every_field_of_its_dataclass_in_order() -> None:
+    from dataclasses import asdict
+
+    from dlperf.analysis.compare import CaseComparison, ComparisonDoc, Summary, SummaryDoc
+
+    assert list(ComparisonDoc.__annotations__) == _names(CaseComparison)
+    assert list(SummaryDoc.__annotations__) == _names(Summary)
+    c = CaseComparison("k", "slower", 3, 3, 0.001, 0.002, 2.0, 1.9, 2.1, 0.01, "samples", True, ["n"], ["valid"],
+                       [None], 1.95, 2.05, 0.99, 1.01)
+    assert c.as_dict() == asdict(c) and list(c.as_dict()) == list(asdict(c))
+    s = Summary(1, 2.0, 1.9, 2.1, {"slower": 1})
+    assert s.as_dict() == asdict(s) and list(s.as_dict()) == list(asdict(s))
