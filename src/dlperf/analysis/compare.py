@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -49,6 +49,40 @@ NOT_COMPARED = ("contended", "invalid")
 #: Resamples and seed of the bootstrap over cases behind the geometric mean's interval (seeded: same output).
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
+
+
+class ComparisonDoc(TypedDict):
+    """A `CaseComparison` as `compare --format json` writes it: its fields, in their order."""
+
+    case_key: str
+    verdict: str
+    processes_a: int
+    processes_b: int
+    median_a_s: float | None
+    median_b_s: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    method: str | None
+    noisy: bool
+    notes: list[str]
+    validity_a: list[str | None]
+    validity_b: list[str | None]
+    sample_ci_low: float | None
+    sample_ci_high: float | None
+    drift_low: float | None
+    drift_high: float | None
+
+
+class SummaryDoc(TypedDict):
+    """A `Summary` as `compare --format json` writes it: its fields, in their order."""
+
+    n_compared: int
+    geomean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    counts: dict[str, int]
 
 
 @dataclass
@@ -86,8 +120,14 @@ class CaseComparison:
             text = self.verdict
         return text + (f" ({'; '.join(self.notes)})" if self.notes else "")
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> ComparisonDoc:
+        return {"case_key": self.case_key, "verdict": self.verdict, "processes_a": self.processes_a,
+                "processes_b": self.processes_b, "median_a_s": self.median_a_s, "median_b_s": self.median_b_s,
+                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
+                "method": self.method, "noisy": self.noisy, "notes": list(self.notes),
+                "validity_a": list(self.validity_a), "validity_b": list(self.validity_b),
+                "sample_ci_low": self.sample_ci_low, "sample_ci_high": self.sample_ci_high,
+                "drift_low": self.drift_low, "drift_high": self.drift_high}
 
 
 @dataclass
@@ -100,8 +140,9 @@ class Summary:
     ci_high: float | None
     counts: dict[str, int]
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> SummaryDoc:
+        return {"n_compared": self.n_compared, "geomean": self.geomean, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "counts": dict(self.counts)}
 
 
 def verdict(ci_low: float | None, ci_high: float | None, min_effect: float = DEFAULT_MIN_EFFECT) -> str:

@@ -30,7 +30,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NotRequired, TypedDict
 
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
@@ -44,18 +44,44 @@ SOFTWARE_KEYS = ("dlperf_version", "dlperf_git_commit", "os", "kernel", "python"
 
 GIB = 2**30
 #: The fingerprint field that names a machine (hardware.identity.MACHINE_LABEL_ENV), part of it where set.
-LABEL_KEY = "machine_label"
+LABEL_KEY: Final = "machine_label"
 
 
-def machine_identity(env: dict[str, Any]) -> dict[str, Any]:
+class GpuIdentity(TypedDict):
+    """A GPU as part of a machine (`GPU_MACHINE_KEYS`), as the fingerprint recorded it (None: not recorded)."""
+
+    index: int | None
+    name: str | None
+    memory_bytes: int | None
+
+
+class MachineIdentity(TypedDict):
+    """The hardware part of an environment (`MACHINE_KEYS`, RAM in whole GiB, the GPUs; the label only where
+    set), as the fingerprint recorded it (None: not recorded)."""
+
+    cpu_model: str | None
+    cpu_physical_cores: int | None
+    cpu_logical_cores: int | None
+    machine: str | None
+    hostname_sha256: str | None
+    machine_label: NotRequired[str]
+    ram_gib: int | None
+    gpus: list[GpuIdentity]
+
+
+def machine_identity(env: dict[str, Any]) -> MachineIdentity:
     """The hardware part of an environment (module doc): what a machine is for history and the matrix."""
-    out: dict[str, Any] = {k: env.get(k) for k in MACHINE_KEYS}
+    out: MachineIdentity = {  # MACHINE_KEYS, in their order
+        "cpu_model": env.get("cpu_model"), "cpu_physical_cores": env.get("cpu_physical_cores"),
+        "cpu_logical_cores": env.get("cpu_logical_cores"), "machine": env.get("machine"),
+        "hostname_sha256": env.get("hostname_sha256"), "ram_gib": None, "gpus": []}
     if env.get(LABEL_KEY):  # only where set: an unlabelled machine's id does not change
         out[LABEL_KEY] = str(env[LABEL_KEY])
     ram = env.get("ram_bytes")
     out["ram_gib"] = round(ram / GIB) if isinstance(ram, int | float) else None
     gpus = env.get("gpus") if isinstance(env.get("gpus"), list) else []
-    out["gpus"] = [{k: g.get(k) for k in GPU_MACHINE_KEYS} for g in gpus if isinstance(g, dict)]
+    out["gpus"] = [{"index": g.get("index"), "name": g.get("name"), "memory_bytes": g.get("memory_bytes")}
+                   for g in gpus if isinstance(g, dict)]  # GPU_MACHINE_KEYS, in their order
     return out
 
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dlperf.cli.options import db_option, new_console, open_store, write_output
 from dlperf.cli.results import REGRESSION_EXIT, Percent
 from dlperf.untrusted import path_component
+
+if TYPE_CHECKING:
+    from dlperf.report.history_report import HistoryDoc
+    from dlperf.report.matrix import MatrixDoc
 
 FORMATS = ["terminal", "markdown", "json", "html"]
 
@@ -35,7 +39,7 @@ def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, 
     return runs, envs, results
 
 
-def _emit(sections: list[Any], doc: dict[str, Any], fmt: str, output: Path | None, title: str = "",
+def _emit(sections: list[Any], doc: HistoryDoc | MatrixDoc, fmt: str, output: Path | None, title: str = "",
           default: str = "") -> None:
     from dlperf.report.sections import render_markdown, render_terminal
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -112,7 +113,7 @@ class KeyValue(click.ParamType):
 
     name = "KEY=VALUE"
 
-    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, YamlScalar]:
         import yaml
 
         if isinstance(value, tuple):
@@ -129,9 +130,14 @@ class KeyValue(click.ParamType):
         return key.strip(), parsed
 
 
-def key_values(pairs: tuple[tuple[str, Any], ...], option: str = "-p") -> dict[str, Any]:
+#: A value `KeyValue` gives: one YAML scalar as `yaml.safe_load` reads it (null, a bool, a number, a string, a
+#: timestamp as a date or datetime, `!!binary` as bytes); a list or mapping is refused.
+YamlScalar = str | int | float | bool | bytes | date | None
+
+
+def key_values(pairs: tuple[tuple[str, YamlScalar], ...], option: str = "-p") -> dict[str, YamlScalar]:
     """Repeated KEY=VALUE options as a dict; a key given twice is a usage error."""
-    out: dict[str, Any] = {}
+    out: dict[str, YamlScalar] = {}
     for key, value in pairs:
         if key in out:
             raise click.UsageError(f"{option} {key} is given twice")

@@ -16,7 +16,7 @@ import socket
 import statistics
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -50,6 +50,66 @@ class StoredTimes:
     by_key: dict[str, list[float]] = field(default_factory=dict)
     elsewhere: set[str] = field(default_factory=set)
     missing: str | None = None
+
+
+class HostKey(TypedDict):
+    """What makes a stored time this host's: the fingerprint's fields that need no measurement."""
+
+    cpu_model: str | None
+    cpu_physical_cores: int | None
+    hostname_sha256: str | None
+    gpus: list[str | None]
+
+
+class PlanRow(TypedDict):
+    """One case of the plan (`--format json`'s `rows`)."""
+
+    workload: str
+    framework: str
+    device: str
+    params: dict[str, Any]  # the study's params of the case: any value its YAML grid gives
+    repetitions: int
+    estimate_s_per_repetition: float | None
+    stored_repetitions: int
+
+
+class PlanEstimate(TypedDict):
+    """The plan's estimate from stored wall times (labelled as one)."""
+
+    label: str
+    seconds: float | None
+    case_repetitions_estimated: int
+    cases_without_stored_time: int
+    cases_timed_only_elsewhere: int
+    no_store: str | None
+
+
+class PlanFilters(TypedDict):
+    frameworks: list[str]
+    devices: list[str]
+
+
+class Plan(TypedDict):
+    """The plan as plain data: what `--format json` prints and `render` draws."""
+
+    study: str
+    variant: str
+    workload: str
+    path: str
+    shipped: bool
+    filters: PlanFilters
+    case_repetitions: int
+    count_exact: bool
+    case_repetitions_at_most: int
+    cases: int | None
+    repetitions: int
+    per_framework_device: dict[str, int] | None
+    run_limit: int
+    rows: list[PlanRow]
+    rows_left_out: int
+    estimate: PlanEstimate | None
+    timeout_s: float
+    at_most_s_by_timeouts: float
 
 
 @click.command()
@@ -116,7 +176,7 @@ def stored_times(db: str | None, workload: str, settings: dict[str, Any]) -> Sto
     return out
 
 
-def _this_host() -> dict[str, Any]:
+def _this_host() -> HostKey:
     """This machine as `_host_of` reads a stored fingerprint (the fields `hardware.identity.host_fingerprint`
     records for it that need no measurement; threads and framework versions are the run's, not known yet)."""
     from dlperf.hardware import probe
@@ -127,19 +187,19 @@ def _this_host() -> dict[str, Any]:
             "gpus": [g.get("name") for g in gpus]}
 
 
-def _host_of(env: dict[str, Any]) -> dict[str, Any]:
+def _host_of(env: dict[str, Any]) -> HostKey:
     return {"cpu_model": env.get("cpu_model"), "cpu_physical_cores": env.get("cpu_physical_cores"),
             "hostname_sha256": env.get("hostname_sha256"), "gpus": [g.get("name") for g in env.get("gpus") or []]}
 
 
 def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str], settings: Any,
-              stored: StoredTimes, list_all: bool) -> dict[str, Any]:
+              stored: StoredTimes, list_all: bool) -> Plan:
     """The plan as plain data (what `--format json` prints): the cases, counts, estimate and time-out bound."""
     from dlperf.studies import shipped_studies
 
     reps = settings.repetitions
-    head: list[dict[str, Any]] = []
-    tail: deque[dict[str, Any]] = deque(maxlen=None if list_all else HEAD_ROWS)
+    head: list[PlanRow] = []
+    tail: deque[PlanRow] = deque(maxlen=None if list_all else HEAD_ROWS)
     per_pair: Counter[str] = Counter()
     n_cases = n_timed = n_elsewhere = 0
     estimate_s = 0.0
@@ -154,8 +214,9 @@ def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str],
             estimate_s += median_s * reps
         elif case.key in stored.elsewhere:
             n_elsewhere += 1
-        row = {"workload": case.workload, "framework": case.framework, "device": case.device, "params": case.params,
-               "repetitions": reps, "estimate_s_per_repetition": median_s, "stored_repetitions": len(times or [])}
+        row: PlanRow = {"workload": case.workload, "framework": case.framework, "device": case.device,
+                        "params": case.params, "repetitions": reps, "estimate_s_per_repetition": median_s,
+                        "stored_repetitions": len(times or [])}
         (head if len(head) < HEAD_ROWS and not list_all else tail).append(row)
     n = count.n
     return {
@@ -180,7 +241,7 @@ def plan_data(study: Any, count: Any, frameworks: list[str], devices: list[str],
     }
 
 
-def render(out: dict[str, Any]) -> None:
+def render(out: Plan) -> None:
     """The plan on the terminal: what runs, how many, the estimate (labelled) and the time-out bound."""
     from rich.table import Table
 

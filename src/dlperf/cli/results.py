@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
 from dlperf.cli.options import db_option, new_console, open_store, write_file, write_output
 from dlperf.units import format_number, format_time
 from dlperf.untrusted import path_component, printable
+
+if TYPE_CHECKING:
+    from dlperf.analysis.machines import MachineShare
 
 
 @click.command()
@@ -209,7 +212,16 @@ def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
     return run_row, pick_share(shares, machine, run_row["id"])
 
 
-def _machine_doc(share: Any) -> dict[str, Any]:
+class MachineDoc(TypedDict):
+    """A compared side's machine in `compare --format json`: its id, label, short name and environment ids."""
+
+    machine_id: str
+    label: str
+    name: str
+    env_ids: list[int]
+
+
+def _machine_doc(share: MachineShare) -> MachineDoc:
     return {"machine_id": share.machine_id, "label": share.label, "name": share.name,
             "env_ids": list(share.env_ids)}
 

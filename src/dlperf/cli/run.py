@@ -13,6 +13,7 @@ from dlperf.cli.options import (
     FiniteFloatRange,
     KeyValue,
     MemorySize,
+    YamlScalar,
     db_option,
     key_values,
     new_console,
@@ -294,9 +295,10 @@ def stop_cleanly_on_signals() -> None:
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where the memory-against-batch plot goes [default: reports/RUN/]")
 @db_option
-def maxbatch(target: str, params: tuple[tuple[str, Any], ...], framework: str | None, device: str, task: str | None,
-             input_specs: tuple[str, ...], inputs_fn: str | None, seq: int | None, mem_limit_mb: int | None,
-             image_size: int | None, precision: str | None, start: int, max_batch: int, steps: int,
+def maxbatch(target: str, params: tuple[tuple[str, YamlScalar], ...], framework: str | None, device: str,
+             task: str | None, input_specs: tuple[str, ...], inputs_fn: str | None, seq: int | None,
+             mem_limit_mb: int | None, image_size: int | None, precision: str | None, start: int, max_batch: int,
+             steps: int,
              timeout_s: float, exact: bool, plot_dir: Path | None, db: str | None) -> None:
     """The largest batch that fits: TARGET is a CNN model (alexnet, caffenet, googlenet, lenet5; its training step),
     a workload with a memory axis (cnn, transformer; its other parameters as -p KEY=VALUE) or a SOURCE as dlperf

@@ -25,7 +25,7 @@ from dlperf.core.payloads import DdpMetrics
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import failure_mark, latency, sample_unit
 from dlperf.report.ops_report import VALIDITY_MARKS, VALIDITY_MARKS_NOTE
-from dlperf.report.scaling_plots import scaling_plot
+from dlperf.report.scaling_plots import ScalingPanel, scaling_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_iqr, format_pct, format_rate, format_time
@@ -290,9 +290,9 @@ def comm_table(key: SeriesKey, by_n: dict[int, list[CaseResult]], notes: dict[st
     return out
 
 
-def plot_panels(groups: dict[SeriesKey, dict[int, list[CaseResult]]]) -> dict[str, dict[str, Any]]:
+def plot_panels(groups: dict[SeriesKey, dict[int, list[CaseResult]]]) -> dict[str, ScalingPanel]:
     """Per series: its unit, (world size, samples/s, efficiency or None) per world size that ran, the base rate."""
-    panels: dict[str, dict[str, Any]] = {}
+    panels: dict[str, ScalingPanel] = {}
     for key, by_n in groups.items():
         base, _ = baseline(by_n)
         points = [(n, r_n, efficiency(r_n, base, n)) for n, rs in by_n.items() if (r_n := rate(rs)) is not None]

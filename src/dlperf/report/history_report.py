@@ -7,12 +7,11 @@ the check are computed."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from dlperf.analysis.changepoints import PENALTY_BETA, SIGMA_FLOOR
-from dlperf.analysis.history import CaseHistory, Point, RunInfo, StudyHistory, Timeline
+from dlperf.analysis.history import CaseHistory, NewestCheck, Point, RunInfo, StudyHistory, Timeline
 from dlperf.analysis.machines import format_change
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.units import MISSING, format_time
@@ -147,22 +146,122 @@ def _ranges(numbers: list[int]) -> str:
     return ", #".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def history_json(history: StudyHistory) -> dict[str, Any]:
+class CellDoc(TypedDict):
+    """A case's point in one run as JSON (`analysis.history.Point`'s fields in their order, but its run index)."""
+
+    status: str
+    median_s: float | None
+    ci_low_s: float | None
+    ci_high_s: float | None
+    validity: str | None
+    processes: int
+    usable: bool
+    reason: str | None
+    canary_s: float | None
+
+
+class PointDoc(CellDoc):
+    """A point on a timeline: the run's number (written first) and the point's fields."""
+
+    run: int
+
+
+class NewestDoc(TypedDict):
+    """`analysis.history.NewestCheck` as JSON (its fields in their order)."""
+
+    verdict: str
+    regression: bool
+    ratio: float | None
+    baseline_runs: list[int]
+    baseline_median_s: float | None
+    baseline_low_s: float | None
+    baseline_high_s: float | None
+    reason: str
+
+
+class ChangeDoc(TypedDict):
+    """A software field that changed at a run: its name, the value before and after."""
+
+    field: str
+    old: str | None
+    new: str | None
+
+
+class HistoryRunDoc(TypedDict):
+    number: int
+    run_id: str
+    started_at: str  # ISO 8601
+    status: str
+    machines: int
+    software: dict[str, str]
+    changes: list[ChangeDoc]
+
+
+class HistoryCaseDoc(TypedDict):
+    case_key: str
+    points: list[PointDoc]
+    change_runs: list[int]
+    change_effects: list[float]
+    noise_sigma_log: float | None
+    penalty: float | None
+    newest: NewestDoc
+
+
+class TimelineDoc(TypedDict):
+    machine_id: str
+    label: str
+    identity: str
+    runs: list[HistoryRunDoc]
+    cases: list[HistoryCaseDoc]
+
+
+class RegressionDoc(TypedDict):
+    machine_id: str
+    case_key: str
+    verdict: str
+    reason: str
+
+
+class HistoryDoc(TypedDict):
+    """What `dlperf history --format json` writes (and its HTML page embeds)."""
+
+    study: str
+    metric: str
+    min_effect_pct: float
+    fail_on_regression_pct: float | None
+    method: str
+    timelines: list[TimelineDoc]
+    regressions: list[RegressionDoc]
+
+
+def cell_doc(p: Point) -> CellDoc:
+    """A point's fields as JSON, its run index left out (the caller says which run it is, if anyone asks)."""
+    return {"status": p.status, "median_s": p.median_s, "ci_low_s": p.ci_low_s, "ci_high_s": p.ci_high_s,
+            "validity": p.validity, "processes": p.processes, "usable": p.usable, "reason": p.reason,
+            "canary_s": p.canary_s}
+
+
+def _newest_doc(n: NewestCheck) -> NewestDoc:
+    return {"verdict": n.verdict, "regression": n.regression, "ratio": n.ratio,
+            "baseline_runs": list(n.baseline_runs), "baseline_median_s": n.baseline_median_s,
+            "baseline_low_s": n.baseline_low_s, "baseline_high_s": n.baseline_high_s, "reason": n.reason}
+
+
+def history_json(history: StudyHistory) -> HistoryDoc:
     """Everything the history holds, as plain JSON data (datetimes as ISO text)."""
-    def timeline(t: Timeline) -> dict[str, Any]:
+    def timeline(t: Timeline) -> TimelineDoc:
         return {
             "machine_id": t.machine_id, "label": t.label, "identity": t.identity,
             "runs": [{"number": r.number, "run_id": r.run_id, "started_at": r.started_at.isoformat(),
                       "status": r.status, "machines": r.machines, "software": r.software,
                       "changes": [{"field": k, "old": a, "new": b} for k, a, b in r.changes]} for r in t.runs],
             "cases": [{"case_key": c.case_key,
-                       "points": [{"run": t.runs[p.run_index].number, **{k: v for k, v in asdict(p).items()
-                                                                         if k != "run_index"}} for p in c.points],
+                       "points": [{"run": t.runs[p.run_index].number, **cell_doc(p)} for p in c.points],
                        "change_runs": c.change_runs,
                        "change_effects": c.detection.effects if c.detection else [],
                        "noise_sigma_log": c.detection.sigma if c.detection else None,
                        "penalty": c.detection.penalty if c.detection else None,
-                       "newest": asdict(c.newest)} for c in t.cases],
+                       "newest": _newest_doc(c.newest)} for c in t.cases],
         }
 
     return {"study": history.study, "metric": history.metric, "min_effect_pct": history.min_effect * 100,
@@ -172,4 +271,5 @@ def history_json(history: StudyHistory) -> dict[str, Any]:
                              "reason": c.newest.reason} for t, c in history.failures()]}
 
 
-__all__ = ["FLEET_NOTE", "SERIES_COLUMNS", "history_json", "history_sections", "method_text"]
+__all__ = ["FLEET_NOTE", "SERIES_COLUMNS", "CellDoc", "HistoryDoc", "cell_doc", "history_json", "history_sections",
+           "method_text"]

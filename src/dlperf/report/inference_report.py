@@ -13,7 +13,7 @@ against batch size.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TypedDict
 
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -75,7 +75,18 @@ def grouped(results: list[CaseResult]) -> dict[str, dict[tuple[str, str, str, in
     return {m: dict(sorted(cases.items())) for m, cases in sorted(by.items())}
 
 
-def latency(rs: list[CaseResult]) -> dict[str, Any] | None:
+class Latency(TypedDict):
+    """A case's median latency per call over its pooled timed calls, the median's 95% interval (None where the
+    calls are too few), the calls, and the samples per call (None where the workload did not record it)."""
+
+    median_s: float
+    low_s: float | None
+    high_s: float | None
+    n: int
+    samples: int | None
+
+
+def latency(rs: list[CaseResult]) -> Latency | None:
     """Median latency per call over the ok repetitions' timed calls pooled, its 95% interval, the calls, the
     samples per call; None where no repetition ran."""
     ok = [r for r in rs if r.ok and r.measurement]
@@ -120,7 +131,7 @@ def memory_cells(rs: list[CaseResult]) -> tuple[str, str]:
     return host_cell, device_cell
 
 
-def _interval(lat: dict[str, Any]) -> str:
+def _interval(lat: Latency) -> str:
     """The median's 95% interval, "20.6-20.9 ms" where both ends share a unit."""
     if lat["low_s"] is None or lat["high_s"] is None:
         return f"{MISSING} (n < 6)"

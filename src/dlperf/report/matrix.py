@@ -14,14 +14,15 @@ their newest run's status.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.analysis.history import Point, pooled_point
 from dlperf.analysis.machines import MachineShare, describe_machine, software, split_by_machine
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
+from dlperf.report.history_report import CellDoc, cell_doc
 from dlperf.report.sections import Heading, Note, Section, Table
 
 
@@ -48,6 +49,41 @@ class StudyMatrix:
     cells: dict[tuple[str, str], Point]
     #: Machines with runs of the study but none complete: (machine id, label, newest run id, its status).
     incomplete: list[tuple[str, str, str, str]]
+
+
+class ColumnDoc(TypedDict):
+    """A `MachineColumn` as JSON (its fields in their order; the start as ISO 8601)."""
+
+    machine_id: str
+    label: str
+    identity: str
+    run_id: str
+    started_at: str
+    software: dict[str, str]
+    run_machines: int
+
+
+class MatrixCaseDoc(TypedDict):
+    """A case's row: its point on each machine, by machine id."""
+
+    case_key: str
+    cells: dict[str, CellDoc]
+
+
+class IncompleteDoc(TypedDict):
+    machine_id: str
+    label: str
+    newest_run: str
+    status: str
+
+
+class MatrixDoc(TypedDict):
+    """What `dlperf matrix --format json` writes (and its HTML page embeds)."""
+
+    study: str
+    machines: list[ColumnDoc]
+    cases: list[MatrixCaseDoc]
+    incomplete: list[IncompleteDoc]
 
 
 def build_matrix(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
@@ -127,14 +163,16 @@ def matrix_sections(matrix: StudyMatrix) -> list[Section]:
     return out
 
 
-def matrix_json(matrix: StudyMatrix) -> dict[str, Any]:
+def matrix_json(matrix: StudyMatrix) -> MatrixDoc:
     """The matrix as plain JSON data."""
     return {
         "study": matrix.study,
-        "machines": [{**asdict(c), "started_at": c.started_at.isoformat()} for c in matrix.columns],
-        "cases": [{"case_key": key, "cells": {c.machine_id: {k: v for k, v in asdict(
-            matrix.cells[(key, c.machine_id)]).items() if k != "run_index"} for c in matrix.columns}}
-            for key in matrix.case_keys],
+        "machines": [{"machine_id": c.machine_id, "label": c.label, "identity": c.identity, "run_id": c.run_id,
+                      "started_at": c.started_at.isoformat(), "software": dict(c.software),
+                      "run_machines": c.run_machines} for c in matrix.columns],
+        "cases": [{"case_key": key, "cells": {c.machine_id: cell_doc(matrix.cells[(key, c.machine_id)])
+                                              for c in matrix.columns}}
+                  for key in matrix.case_keys],
         "incomplete": [{"machine_id": m, "label": label, "newest_run": r, "status": s}
                        for m, label, r, s in matrix.incomplete],
     }

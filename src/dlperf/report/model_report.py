@@ -15,10 +15,9 @@ faster: no ranking is made from it.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.report.inference_report import _interval, failure_mark, latency, memory_cells, plot_panels
+from dlperf.report.inference_report import Latency, _interval, failure_mark, latency, memory_cells, plot_panels
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.serving_plots import latency_batch_plot
 from dlperf.report.study import ReportData
@@ -96,16 +95,17 @@ def _tail(rs: list[CaseResult], q: float) -> str:
     return format_time(quantile(times, q)) + (f" ({format_time(ci[0])}-{format_time(ci[1])})" if ci else " (n small)")
 
 
-def _ratio(lat: dict[str, Any], ref: dict[str, Any] | None, status: str) -> str:
+def _ratio(lat: Latency, ref: Latency | None, status: str) -> str:
     if ref is None:
         return MISSING
     text = f"{lat['median_s'] / ref['median_s']:.2f}x"
-    if None not in (lat["low_s"], lat["high_s"], ref["low_s"], ref["high_s"]):
-        text += f" ({lat['low_s'] / ref['high_s']:.2f}-{lat['high_s'] / ref['low_s']:.2f})"
+    low, high, ref_low, ref_high = lat["low_s"], lat["high_s"], ref["low_s"], ref["high_s"]
+    if low is not None and high is not None and ref_low is not None and ref_high is not None:
+        text += f" ({low / ref_high:.2f}-{high / ref_low:.2f})"
     return text + (" FAIL: not comparable" if status == "fail" else "")
 
 
-def _mfu(data: ReportData, rs: list[CaseResult], lat: dict[str, Any], sources: set[str]) -> str:
+def _mfu(data: ReportData, rs: list[CaseResult], lat: Latency, sources: set[str]) -> str:
     r = rs[0]
     flops = (r.metrics or {}).get("flops_per_call")
     if not flops:

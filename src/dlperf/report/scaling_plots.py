@@ -10,13 +10,22 @@ Each takes plain data (the report builds it) and the folder to write to, and ret
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from dlperf.report.plots import _pyplot, line_styles, panel_grid, save_figure
 from dlperf.units import GB_BYTES, format_size
 
 
-def scaling_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "ddp-scaling") -> list[Path]:
+class ScalingPanel(TypedDict):
+    """One ddp series: its sample unit ("image", "token", ...), (world size, samples/s, efficiency or None) per
+    world size that ran, and the samples/s at world size 1 (None where none ran)."""
+
+    unit: str
+    points: list[tuple[int, float, float | None]]
+    base: float | None
+
+
+def scaling_plot(panels: dict[str, ScalingPanel], out_dir: Path, stem: str = "ddp-scaling") -> list[Path]:
     """`panels`: series label -> {"unit": "image"|"token"|..., "points": [(world size, samples/s, efficiency or
     None)], "base": samples/s at world size 1 or None}. Without a base, no ideal line and no efficiency points:
     the efficiency panel says why."""

@@ -10,13 +10,24 @@ Each takes plain data (the report builds it) and the folder to write to, and ret
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from dlperf.report.plots import line_styles, panel_grid, save_figure
 from dlperf.report.serving_cells import SHORTENED
 
 
-def search_plot(panels: dict[str, dict[str, Any]], out_dir: Path, stem: str = "serving-server-search") -> list[Path]:
+class SearchPanel(TypedDict):
+    """One served model's Server rate searches: the latency bounds (s), per framework/runtime line its probes
+    (offered samples/s, p99 s, VALID?), the probes not drawn (a figure missing), and whether any search was
+    shortened below MLPerf's rules."""
+
+    bounds: list[float]
+    lines: dict[str, list[tuple[float, float, bool]]]
+    undrawn: int
+    shortened: bool
+
+
+def search_plot(panels: dict[str, SearchPanel], out_dir: Path, stem: str = "serving-server-search") -> list[Path]:
     """`panels`: model -> {"bounds": [seconds], "lines": {label: [(offered samples/s, p99 s, valid)]}, "shortened":
     bool}; a panel whose runs were shortened below MLPerf's rules says so in its title."""
     panels = {k: v for k, v in panels.items() if v["lines"]}

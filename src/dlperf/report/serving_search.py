@@ -11,13 +11,13 @@ differently.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass, field
 
 from dlperf.core.payloads import SearchProbe, ServerSearch
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.serving_cells import RULES_LEGEND, SHORTENED, model_label, order, rules_short, shortened
-from dlperf.report.serving_plots import search_plot
+from dlperf.report.serving_plots import SearchPanel, search_plot
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_rate, format_time
 
@@ -85,26 +85,35 @@ def stopped_notes(rs: list[CaseResult]) -> list[Section]:
                  f"{r.params.get('max_batch', MISSING)}: {(search(r) or NO_SEARCH).stopped or MISSING}") for r in rs]
 
 
-def plot_panels(rs: list[CaseResult]) -> dict[str, dict[str, Any]]:
+@dataclass
+class _Panel:
+    """A served model's panel while its probes are gathered (`SearchPanel` once done)."""
+
+    bounds: set[float] = field(default_factory=set)
+    lines: defaultdict[str, list[tuple[float, float, bool]]] = field(default_factory=lambda: defaultdict(list))
+    undrawn: int = 0
+    shortened: bool = False
+
+
+def plot_panels(rs: list[CaseResult]) -> dict[str, SearchPanel]:
     """Per served model: the latency bounds, whether any of its searches was shortened below MLPerf's rules and, per
     framework/device/max_batch, its probes [(offered samples/s, p99 s, VALID?)]; probes without both figures are
     counted, not drawn."""
-    panels: dict[str, dict[str, Any]] = defaultdict(lambda: {"bounds": set(), "lines": defaultdict(list), "undrawn": 0,
-                                                             "shortened": False})
+    panels: defaultdict[str, _Panel] = defaultdict(_Panel)
     for r in rs:
         s = search(r) or NO_SEARCH
         panel = panels[model_label(r.params)]
-        panel["shortened"] = panel["shortened"] or bool(shortened(r))
+        panel.shortened = panel.shortened or bool(shortened(r))
         if s.target_latency_s is not None:
-            panel["bounds"].add(s.target_latency_s)
+            panel.bounds.add(s.target_latency_s)
         label = f"{r.framework} {r.device} max_batch {r.params.get('max_batch', MISSING)}"
         for p in s.probes:
             if p.target_qps is None or p.latency_p99_s is None:
-                panel["undrawn"] += 1
+                panel.undrawn += 1
                 continue
-            panel["lines"][label].append((p.target_qps, p.latency_p99_s, p.validity == "VALID"))
-    return {k: {"bounds": sorted(v["bounds"]), "lines": dict(sorted(v["lines"].items())), "undrawn": v["undrawn"],
-                "shortened": v["shortened"]} for k, v in sorted(panels.items())}
+            panel.lines[label].append((p.target_qps, p.latency_p99_s, p.validity == "VALID"))
+    return {k: {"bounds": sorted(v.bounds), "lines": dict(sorted(v.lines.items())), "undrawn": v.undrawn,
+                "shortened": v.shortened} for k, v in sorted(panels.items())}
 
 
 def sections(data: ReportData) -> list[Section]:

@@ -19,7 +19,9 @@ from typing import Any
 
 from dlperf.analysis.machines import MachineShare
 from dlperf.report.claims.model import Verdict
+from dlperf.report.history_report import HistoryDoc
 from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.matrix import MatrixDoc
 from dlperf.report.study import ReportData
 
 FORMAT = "dlperf-html-report"
@@ -55,7 +57,7 @@ def document(datas: list[ReportData], verdicts: list[Verdict], generated_at: dat
             "verdicts": [dataclasses.asdict(v) for v in verdicts]}
 
 
-def script_json(doc: dict[str, Any]) -> str:
+def script_json(doc: dict[str, Any] | HistoryDoc | MatrixDoc) -> str:
     """`doc` as JSON safe to put between <script type="application/json"> and </script>."""
     text = json.dumps(_finite(doc), default=str, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -21,11 +21,13 @@ from markupsafe import Markup
 from dlperf.analysis.machines import MachineShare, share_names
 from dlperf.report.claims.claim import STUDY_WORKLOADS
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
+from dlperf.report.history_report import HistoryDoc
 from dlperf.report.html import parts
 from dlperf.report.html.commands import reproduce
 from dlperf.report.html.embed import SCRIPT_ID, document, script_json
-from dlperf.report.html.render import blocks, jinja_env, render_blocks, table_block
+from dlperf.report.html.render import Block, TableBlock, blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
+from dlperf.report.matrix import MatrixDoc
 from dlperf.report.registry import machine_sections
 from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
@@ -47,7 +49,7 @@ def unreached(v: Verdict, workloads: Collection[str]) -> bool:
     return v.verdict == CANNOT_CHECK and workload is not None and workload not in workloads
 
 
-def _verdict_table(verdicts: list[Verdict]) -> dict[str, Any]:
+def _verdict_table(verdicts: list[Verdict]) -> TableBlock:
     rows = [[v.claim_id, v.study, v.text, v.quantity, v.paper, v.measured if v.measured is not None else "-",
              v.verdict, v.detail] for v in verdicts]
     return table_block(["claim", "study", "claim (as the paper states it)", "quantity", "paper", "this run",
@@ -56,15 +58,15 @@ def _verdict_table(verdicts: list[Verdict]) -> dict[str, Any]:
 
 
 def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = (), *, workloads: Collection[str] = (),
-                   n_runs: int = 1) -> list[dict[str, Any]]:
+                   n_runs: int = 1) -> list[Block]:
     """The verdicts as one table coloured by verdict, with their counts; a line when there are none; a line
     naming the runs on several machines the claims were not judged on (`left_out`), and how to judge them.
     Claims on studies whose workload none of the runs holds (`workloads`: those of every case on the page) are
     folded under one line naming the `dlperf run STUDY` commands that would check them (`n_runs`: the runs on
     the page, for the line's wording); every other claim keeps its row in view."""
-    out = [{"kind": "p", "text": f"Not judged: {', '.join(left_out)} ran on several machines, and a claim is "
-                                 "never judged on two machines' results pooled; `dlperf verdicts RUN@MACHINE` "
-                                 "judges one machine's share."}] if left_out else []
+    out: list[Block] = [{"kind": "p", "text": f"Not judged: {', '.join(left_out)} ran on several machines, and a claim "
+                                              "is never judged on two machines' results pooled; `dlperf verdicts "
+                                              "RUN@MACHINE` judges one machine's share."}] if left_out else []
     if not verdicts:
         return out + [{"kind": "p", "text": "No verdicts: the claims of the seed studies gave none for these runs "
                                             "(no claim is checked against them)."}]
@@ -88,7 +90,7 @@ def verdict_blocks(verdicts: list[Verdict], left_out: Sequence[str] = (), *, wor
 
 
 def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[MachineShare]] | None = None
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[TableBlock]:
     """One row per run: what it is, how it ended, how its cases fared, and where it ran (a run on several
     machines: how many, and their names as its table's machine column gives them)."""
     rows, classes = [], []
@@ -139,7 +141,8 @@ def run_part(index: int, data: ReportData, history: list[Section] | None = None,
             "commands": commands, "caveats": caveats}
 
 
-def _page(template: str, title: str, doc: dict[str, Any], generated_at: datetime, **parts: Any) -> str:
+def _page(template: str, title: str, doc: dict[str, Any] | HistoryDoc | MatrixDoc, generated_at: datetime,
+          **parts: Any) -> str:
     """A template of base.html.j2 drawn with what every page shares (title, time, version, the inline style
     and script, `doc` as the embedded JSON); any web address left in a stored string made plain text."""
     from dlperf import __version__
@@ -177,7 +180,7 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
                  n_results=sum(len(d.results) for d in datas))
 
 
-def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: dict[str, Any], *,
+def render_sections_page(title: str, parts_: list[tuple[str, list[Section]]], data: HistoryDoc | MatrixDoc, *,
                          intro: str | None = None, generated_at: datetime | None = None) -> str:
     """A self-contained page of titled section lists (`dlperf history`, `dlperf matrix`), `data` embedded as
     JSON: the same renderer, style and script as the run report, and no web address either."""

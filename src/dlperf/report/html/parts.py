@@ -11,7 +11,7 @@ from typing import Any
 
 from dlperf.analysis.machines import MachineShare, describe_machine, share_names
 from dlperf.core.result import CaseResult
-from dlperf.report.html.render import table_block, text_blocks
+from dlperf.report.html.render import Block, table_block, text_blocks
 from dlperf.report.noise import noise_lines
 from dlperf.report.run_columns import column_titles, columns
 from dlperf.report.tables import (
@@ -36,13 +36,13 @@ def status_class(r: CaseResult) -> str:
 
 
 def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
-                     machines: Sequence[MachineShare] | None = None) -> list[dict[str, Any]]:
+                     machines: Sequence[MachineShare] | None = None) -> list[Block]:
     """The run table with every note whole, the validity counts, repetitions across processes, energy;
     `machines`: the run's shares by machine (a machine column where there is more than one)."""
     names = share_names(machines or [])
     cols = columns(names)
     rows = result_rows(results, names)
-    out = [table_block(column_titles(cols, results), [[row[c] for c in cols] for row in rows],
+    out: list[Block] = [table_block(column_titles(cols, results), [[row[c] for c in cols] for row in rows],
                        caption=f"{stored_text(run, results)}; times per call (median, "
                                "IQR/median, samples x calls per sample)", text_cols=(-1,),
                        row_classes=[status_class(r) for r in results])]
@@ -82,7 +82,7 @@ def findings(r: CaseResult) -> list[str]:
     return out
 
 
-def flag_blocks(results: list[CaseResult]) -> list[dict[str, Any]]:
+def flag_blocks(results: list[CaseResult]) -> list[Block]:
     """One row per case that failed or whose figure is not clean (not valid, noisy, bimodal, drifting,
     contended), with every finding; a line for how many are clean."""
     rows, classes = [], []
@@ -96,10 +96,10 @@ def flag_blocks(results: list[CaseResult]) -> list[dict[str, Any]]:
                      "; ".join(found) or "-"])
         classes.append(status_class(r))
     n_clean = len(results) - len(rows)
-    out = text_blocks([f"{n_clean} of {len(results)} stored cases are ok and valid with no finding; "
+    out: list[Block] = [*text_blocks([f"{n_clean} of {len(results)} stored cases are ok and valid with no finding; "
                        f"{len(rows)} are listed below" if rows else
                        f"all {len(results)} stored cases are ok and valid with no finding (no noise, "
-                       "bimodal or drifting samples, no contention)"])
+                       "bimodal or drifting samples, no contention)"])]
     if rows:
         out.append(table_block(["case", "status", "validity", "IQR", "findings (whole)"], rows, text_cols=(-1,),
                                row_classes=classes))
@@ -152,7 +152,7 @@ def environment_rows(env: dict[str, Any]) -> list[list[str]]:
 
 
 def environment_blocks(env: dict[str, Any], machines: Sequence[MachineShare] | None = None
-                       ) -> list[dict[str, Any]]:
+                       ) -> list[Block]:
     """The environment table; the whole stored record is in the embedded JSON (and the details below it).
     For a run on several machines: the run's own environment (the machine that submitted it), a table of the
     machines its results came from, and the environment table of each machine but the submitting one."""
@@ -160,8 +160,9 @@ def environment_blocks(env: dict[str, Any], machines: Sequence[MachineShare] | N
     names = share_names(machines or [])
     if not machines or not names:
         return [own]
-    out = text_blocks([f"The results of this run came from {len(machines)} machines (a fleet run); the first "
-                       "table is the run's own environment (where it was submitted), then each other machine's."])
+    out: list[Block] = [*text_blocks([f"The results of this run came from {len(machines)} machines (a fleet run); the "
+                                      "first table is the run's own environment (where it was submitted), then each "
+                                      "other machine's."])]
     out += [own, table_block(["machine", "machine id", "identity", "results", "environment ids"],
                              [[names[s.env_ids[0]], s.machine_id, describe_machine(s.env), str(len(s.results)),
                                ", ".join(map(str, s.env_ids))] for s in machines],

@@ -11,10 +11,11 @@ their text only (the page names no web address).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import jinja2
 from markupsafe import Markup, escape
@@ -25,6 +26,72 @@ from dlperf.report.sections import Figure, Heading, Note, Section, Table
 #: Tables longer than this show their first rows and a button for the rest (the page's script).
 COLLAPSE_ROWS = 25
 _NUMERIC = re.compile(r"^[-+~<>]?\s*[$]?[\d.,]+(e[-+]?\d+)?\s*\S{0,6}$", re.IGNORECASE)
+
+
+class TableBlock(TypedDict):
+    """A table as templates/sections.html.j2 draws it."""
+    kind: Literal["table"]
+    level: int
+    heading: str | None
+    intro: str | None
+    caption: str | None
+    header: list[str]
+    rows: list[list[str]]
+    align: list[str]
+    row_classes: list[str]
+    collapse: bool
+
+
+class ListItem(TypedDict):
+    """One `- item` line; `sub`: it was indented (drawn nested)."""
+    text: str
+    sub: bool
+
+
+class ListBlock(TypedDict):
+    kind: Literal["ul"]
+    items: list[ListItem]
+
+
+class ParagraphBlock(TypedDict):
+    kind: Literal["p"]
+    text: str
+
+
+class HeadingBlock(TypedDict):
+    kind: Literal["heading"]
+    level: int
+    text: str
+
+
+class Image(TypedDict):
+    """A figure's image: its SVG inlined, or its PNG as a data: URI."""
+    name: str
+    svg: NotRequired[Markup]
+    png: NotRequired[str]
+
+
+class FigureBlock(TypedDict):
+    kind: Literal["figure"]
+    level: int
+    heading: str | None
+    alt: str
+    images: list[Image]
+    notes: list[TextBlock]
+    missing: list[str]
+
+
+class FoldBlock(TypedDict):
+    """HTML folded under one summary line (the page's claims that no run here can touch)."""
+    kind: Literal["fold"]
+    summary: str
+    html: Markup
+
+
+#: What Markdown lines become (a paragraph or a list).
+TextBlock = ListBlock | ParagraphBlock
+#: Every kind of block the template draws.
+Block = TableBlock | ListBlock | ParagraphBlock | HeadingBlock | FigureBlock | FoldBlock
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +138,7 @@ def align(header: list[str], rows: list[list[str]], text_cols: tuple[int, ...]) 
 
 def table_block(header: list[str], rows: list[list[str]], *, caption: str | None = None,
                 heading: str | None = None, intro: str | None = None, text_cols: tuple[int, ...] = (),
-                row_classes: list[str] | None = None) -> dict[str, Any]:
+                row_classes: list[str] | None = None) -> TableBlock:
     """A table as the template draws it (also used by the page for its own tables)."""
     level, text = heading_level(heading) if heading else (3, None)
     return {"kind": "table", "level": level, "heading": text, "intro": intro, "caption": caption,
@@ -79,17 +146,18 @@ def table_block(header: list[str], rows: list[list[str]], *, caption: str | None
             "row_classes": row_classes or [""] * len(rows), "collapse": len(rows) > COLLAPSE_ROWS}
 
 
-def text_blocks(lines: list[str]) -> list[dict[str, Any]]:
+def text_blocks(lines: list[str]) -> list[TextBlock]:
     """Markdown lines as paragraphs and lists: consecutive `- item` lines (indented: nested look) make one list."""
-    out: list[dict[str, Any]] = []
+    out: list[TextBlock] = []
     for line in lines:
         stripped = line.strip()
         if not stripped:
             continue
         if stripped.startswith("- "):
-            item = {"text": stripped[2:], "sub": line.startswith(" ")}
-            if out and out[-1]["kind"] == "ul":
-                out[-1]["items"].append(item)
+            item: ListItem = {"text": stripped[2:], "sub": line.startswith(" ")}
+            last = out[-1] if out else None
+            if last is not None and last["kind"] == "ul":
+                last["items"].append(item)
             else:
                 out.append({"kind": "ul", "items": [item]})
         else:
@@ -97,10 +165,10 @@ def text_blocks(lines: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def figure_block(fig: Figure, prefix: str) -> dict[str, Any]:
+def figure_block(fig: Figure, prefix: str) -> FigureBlock:
     """A figure: each PNG's SVG sibling inlined (it is written beside it), else the PNG as a data: URI."""
     level, heading = heading_level(fig.heading) if fig.heading else (3, None)
-    images: list[dict[str, Any]] = []
+    images: list[Image] = []
     pngs = [p for p in fig.paths if p.suffix == ".png"]
     svgs = [p for p in fig.paths if p.suffix == ".svg"]
     for png in pngs:
@@ -122,10 +190,10 @@ def figure_block(fig: Figure, prefix: str) -> dict[str, Any]:
             "notes": text_blocks(fig.markdown_notes), "missing": missing}
 
 
-def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]:
+def blocks(sections: list[Section], prefix: str = "fig") -> list[Block]:
     """Sections as the template's blocks, Markdown's choice of what to show and in what order (figures'
     SVG ids prefixed `prefix` and their number here: give each call a prefix of its own on a page)."""
-    out: list[dict[str, Any]] = []
+    out: list[Block] = []
     figures = count(1)
     for s in sections:
         if isinstance(s, Table):
@@ -138,8 +206,9 @@ def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]
         elif isinstance(s, Note):
             if s.markdown != "":
                 for b in text_blocks([s.markdown if s.markdown is not None else s.text]):
-                    if b["kind"] == "ul" and out and out[-1]["kind"] == "ul":
-                        out[-1]["items"] += b["items"]
+                    last = out[-1] if out else None
+                    if b["kind"] == "ul" and last is not None and last["kind"] == "ul":
+                        last["items"] += b["items"]
                     else:
                         out.append(b)
         elif isinstance(s, Figure) and s.only != "terminal":
@@ -147,7 +216,7 @@ def blocks(sections: list[Section], prefix: str = "fig") -> list[dict[str, Any]]
     return out
 
 
-def render_blocks(items: list[dict[str, Any]]) -> Markup:
+def render_blocks(items: Sequence[Block]) -> Markup:
     """Blocks drawn by templates/sections.html.j2."""
     return Markup(jinja_env().get_template("sections.html.j2").render(blocks=items, fold=COLLAPSE_ROWS))
 
