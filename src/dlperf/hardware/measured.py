@@ -20,6 +20,7 @@ from typing import Any
 
 from dlperf.core.result import CaseResult
 from dlperf.hardware.catalog import Device, match
+from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey
 from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
 
@@ -32,7 +33,7 @@ class MeasuredDevice:
     name: str
     kind: str  # "cpu" | "gpu"
     entry: Device | None
-    peaks: dict[str, Any]  # the environment's theoretical peaks (catalog-read where matched)
+    peaks: DevicePeaks  # the environment's theoretical peaks (catalog-read where matched)
     share: float = 1.0  # the fraction of a catalog CPU package the environment saw (a VM's cores)
 
 
@@ -111,8 +112,9 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peak
         energy = m.get("energy") or {}
         per_joule = (m.samples_per_call / energy["energy_per_call_j"]
                      if energy.get("measured") and energy.get("energy_per_call_j") else None)
-        peak = dev.peaks.get("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
-                             "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
+        key: PeakKey = ("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
+                        "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
+        peak = dev.peaks.get(key)
         row = {
             "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
             "share": dev.share,

@@ -28,6 +28,7 @@ from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
+from dlperf.hardware.catalog_peaks import DevicePeaks
 from dlperf.hardware.peaks import flop_peak, flop_peak_origin
 from dlperf.units import format_size
 
@@ -136,10 +137,11 @@ def env_gpu(env: dict[str, Any], device: str) -> dict[str, Any]:
     return next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
 
 
-def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
-    if device.startswith("cuda"):
-        return env_gpu(env, device).get("peaks_theoretical") or {}
-    return env.get("cpu_peaks_theoretical") or {}
+def device_theoretical(env: dict[str, Any], device: str) -> DevicePeaks:
+    """The theoretical peaks the stored environment recorded for `device` ({} where it has none)."""
+    found: DevicePeaks | None = (env_gpu(env, device).get("peaks_theoretical") if device.startswith("cuda")
+                                 else env.get("cpu_peaks_theoretical"))
+    return found or {}
 
 
 def _plateau_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
@@ -235,6 +237,7 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
             curve=curve if curve.points else None,
             reported_levels=_reported_levels(caches, dev.get("threads")))
     dev_measured = measured.get(device, {})  # keyed by the device as the studies name it
+    bw: float | None
     if theo_bw:
         bw, bw_source = theo_bw, "theoretical bandwidth"
     else:
