@@ -22,7 +22,7 @@ derived figures) and the peaks runs in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
@@ -293,7 +293,24 @@ def _level_label(c: Ceilings, level: LevelCeiling | None, working_set: float | N
     return name if c.caches_known else f"{name}?"
 
 
-def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
+class RooflinePoint(TypedDict):
+    """Where a case stands against its ceilings (`roofline_point`)."""
+
+    level: str | None
+    level_bw: float | None
+    ceiling_spread_pct: float
+    ceiling_source: str
+    pct_flop_peak: float | None
+    pct_bw_peak: float | None
+    tolerance_pct: float
+    attainable_flops_per_s: float | None
+    pct_attainable: float | None
+    binds: str | None
+    flag: str | None
+    check: str
+
+
+def roofline_point(metrics: dict[str, Any], c: Ceilings) -> RooflinePoint:
     """Where a case stands: its memory level (by its working set, `bytes_per_call`), % of the bandwidth
     ceiling at its working set (the run's curve, else its level's figure) and of the compute peak, the
     attainable FLOP/s, % of it, which ceiling binds, a flag and the check.
@@ -311,7 +328,7 @@ def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
     bw, ceiling_spread, gap, source = _memory_ceiling(c, level, working_set)
     case_iqr = metrics.get("iqr_rel") or 0.0
     spread = ceiling_spread + case_iqr + gap + ABOVE_TOLERANCE_REL if bw else 0.0
-    out: dict[str, Any] = {
+    out: RooflinePoint = {
         "level": _level_label(c, level, working_set),
         "level_bw": bw, "ceiling_spread_pct": 100 * ceiling_spread, "ceiling_source": source,
         "pct_flop_peak": 100 * flops / c.flop_peak if flops is not None and c.flop_peak else None,
