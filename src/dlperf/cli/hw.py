@@ -3,13 +3,16 @@ the efficiency measured on hardware the user has (measured)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 from dlperf.errors import DlperfError
 from dlperf.units import MISSING, UNKNOWN, format_figure, format_iqr
+
+if TYPE_CHECKING:
+    from dlperf.hardware.measured import CnnRow
 
 TDP_HELP = "this machine's TDP in W where no meter measured and the catalog has none (labelled as TDP)"
 PRICE_HELP = "this machine's price in USD where the catalog has none (labelled as given)"
@@ -217,11 +220,12 @@ def hw_measured(runs: tuple[str, ...], all_batches: bool, tdp_w: float | None, p
                   highlight=False)
 
 
-def device_notes(rows: list[dict[str, Any]]) -> list[str]:
+def device_notes(rows: list[CnnRow]) -> list[str]:
     """One line per device: where its power, price and peak came from. Rows of one device whose sources
     differ (one model measured with energy off, another without a meter) give each distinct source once,
     in the rows' order, rather than a near-copy of the whole line per row."""
-    fields = (("power", "power_source"), ("price", "price_source"), ("peak", "peak_source"))
+    fields: tuple[tuple[str, Literal["power_source", "price_source", "peak_source"]], ...] = (
+        ("power", "power_source"), ("price", "price_source"), ("peak", "peak_source"))
     seen: dict[str, dict[str, list[str]]] = {}
     for r in rows:
         per = seen.setdefault(r["device"], {name: [] for name, _ in fields})

@@ -5,13 +5,16 @@ counted on its eager module in a fresh process). Every estimate is labelled "est
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dlperf.cli.options import FiniteFloatRange, db_option, new_console, open_store
 from dlperf.errors import DlperfError, StoreError
 from dlperf.untrusted import path_component
+
+if TYPE_CHECKING:
+    from dlperf.hardware.recommend import Check, Estimate
 
 
 @click.command()
@@ -142,18 +145,18 @@ def _source_request(R: Any, source: str, input_specs: tuple[str, ...], inputs_fn
     return R.Request(source, batch, None, precision, costs=costs)
 
 
-def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tuple[dict[str, Any], str]],
-             checks: list[dict[str, Any]]) -> dict[str, Any]:
+def _as_json(req: Any, key: str, ranked: list[Estimate], excluded: list[tuple[Estimate, str]],
+             checks: list[Check]) -> dict[str, Any]:
     """Everything the tables show, machine-readable; `estimate: true` marks every figure computed here."""
     from dataclasses import asdict
 
-    def device(e: dict[str, Any]) -> dict[str, Any]:
+    def device(e: Estimate) -> dict[str, Any]:
         d = e["device"]
         return {"id": d.id, "name": d.name, "kind": d.kind, "memory_gb": d.value("memory_gb"),
                 "launch_price_usd": d.value("launch_price_usd"), "tdp_w": d.value("tdp_w"),
                 "derived_here": d.detected}
 
-    def est(e: dict[str, Any]) -> dict[str, Any]:
+    def est(e: Estimate) -> dict[str, Any]:
         return {"memory_bytes": e["memory_bytes"], "memory_parts": e["memory"].to_dict(), "fits": e["fits"],
                 "memory_capacity_bytes": e["memory_capacity_bytes"], "memory_capacity_source": e["memory_source"],
                 "images_per_s": e["images_per_s"], "gflops": e.get("gflops"), "binds": e.get("binds"),
@@ -176,7 +179,7 @@ def _as_json(req: Any, key: str, ranked: list[dict[str, Any]], excluded: list[tu
     }
 
 
-def _plot(console: Any, ranked: list[dict[str, Any]], others: list[dict[str, Any]], req: Any, plot_dir: Path,
+def _plot(console: Any, ranked: list[Estimate], others: list[Estimate], req: Any, plot_dir: Path,
           title: str) -> None:
     """The figure; a failure to draw or write it is one line, the tables stand."""
     from dlperf.report.plots import recommend_plot

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.hardware import recommend as R
-from dlperf.hardware.measured import nearest
+from dlperf.hardware.measured import CnnRow, nearest
 from dlperf.hardware.source_costs import SourceCosts
 from dlperf.report.sections import rich_table
 from dlperf.units import (
@@ -55,8 +55,8 @@ class _Req:
         self.costs, self.model, self.batch, self.precision = costs, costs.source, costs.batch, costs.precision
 
 
-def print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str, n: int,
-                  rows: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
+def print_ranked(console: Any, ranked: list[R.Estimate], req: Any, key: str, n: int,
+                  rows: list[CnnRow], checks: list[R.Check]) -> None:
     unit = req.rate_unit
     header = ["#", "device", "kind", "est. GB / has", f"est. {unit}", "eff.", "price $", "TDP W",
               f"est. {unit}/$1k", f"est. {unit}/W", "measured here", "why this rank"]
@@ -64,6 +64,7 @@ def print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str,
     for e in ranked:
         d = e["device"]
         has = e["memory_capacity_bytes"]
+        assert has is not None  # a ranked device's memory was checked (`recommend.exclusion`)
         cap = f" / {format_figure(has / 1e9)}" + (" RAM" if e["memory_source"] == R.HOST_RAM else "")
         table.append([str(e["rank"]), d.id, d.kind, format_gb(e["memory_bytes"], named=False) + cap,
                       format_figure(e["images_per_s"]), format_pct(e["efficiency"]),
@@ -86,9 +87,9 @@ def print_ranked(console: Any, ranked: list[dict[str, Any]], req: Any, key: str,
                   highlight=False, markup=False, soft_wrap=True)
 
 
-def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, Any]], req: Any) -> str:
+def _measured_cell(dev: Any, rows: list[CnnRow], checks: list[R.Check], req: Any) -> str:
     """The measurement nearest to the request on this device, and the leave-one-out estimate's error there."""
-    def same_device(row: dict[str, Any]) -> bool:
+    def same_device(row: CnnRow) -> bool:
         if dev.detected:  # this machine's CPU as it is here
             return row["kind"] == "cpu" and row["device_name"] == dev.name
         return row["entry"] is dev and row["share"] == 1.0  # a whole catalog device, not a VM's slice of it
@@ -105,7 +106,7 @@ def _measured_cell(dev: Any, rows: list[dict[str, Any]], checks: list[dict[str, 
             f"(est. {format_pct(best['ips_error'], '+.0f', missing=UNKNOWN)})")
 
 
-def print_validation(console: Any, checks: list[dict[str, Any]], model: str, *, source: bool = False) -> None:
+def print_validation(console: Any, checks: list[R.Check], model: str, *, source: bool = False) -> None:
     """The estimates against this user's stored CNN results (a source's are not checked: says so)."""
     if source:
         console.print(f"these estimates are not checked against measurements here: dlperf bench {model} and dlperf "

@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
-from typing import Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from dlperf.timing import DeviceTimer
+
+if TYPE_CHECKING:
+    from dlperf.profiling.kernels import KernelRow
 
 
 def no_sync() -> None:
@@ -162,7 +165,7 @@ class Framework:
         return None, f"{self.name} keeps no allocator statistics for {device}"
 
     def kernel_profile(self, fn: Callable[[], object], sync: Callable[[], None], device: str,
-                       steps: int = 3) -> list[dict[str, Any]]:
+                       steps: int = 3) -> list[KernelRow]:
         """Kernel/op rows (dlperf.profiling.kernels) from the framework's own profiler over `steps` calls."""
         raise UnsupportedError(f"{self.name} has no kernel profiler in dlperf")
 

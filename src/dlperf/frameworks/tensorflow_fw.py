@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
+
+if TYPE_CHECKING:
+    from dlperf.profiling.kernels import KernelRow
 
 
 def tf_device(device: str) -> str:
@@ -97,7 +100,7 @@ class TensorflowFramework(Framework):
             return int(info["peak"]), "tf.config.experimental.get_memory_info (memory growth on)"
         return None, "TensorFlow keeps no CPU allocator statistics"
 
-    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[dict[str, Any]]:
+    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[KernelRow]:
         from dlperf.profiling.tf_kernels import profile
 
         return profile(fn, sync, device, steps)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
+
+if TYPE_CHECKING:
+    from dlperf.profiling.kernels import KernelRow
 
 
 class CudaEventTimer:
@@ -82,7 +85,7 @@ class TorchFramework(Framework):
             return int(self.import_module().cuda.max_memory_allocated(device)), "torch.cuda.max_memory_allocated"
         return None, "torch keeps no CPU allocator statistics"
 
-    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[dict[str, Any]]:
+    def kernel_profile(self, fn: Any, sync: Any, device: str, steps: int = 3) -> list[KernelRow]:
         from dlperf.profiling.torch_kernels import profile
 
         return profile(fn, sync, device, steps)

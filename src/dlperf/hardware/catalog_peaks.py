@@ -3,13 +3,63 @@ where none was measured here), the figures derived on this machine kept beside t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, TypedDict
 
 from dlperf.hardware.catalog import match
 
+#: The keys of `DevicePeaks` that hold a dtype's peak (FLOP/s; op/s for int8).
+PeakKey = Literal["fp32_flops_per_s", "fp16_flops_per_s", "bf16_flops_per_s", "fp64_flops_per_s", "int8_ops_per_s"]
 
-def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
-                  visible_cores: int | None = None) -> dict[str, Any]:
+
+class DevicePeaks(TypedDict, total=False):
+    """A device's theoretical peaks as the fingerprint stores them (`cpu_peaks_theoretical`, a GPU's
+    `peaks_theoretical`): what `peaks.cpu_theoretical` or `peaks.gpu_theoretical` derived, with the catalog's
+    figures laid over them by `catalog_peaks`. Keys vary by device kind and by what was measured or matched."""
+
+    # a CPU's model (`peaks.cpu_theoretical`)
+    physical_cores: int
+    clock_ghz: float | None
+    clock_source: str
+    clock_measured: bool
+    nominal_clock_ghz: float | None
+    nominal_clock_source: str
+    vector_bits: int
+    fma_units_per_core: int | None
+    fma_units_source: str
+    fp32_flops_per_cycle_per_core: int | None
+    measured_fma_flops_per_s: float | None
+    vector_clock_ghz: float | None
+    scalar_clock_ghz: float | None
+    peak_origin: str
+    fp32_source: str
+    fp32_basis: str
+    dtype_peaks_source: dict[str, str]
+    mem_bw_source: str
+    # a GPU's model (`peaks.gpu_theoretical`)
+    compute_capability: str
+    sm_count: int
+    sm_clock_mhz: float | None
+    architecture: str
+    # both
+    fp32_flops_per_s: float | None
+    fp64_flops_per_s: float | None
+    bf16_flops_per_s: float | None
+    fp16_flops_per_s: float | None
+    int8_ops_per_s: float | None
+    mem_bw_bytes_per_s: float | None
+    assumptions: str
+    # the catalog's (`catalog_peaks`)
+    catalog_fp32_flops_per_s: float
+    derived_fp32_flops_per_s: float | None
+    derived_fp16_flops_per_s: float | None
+    derived_int8_ops_per_s: float | None
+    derived_mem_bw_bytes_per_s: float | None
+    catalog_id: str
+    peaks_source: str
+
+
+def catalog_peaks(theoretical: DevicePeaks, name: str, *, kind: str,
+                  visible_cores: int | None = None) -> DevicePeaks:
     """A device's theoretical peaks for the ops study, read from its catalog entry where it has one.
 
     `theoretical` is what dlperf derived from the device's own properties (cores x clock x ISA, or
@@ -20,7 +70,7 @@ def catalog_peaks(theoretical: dict[str, Any], name: str, *, kind: str,
     A CPU's bandwidth is taken only when the whole package is visible. A figure the catalog lacks keeps the
     derived value.
     """
-    out = dict(theoretical)
+    out = theoretical.copy()
     dev = match(name) if name else None
     if dev is None or (dev.kind == "cpu") != (kind == "cpu"):
         out["peaks_source"] = ("FP32 measured on this machine, other dtypes derived from its clock (no catalog entry "

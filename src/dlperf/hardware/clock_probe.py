@@ -30,7 +30,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.hardware import probe
 from dlperf.hardware.fma_peak import ISA_NAMES, ClockProbe, ProbeRates, derive
@@ -133,7 +133,17 @@ def _iterations(fn: Any, target_s: float) -> int:
         n *= 10
 
 
-def _run(lib: Any, threads: int) -> dict[str, Any]:
+class ThreadRates(TypedDict):
+    """What `_run` measured per probe thread: the `ProbeRates` the C library cannot say itself."""
+
+    fma_flops_per_s: tuple[float, ...]
+    fma_chain_per_s: tuple[float, ...]
+    add_chain_per_s: tuple[float, ...]
+    cpu_wall_ratio: float
+    fma_trials_flops_per_s: tuple[float, ...]
+
+
+def _run(lib: Any, threads: int) -> ThreadRates:
     """Per thread: the best FMA FLOP/s, dependent-FMA rate and add-chain rate (per CPU second), every FMA
     trial, and the least CPU/wall share. The FMA chain runs right after the FMA loop, under the same ISA's load."""
     fma_n = _iterations(lib.dlperf_fma, TRIAL_S)

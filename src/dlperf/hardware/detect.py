@@ -57,12 +57,14 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
         return v * share if v is not None else None
 
     tdp, price = scaled("tdp_w"), scaled("launch_price_usd")
-    if read.get("clock_measured"):
-        basis, mhz = "measured", read["clock_ghz"] * 1e3
+    ghz = read.get("clock_ghz")
+    mhz: float | None
+    if read.get("clock_measured"):  # a measured clock is never None (`peaks.cpu_theoretical`)
+        basis, mhz = "measured", ghz * 1e3 if ghz is not None else None
     elif entry is not None and "catalog_id" in read and "derived_fp32_flops_per_s" in read:  # the catalog's FP32
         basis, mhz = entry.peak_clock, entry.value("peak_clock_mhz")
     else:  # nominal or set by an override: said in the notes
-        basis, mhz = "unknown", read["clock_ghz"] * 1e3 if read.get("clock_ghz") else None
+        basis, mhz = "unknown", ghz * 1e3 if ghz else None
     isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "unknown ISA")
     clock = f"{read['clock_ghz']:.2f} GHz" if read.get("clock_ghz") else "? GHz"
     hardware = (f"{cores} physical cores, {read['vector_bits']}-bit vectors ({isa}), {clock} "

@@ -26,6 +26,8 @@ import psutil
 
 from dlperf import __version__
 from dlperf.hardware import peak_cache, peaks, probe
+from dlperf.hardware.catalog_peaks import DevicePeaks
+from dlperf.hardware.probe import GpuRecord
 
 #: Top-level fingerprint fields that identify an environment (everything else is derived).
 IDENTITY_KEYS = ("cpu_model", "cpu_flags", "cpu_physical_cores", "cpu_logical_cores", "threads", "ram_bytes", "os",
@@ -65,9 +67,17 @@ def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
     }
 
 
-def _gpu_record(gpu: dict[str, Any]) -> dict[str, Any]:
+class FingerprintGpu(GpuRecord, total=False):
+    """A GPU as the fingerprint records it (`_gpu_record`): the probe's record without NVML's properties, with
+    the peaks derived from them."""
+
+    peaks_theoretical: DevicePeaks
+
+
+def _gpu_record(gpu: GpuRecord) -> FingerprintGpu:
     """A probed GPU as the fingerprint records it: its facts, and its peaks where NVML gave its properties."""
-    out = {k: v for k, v in gpu.items() if k != "properties"}
+    out: FingerprintGpu = {**gpu}
+    out.pop("properties", None)
     found = peaks.gpu_peaks(gpu)
     if found is not None:
         out["peaks_theoretical"] = found

@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.core.result import CaseResult
 from dlperf.hardware.catalog import Device, match
+from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey
 from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
 
@@ -32,8 +33,42 @@ class MeasuredDevice:
     name: str
     kind: str  # "cpu" | "gpu"
     entry: Device | None
-    peaks: dict[str, Any]  # the environment's theoretical peaks (catalog-read where matched)
+    peaks: DevicePeaks  # the environment's theoretical peaks (catalog-read where matched)
     share: float = 1.0  # the fraction of a catalog CPU package the environment saw (a VM's cores)
+
+
+class CnnRow(TypedDict):
+    """One measured CNN training setup (`cnn_rows`): the device as its environment saw it, the case, and its
+    images/s, GFLOP/s, % of peak, power and price, each with where it came from."""
+
+    device: str  # `MeasuredDevice.key`
+    device_name: str
+    kind: str  # "cpu" | "gpu"
+    entry: Device | None
+    peaks: DevicePeaks
+    share: float
+    framework: str
+    model: str
+    image_size: int
+    batch: int
+    precision: str
+    images_per_s: float
+    real_gflops: float | None
+    pct_of_peak: float | None
+    peak_source: str
+    bw_bytes_per_s: float | None
+    bw_source: str
+    power_w: float | None
+    power_source: str
+    images_per_j: float | None
+    price_usd: float | None
+    price_source: str
+    images_per_s_per_kusd: float | None
+    peak_rss_bytes: int | None
+    baseline_rss_bytes: int | None
+    peak_device_mem_bytes: int | None
+    run_id: str
+    iqr_rel: float | None
 
 
 def device_of(device: str, env: dict[str, Any]) -> MeasuredDevice:
@@ -78,7 +113,7 @@ def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, 
 
 
 def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
-             tdp_w: float | None = None, price_usd: float | None = None) -> list[dict[str, Any]]:
+             tdp_w: float | None = None, price_usd: float | None = None) -> list[CnnRow]:
     """One row per ok `cnn` training result (the latest when a case was measured in several runs; an inference
     case, `task: infer`, is not a training step and is left out).
 
@@ -87,7 +122,7 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peak
     measured bandwidth where no theoretical one is known.
     """
     copy_bw: dict[int, dict[str, dict[str, float]]] = {}
-    latest: dict[tuple, dict[str, Any]] = {}
+    latest: dict[tuple, CnnRow] = {}
     for r in results:
         if r.workload != "cnn" or not r.ok or r.params.get("task", "train") != "train":  # training efficiency only
             continue
@@ -111,9 +146,10 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peak
         energy = m.get("energy") or {}
         per_joule = (m.samples_per_call / energy["energy_per_call_j"]
                      if energy.get("measured") and energy.get("energy_per_call_j") else None)
-        peak = dev.peaks.get("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
-                             "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
-        row = {
+        key: PeakKey = ("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
+                        "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
+        peak = dev.peaks.get(key)
+        row: CnnRow = {
             "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
             "share": dev.share,
             "framework": r.framework, "model": p["model"], "image_size": size, "batch": int(p["batch"]),
@@ -134,9 +170,9 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peak
     return list(latest.values())
 
 
-def best_per_setup(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_per_setup(rows: list[CnnRow]) -> list[CnnRow]:
     """For each device, framework, model, image size and precision: the batch with the most images/s."""
-    best: dict[tuple, dict[str, Any]] = {}
+    best: dict[tuple, CnnRow] = {}
     for r in rows:
         key = (r["device"], r["framework"], r["model"], r["image_size"], r["precision"])
         if key not in best or r["images_per_s"] > best[key]["images_per_s"]:
@@ -144,7 +180,7 @@ def best_per_setup(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(best.values(), key=lambda r: (r["model"], r["image_size"], -r["images_per_s"]))
 
 
-def nearest(rows: list[dict[str, Any]], batch: int, image_size: int) -> dict[str, Any] | None:
+def nearest(rows: list[CnnRow], batch: int, image_size: int) -> CnnRow | None:
     """The row measured closest to this batch and image size (log distance; image size counts double)."""
     if not rows:
         return None

@@ -28,12 +28,13 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from dlperf.errors import ConfigError
 from dlperf.hardware import peak_cache, probe
-from dlperf.hardware.catalog_peaks import catalog_peaks
+from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey, catalog_peaks
 from dlperf.hardware.fma_peak import ISA_NAMES, ClockProbe
+from dlperf.hardware.probe import GpuRecord
 
 #: The environment variables that override a derived peak (recorded with each run).
 OVERRIDES = ("DLPERF_CPU_CLOCK_GHZ", "DLPERF_CPU_FMA_UNITS", "DLPERF_CPU_PEAK_FP32_GFLOPS", "DLPERF_MEM_BW_GBS")
@@ -48,7 +49,15 @@ _VECTOR_BITS = (("avx512f", 512), ("avx2", 256), ("avx", 256), ("asimd", 128), (
 
 #: Per compute capability: FP32 lanes per SM, and dense FP16/BF16 tensor-core FLOPs per SM per clock.
 #: (Volta/Turing/Ampere/Ada/Hopper whitepapers; FP16 figures are dense, without sparsity.)
-GPU_ARCH: dict[tuple[int, int], dict[str, Any]] = {
+class GpuArch(TypedDict):
+    """One architecture's row of `GPU_ARCH`."""
+
+    name: str
+    fp32_lanes_per_sm: int
+    fp16_tc_flops_per_sm_clk: int | None
+
+
+GPU_ARCH: dict[tuple[int, int], GpuArch] = {
     (3, 5): {"name": "Kepler", "fp32_lanes_per_sm": 192, "fp16_tc_flops_per_sm_clk": None},
     (3, 7): {"name": "Kepler", "fp32_lanes_per_sm": 192, "fp16_tc_flops_per_sm_clk": None},
     (5, 0): {"name": "Maxwell", "fp32_lanes_per_sm": 128, "fp16_tc_flops_per_sm_clk": None},
@@ -135,7 +144,7 @@ def _clock_text(clock: ClockProbe, units: int | None, lanes: int) -> str:
 
 
 def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
-                    clock: ClockProbe | None = None) -> dict[str, Any]:
+                    clock: ClockProbe | None = None) -> DevicePeaks:
     """FP32 (and FP64, BF16, FP16, INT8 where the ISA has them) peaks of the CPU, every assumption spelled out.
 
     `clock` is the clock probe's result (`peak_cache.sustained()`): its FMA loop's throughput is the FP32 peak.
@@ -176,7 +185,7 @@ def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
     per_cycle = units * lanes * flops_per_lane if units else None
     model = (f"{physical_cores} cores x {_ghz(ghz)} GHz x {units if units else '?'} FMA units x {lanes} FP32 lanes "
              f"x {flops_per_lane} (FMA = 2 FLOPs)")
-    out: dict[str, Any] = {
+    out: DevicePeaks = {
         "physical_cores": physical_cores,
         "clock_ghz": ghz,
         "clock_source": clock_source,
@@ -189,8 +198,9 @@ def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
         "fp32_flops_per_cycle_per_core": per_cycle,
     }
     if measured and clock is not None:
-        out.update(measured_fma_flops_per_s=clock.fma_flops_per_s_total, vector_clock_ghz=clock.vector_clock_ghz,
-                   scalar_clock_ghz=clock.scalar_clock_ghz, peak_origin=clock.origin)
+        out.update({"measured_fma_flops_per_s": clock.fma_flops_per_s_total,
+                    "vector_clock_ghz": clock.vector_clock_ghz, "scalar_clock_ghz": clock.scalar_clock_ghz,
+                    "peak_origin": clock.origin})
     override = env_number("DLPERF_CPU_PEAK_FP32_GFLOPS")
     named = [n for n, v in (("DLPERF_CPU_CLOCK_GHZ", clock_override), ("DLPERF_CPU_FMA_UNITS", units_override)) if v]
     if override:
@@ -239,19 +249,24 @@ def _dtype_rates(flags: frozenset[str], units: int, lanes: int, fp32: int) -> di
     }
 
 
+#: Each dtype of `_dtype_rates` and the key of its peak, in the order the peaks are written.
+_DTYPE_KEYS: dict[str, PeakKey] = {"fp64": "fp64_flops_per_s", "bf16": "bf16_flops_per_s",
+                                   "fp16": "fp16_flops_per_s", "int8": "int8_ops_per_s"}
+
+
 def _dtype_peaks(cores: int, ghz: float | None, flags: frozenset[str], units: int | None, lanes: int,
-                 fp32_per_cycle: int | None) -> dict[str, Any]:
+                 fp32_per_cycle: int | None) -> DevicePeaks:
     """fp64/bf16/fp16 FLOP/s and int8 op/s from the clock and `_dtype_rates`, each labelled derived."""
-    out: dict[str, Any] = {}
+    out: DevicePeaks = {}
     notes: dict[str, str] = {}
     if not units or not fp32_per_cycle:
-        for key in ("fp64_flops_per_s", "bf16_flops_per_s", "fp16_flops_per_s", "int8_ops_per_s"):
+        for key in _DTYPE_KEYS.values():
             out[key] = None
         why = "no FMA units per core known (the probe could not derive them)"
         out["dtype_peaks_source"] = {d: why for d in ("fp64", "bf16", "fp16", "int8")}
         return out
     for dtype, (rate, how) in _dtype_rates(flags, units, lanes, fp32_per_cycle).items():
-        key = "int8_ops_per_s" if dtype == "int8" else f"{dtype}_flops_per_s"
+        key = _DTYPE_KEYS[dtype]
         if rate is None or not ghz:
             out[key] = None
             notes[dtype] = how if rate is None else "no clock under vector load known"
@@ -263,10 +278,10 @@ def _dtype_peaks(cores: int, ghz: float | None, flags: frozenset[str], units: in
 
 
 def gpu_theoretical(*, major: int, minor: int, sm_count: int, sm_clock_mhz: float | None,
-                    mem_clock_mhz: float | None, bus_width_bits: int | None) -> dict[str, Any]:
+                    mem_clock_mhz: float | None, bus_width_bits: int | None) -> DevicePeaks:
     """A GPU's FP32/FP16 peaks and bandwidth from its properties and the architecture table."""
     arch = GPU_ARCH.get((major, minor))
-    out: dict[str, Any] = {"compute_capability": f"{major}.{minor}", "sm_count": sm_count,
+    out: DevicePeaks = {"compute_capability": f"{major}.{minor}", "sm_count": sm_count,
                            "sm_clock_mhz": sm_clock_mhz, "architecture": arch["name"] if arch else "unknown"}
     if arch and sm_clock_mhz:
         out["fp32_flops_per_s"] = sm_count * arch["fp32_lanes_per_sm"] * 2 * sm_clock_mhz * 1e6
@@ -282,14 +297,19 @@ def gpu_theoretical(*, major: int, minor: int, sm_count: int, sm_clock_mhz: floa
     return out
 
 
-def flop_peak(peaks: dict[str, Any], dtype: str) -> float | None:
+#: A dtype as the studies name it and the key of its peak in `DevicePeaks`.
+_PEAK_OF_DTYPE: dict[str, PeakKey] = {"float32": "fp32_flops_per_s", "float16": "fp16_flops_per_s",
+                                      "bfloat16": "bf16_flops_per_s", "float64": "fp64_flops_per_s",
+                                      "int8": "int8_ops_per_s"}
+
+
+def flop_peak(peaks: DevicePeaks, dtype: str) -> float | None:
     """The theoretical FLOP/s for a dtype (op/s for int8); None where the device has no figure for it."""
-    key = {"float32": "fp32_flops_per_s", "float16": "fp16_flops_per_s", "bfloat16": "bf16_flops_per_s",
-           "float64": "fp64_flops_per_s", "int8": "int8_ops_per_s"}.get(dtype)
+    key = _PEAK_OF_DTYPE.get(dtype)
     return peaks.get(key) if key else None
 
 
-def flop_peak_origin(peaks: dict[str, Any], dtype: str) -> str:
+def flop_peak_origin(peaks: DevicePeaks, dtype: str) -> str:
     """What the dtype's peak is, in words for a ceiling's label: the FP32 figure of a CPU is the FMA loop's
     measured throughput where it was measured (`fp32_source`), a setting where one was given, else a model."""
     if dtype == "float32":
@@ -301,7 +321,7 @@ def flop_peak_origin(peaks: dict[str, Any], dtype: str) -> str:
     return f"theoretical {dtype} peak"
 
 
-def cpu_peaks() -> dict[str, Any]:
+def cpu_peaks() -> DevicePeaks:
     """This machine's CPU peaks as the fingerprint records them: from the clock measured here (the probe is
     skipped where DLPERF_CPU_CLOCK_GHZ and DLPERF_CPU_FMA_UNITS both replace it), read from the catalog where
     the CPU has an entry and nothing was measured (scaled to the cores visible here)."""
@@ -313,7 +333,7 @@ def cpu_peaks() -> dict[str, Any]:
     return catalog_peaks(cpu_theoretical(cores, flags, clock), probe.cpu_model(), kind="cpu", visible_cores=cores)
 
 
-def clock_line(peaks: dict[str, Any]) -> str:
+def clock_line(peaks: DevicePeaks) -> str:
     """One line for `hw show`: the clock the CPU peak assumes, how it was found, and the nominal clock."""
     source = str(peaks.get("clock_source", "unknown"))
     clock = source if source.startswith("measured") else f"{_ghz(peaks.get('clock_ghz'))} GHz ({source})"
@@ -326,7 +346,7 @@ def _gflops(v: float | None) -> str:
     return "unknown" if not v else f"{v / 1e9:.1f}"
 
 
-def gpu_peaks(gpu: dict[str, Any]) -> dict[str, Any] | None:
+def gpu_peaks(gpu: GpuRecord) -> DevicePeaks | None:
     """One GPU's peaks from the properties NVML reported (`probe.nvidia_gpus`), read from the catalog
     where it has an entry; None for a GPU seen without them (through nvidia-smi)."""
     props = gpu.get("properties")
@@ -334,8 +354,8 @@ def gpu_peaks(gpu: dict[str, Any]) -> dict[str, Any] | None:
         return None
     cc, sm_count = props.get("compute_capability"), props.get("sm_count")
     if cc is None or sm_count is None:
-        theoretical: dict[str, Any] = {"fp32_flops_per_s": None,
-                                       "assumptions": "NVML did not report compute capability or SM count"}
+        theoretical: DevicePeaks = {"fp32_flops_per_s": None,
+                                    "assumptions": "NVML did not report compute capability or SM count"}
     else:
         theoretical = gpu_theoretical(major=int(cc[0]), minor=int(cc[1]), sm_count=int(sm_count),
                                       sm_clock_mhz=props.get("sm_clock_mhz"),

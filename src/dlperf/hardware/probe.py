@@ -13,7 +13,7 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import psutil
 
@@ -140,7 +140,28 @@ def git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def nvidia_gpus() -> tuple[list[dict[str, Any]], str]:
+class GpuProperties(TypedDict):
+    """What NVML reports of a GPU for its peaks (`_nvml_properties`); None where it does not say."""
+
+    compute_capability: list[int] | None  # [major, minor]
+    sm_count: int | None
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    bus_width_bits: int | None
+
+
+class GpuRecord(TypedDict):
+    """One GPU as `nvidia_gpus` reads it; nvidia-smi gives the first four keys only."""
+
+    index: int
+    name: str
+    memory_bytes: int
+    driver: str
+    cuda_driver: NotRequired[str]
+    properties: NotRequired[GpuProperties]
+
+
+def nvidia_gpus() -> tuple[list[GpuRecord], str]:
     """GPUs as NVML sees them: (list, how it was read). Empty list with the reason when none.
 
     Each GPU: index, name, memory_bytes, driver, cuda_driver and, read through NVML, `properties`
@@ -160,7 +181,7 @@ def nvidia_gpus() -> tuple[list[dict[str, Any]], str]:
     try:
         driver = _s(pynvml.nvmlSystemGetDriverVersion())
         cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        gpus = []
+        gpus: list[GpuRecord] = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             gpus.append(
@@ -178,7 +199,7 @@ def nvidia_gpus() -> tuple[list[dict[str, Any]], str]:
         pynvml.nvmlShutdown()
 
 
-def _nvml_properties(pynvml: Any, handle: Any) -> dict[str, Any]:
+def _nvml_properties(pynvml: Any, handle: Any) -> GpuProperties:
     """Compute capability, SM count, max SM and memory clocks (MHz) and bus width (bits); None where
     NVML does not say."""
     def read(fn: Any, *args: Any) -> Any:
@@ -198,7 +219,7 @@ def _nvml_properties(pynvml: Any, handle: Any) -> dict[str, Any]:
     }
 
 
-def _gpus_from_smi() -> tuple[list[dict[str, Any]], str]:
+def _gpus_from_smi() -> tuple[list[GpuRecord], str]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version", "--format=csv,noheader,nounits"],
@@ -210,7 +231,7 @@ def _gpus_from_smi() -> tuple[list[dict[str, Any]], str]:
         return [], f"nvidia-smi failed: {exc}"
     if out.returncode != 0:
         return [], f"nvidia-smi failed: {out.stderr.strip().splitlines()[:1]}"
-    gpus = []
+    gpus: list[GpuRecord] = []
     for line in out.stdout.strip().splitlines():
         idx, name, mem_mib, driver = (x.strip() for x in line.split(","))
         gpus.append({"index": int(idx), "name": name, "memory_bytes": int(float(mem_mib)) * 2**20, "driver": driver})

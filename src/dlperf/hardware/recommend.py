@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from dlperf.hardware.catalog import Device
+from dlperf.hardware.measured import CnnRow
 from dlperf.hardware.source_costs import SourceCosts
 from dlperf.models import MODELS, get_spec
-from dlperf.models.memory import train_memory, train_traffic_bytes
+from dlperf.models.memory import TrainMemory, train_memory, train_traffic_bytes
 from dlperf.models.spec import train_flops
 
 #: Fraction of the roofline assumed when no device of the candidate's kind was measured. A round
@@ -49,6 +50,41 @@ class Request:
     def rate_unit(self) -> str:
         """What a sample is called in rates: a CNN's images, a source's samples."""
         return "img/s" if self.costs is None else "samples/s"
+
+
+class Estimate(TypedDict):
+    """One device's estimate (`estimate`): memory need and fit, and, where the catalog gives its peak, images/s
+    and what binds; `rank` adds its place and the reason for it."""
+
+    device: Device
+    memory_bytes: int
+    memory: TrainMemory
+    peak_label: str
+    efficiency: float
+    efficiency_source: str
+    images_per_s: float | None
+    memory_capacity_bytes: float | None
+    memory_source: str
+    fits: bool | None
+    binds: NotRequired[str]
+    gflops: NotRequired[float]
+    images_per_s_per_kusd: NotRequired[float | None]
+    images_per_j_tdp: NotRequired[float | None]
+    rank: NotRequired[int]
+    reason: NotRequired[str]
+
+
+class Check(TypedDict):
+    """One measured row against its estimate (`validation`): memory and images/s, each with its error."""
+
+    row: CnnRow
+    memory_what: str
+    memory_measured: int | None
+    memory_estimate: int | None
+    memory_error: float | None
+    ips_estimate: float | None
+    ips_error: float | None
+    efficiency: float | None
 
 
 def parse_workload(text: str) -> tuple[str, str]:
@@ -82,7 +118,7 @@ def _where(kind: str) -> str:
     return "host" if kind == "cpu" else "device"
 
 
-def _efficiency_of(row: dict[str, Any]) -> float | None:
+def _efficiency_of(row: CnnRow) -> float | None:
     """The fraction of its own roofline a measured row reached (its environment's peaks)."""
     peaks = row["peaks"]
     peak = peaks.get("fp32_flops_per_s") if row["precision"] == "fp32" else (
@@ -96,23 +132,24 @@ def _efficiency_of(row: dict[str, Any]) -> float | None:
     return row["images_per_s"] / (row["batch"] / step_s)
 
 
-def calibration(rows: list[dict[str, Any]], req: Request, kind: str) -> tuple[float, str]:
+def calibration(rows: list[CnnRow], req: Request, kind: str) -> tuple[float, str]:
     """(efficiency, where it came from) for a device of `kind`."""
     if req.efficiency is not None:
         return req.efficiency, "given (--efficiency)"
     if req.costs is not None:
         return DEFAULT_EFFICIENCY, "default (stored results calibrate the CNNs only; see DEFAULT_EFFICIENCY)"
     assert req.image_size is not None  # a CNN's request
+    image_size = req.image_size
     same = [r for r in rows if r["model"] == req.model and r["precision"] == req.precision
             and (r["kind"] == "cpu") == (kind == "cpu")]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[CnnRow]] = {}
     for r in same:
         groups.setdefault((r["device"], r["framework"]), []).append(r)
     best: tuple[float, str] | None = None
     for (_dev, framework), rs in groups.items():
         eff = interpolated_efficiency(rs, req.batch, req.image_size)
         if eff and (best is None or eff > best[0]):
-            size = min({r["image_size"] for r in rs}, key=lambda s: (abs(math.log(s / req.image_size)), -s))
+            size = min({r["image_size"] for r in rs}, key=lambda s: (abs(math.log(s / image_size)), -s))
             used = [r for r in rs if r["image_size"] == size]
             batches = sorted({r["batch"] for r in used})
             how = ("interpolated" if batches[0] <= req.batch <= batches[-1] else
@@ -157,7 +194,7 @@ def memory_capacity(dev: Device, here: Mapping[str, float]) -> tuple[float | Non
 
 
 def estimate(dev: Device, req: Request, eff: float, eff_source: str,
-             here: Mapping[str, float] | None = None) -> dict[str, Any]:
+             here: Mapping[str, float] | None = None) -> Estimate:
     """The estimate for one device: memory need and fit, images/s, GFLOP/s, per dollar and per watt.
     `here`: the memory this machine gives its own devices (`memory_here`)."""
     flops: float | None
@@ -171,7 +208,7 @@ def estimate(dev: Device, req: Request, eff: float, eff_source: str,
         traffic = train_traffic_bytes(spec, req.batch, req.image_size, precision=req.precision)
     peak, which, bw = device_ceilings(dev, req.precision)
     cap, cap_source = memory_capacity(dev, here or {})
-    out: dict[str, Any] = {"device": dev, "memory_bytes": mem.total_bytes, "memory": mem, "peak_label": which,
+    out: Estimate = {"device": dev, "memory_bytes": mem.total_bytes, "memory": mem, "peak_label": which,
                            "efficiency": eff, "efficiency_source": eff_source, "images_per_s": None,
                            "memory_capacity_bytes": cap, "memory_source": cap_source,
                            "fits": None if cap is None else mem.total_bytes <= cap}
@@ -180,13 +217,13 @@ def estimate(dev: Device, req: Request, eff: float, eff_source: str,
     step_s, binds = roofline_step_s(flops, traffic, peak, bw)
     ips = req.batch / (step_s / eff)
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
-    out.update(images_per_s=ips, binds=binds, gflops=flops / (step_s / eff) / 1e9,
-               images_per_s_per_kusd=1e3 * ips / price if price else None,
-               images_per_j_tdp=ips / tdp if tdp else None)
+    out.update({"images_per_s": ips, "binds": binds, "gflops": flops / (step_s / eff) / 1e9,
+                "images_per_s_per_kusd": 1e3 * ips / price if price else None,
+                "images_per_j_tdp": ips / tdp if tdp else None})
     return out
 
 
-def exclusion(est: dict[str, Any], req: Request) -> str | None:
+def exclusion(est: Estimate, req: Request) -> str | None:
     """Why a device is left out of the ranking, or None."""
     dev: Device = est["device"]
     if est["images_per_s"] is None:
@@ -217,9 +254,11 @@ def exclusion(est: dict[str, Any], req: Request) -> str | None:
 CANNOT_CHECK_MEMORY = "cannot check memory"
 
 
-def _capacity_text(est: dict[str, Any]) -> str:
+def _capacity_text(est: Estimate) -> str:
     """The memory a device has, as the tables print it: `8 GB`, or `23.5 GB (this machine's RAM)`."""
-    text = f"{est['memory_capacity_bytes'] / 1e9:,.4g} GB"
+    capacity = est["memory_capacity_bytes"]
+    assert capacity is not None  # called only where the fit was checked (`fits` True or False)
+    text = f"{capacity / 1e9:,.4g} GB"
     return text + (f" ({HOST_RAM})" if est["memory_source"] == HOST_RAM else "")
 
 
@@ -231,14 +270,14 @@ RANK_KEYS = {
 }
 
 
-def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request, rank_by: str | None = None,
-         here: Mapping[str, float] | None = None) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], str]],
-                                                           str]:
+def rank(devices: list[Device], rows: list[CnnRow], req: Request, rank_by: str | None = None,
+         here: Mapping[str, float] | None = None) -> tuple[list[Estimate], list[tuple[Estimate, str]], str]:
     """(ranked estimates, excluded (estimate, why), rank key). With a target, cheapest first by default.
     `here`: the memory this machine gives its own devices (`memory_here`); every other device is checked
     against the catalog's memory, and one without it is excluded as `CANNOT_CHECK_MEMORY`."""
     key_name = rank_by or ("price" if req.target_ips is not None else "throughput")
-    ranked, excluded = [], []
+    ranked: list[Estimate] = []
+    excluded: list[tuple[Estimate, str]] = []
     # Calibration depends only on whether the device is a CPU: once for each.
     calibrated = {is_cpu: calibration(rows, req, "cpu" if is_cpu else "gpu") for is_cpu in (True, False)}
     for dev in devices:
@@ -256,7 +295,7 @@ def rank(devices: list[Device], rows: list[dict[str, Any]], req: Request, rank_b
     return ranked, excluded, key_name
 
 
-def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
+def _reason(est: Estimate, req: Request, key_name: str) -> str:
     """Why this rank: the ranked figure first, then each constraint it met."""
     dev: Device = est["device"]
     price, tdp = dev.value("launch_price_usd"), dev.value("tdp_w")
@@ -279,7 +318,7 @@ def _reason(est: dict[str, Any], req: Request, key_name: str) -> str:
     return "; ".join(parts)
 
 
-def interpolated_efficiency(rows: list[dict[str, Any]], batch: int, image_size: int) -> float | None:
+def interpolated_efficiency(rows: list[CnnRow], batch: int, image_size: int) -> float | None:
     """The efficiency at `batch`, interpolated in log(batch) between the measured batches either side
     at the measured image size nearest to `image_size`; the nearest batch beyond the measured range."""
     if not rows:
@@ -300,7 +339,7 @@ def interpolated_efficiency(rows: list[dict[str, Any]], batch: int, image_size: 
     return e0 + t * (e1 - e0)
 
 
-def validation(rows: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
+def validation(rows: list[CnnRow], model: str) -> list[Check]:
     """Every measured result of `model` against the estimate for it.
 
     Memory: on a CPU, the host estimate plus the framework's own footprint measured before the
@@ -308,7 +347,7 @@ def validation(rows: list[dict[str, Any]], model: str) -> list[dict[str, Any]]:
     against the allocator's peak. Images/s: the roofline for that device scaled by the efficiency
     interpolated from the *other* batches measured on that device and framework (leave one out).
     """
-    out = []
+    out: list[Check] = []
     for r in (r for r in rows if r["model"] == model):
         spec = get_spec(model)
         mem = train_memory(spec, r["batch"], r["image_size"], precision=r["precision"], where=_where(r["kind"]))

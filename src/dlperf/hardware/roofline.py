@@ -22,12 +22,13 @@ derived figures) and the peaks runs in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
+from dlperf.hardware.catalog_peaks import DevicePeaks
 from dlperf.hardware.peaks import flop_peak, flop_peak_origin
 from dlperf.units import format_size
 
@@ -136,10 +137,11 @@ def env_gpu(env: dict[str, Any], device: str) -> dict[str, Any]:
     return next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
 
 
-def device_theoretical(env: dict[str, Any], device: str) -> dict[str, Any]:
-    if device.startswith("cuda"):
-        return env_gpu(env, device).get("peaks_theoretical") or {}
-    return env.get("cpu_peaks_theoretical") or {}
+def device_theoretical(env: dict[str, Any], device: str) -> DevicePeaks:
+    """The theoretical peaks the stored environment recorded for `device` ({} where it has none)."""
+    found: DevicePeaks | None = (env_gpu(env, device).get("peaks_theoretical") if device.startswith("cuda")
+                                 else env.get("cpu_peaks_theoretical"))
+    return found or {}
 
 
 def _plateau_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
@@ -235,6 +237,7 @@ def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, d
             curve=curve if curve.points else None,
             reported_levels=_reported_levels(caches, dev.get("threads")))
     dev_measured = measured.get(device, {})  # keyed by the device as the studies name it
+    bw: float | None
     if theo_bw:
         bw, bw_source = theo_bw, "theoretical bandwidth"
     else:
@@ -290,7 +293,24 @@ def _level_label(c: Ceilings, level: LevelCeiling | None, working_set: float | N
     return name if c.caches_known else f"{name}?"
 
 
-def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
+class RooflinePoint(TypedDict):
+    """Where a case stands against its ceilings (`roofline_point`)."""
+
+    level: str | None
+    level_bw: float | None
+    ceiling_spread_pct: float
+    ceiling_source: str
+    pct_flop_peak: float | None
+    pct_bw_peak: float | None
+    tolerance_pct: float
+    attainable_flops_per_s: float | None
+    pct_attainable: float | None
+    binds: str | None
+    flag: str | None
+    check: str
+
+
+def roofline_point(metrics: dict[str, Any], c: Ceilings) -> RooflinePoint:
     """Where a case stands: its memory level (by its working set, `bytes_per_call`), % of the bandwidth
     ceiling at its working set (the run's curve, else its level's figure) and of the compute peak, the
     attainable FLOP/s, % of it, which ceiling binds, a flag and the check.
@@ -308,7 +328,7 @@ def roofline_point(metrics: dict[str, Any], c: Ceilings) -> dict[str, Any]:
     bw, ceiling_spread, gap, source = _memory_ceiling(c, level, working_set)
     case_iqr = metrics.get("iqr_rel") or 0.0
     spread = ceiling_spread + case_iqr + gap + ABOVE_TOLERANCE_REL if bw else 0.0
-    out: dict[str, Any] = {
+    out: RooflinePoint = {
         "level": _level_label(c, level, working_set),
         "level_bw": bw, "ceiling_spread_pct": 100 * ceiling_spread, "ceiling_source": source,
         "pct_flop_peak": 100 * flops / c.flop_peak if flops is not None and c.flop_peak else None,

@@ -17,12 +17,52 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 #: Clock ticks per second of /proc/stat and /proc/PID/stat.
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: How many other processes the record names (the heaviest CPU users over the window).
 TOP_OTHERS = 3
+
+
+class OtherProcess(TypedDict):
+    """One of the heaviest other processes over a window (`_top`)."""
+
+    pid: int
+    name: str
+    cores: float
+
+
+class ActivityWindow(TypedDict, total=False):
+    """What `window` read between two snapshots: the figures, or `error` (with `wall_s` where a window was
+    too short); `Monitor.stop` adds `top_others` where asked to."""
+
+    wall_s: float
+    others_cores: float
+    own_cores: float
+    steal_frac: float
+    procs_running: int | None
+    load1: float | None
+    error: str
+    top_others: list[OtherProcess]
+
+
+class ActivityRecord(TypedDict):
+    """A case's activity as stored (`Monitor.record`): the machine's cores and every named window."""
+
+    cores: int | None
+    windows: dict[str, ActivityWindow]
+
+
+class IdleWait(TypedDict):
+    """What `wait_idle` did: seconds waited, whether the machine became quiet, the last reading."""
+
+    waited_s: float
+    quiet: bool | None
+    others_cores: float | None
+    top_others: NotRequired[list[OtherProcess]]
+    max_wait_s: float
+    error: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -93,7 +133,7 @@ def _cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]]:
     return out
 
 
-def window(a: Snapshot | None, b: Snapshot | None) -> dict[str, Any]:
+def window(a: Snapshot | None, b: Snapshot | None) -> ActivityWindow:
     """Activity between two snapshots: others' busy cores, steal fraction, this process's cores."""
     if a is None or b is None:
         return {"error": "/proc/stat is not readable here: machine activity not recorded"}
@@ -125,14 +165,14 @@ class Monitor:
     def __init__(self, own_pids: tuple[int, ...] | None = None, *, with_children: bool = False) -> None:
         self.own_pids = own_pids if own_pids is not None else (os.getpid(),)
         self.with_children = with_children
-        self.windows: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, ActivityWindow] = {}
         self._open: dict[str, tuple[Snapshot | None, dict[int, tuple[str, float]] | None]] = {}
 
     def start(self, name: str, *, top: bool = False) -> None:
         procs = _safe_cpu_times(set(self.own_pids)) if top else None
         self._open[name] = (snapshot(self.own_pids, self.with_children), procs)
 
-    def stop(self, name: str) -> dict[str, Any]:
+    def stop(self, name: str) -> ActivityWindow:
         first, procs = self._open.pop(name)
         last = snapshot(self.own_pids, self.with_children)
         rec = window(first, last)
@@ -141,13 +181,13 @@ class Monitor:
         self.windows[name] = rec
         return rec
 
-    def idle_window(self, name: str, seconds: float) -> dict[str, Any]:
+    def idle_window(self, name: str, seconds: float) -> ActivityWindow:
         """A window of `seconds` in which this process does nothing (what others do meanwhile)."""
         self.start(name, top=True)
         time.sleep(seconds)
         return self.stop(name)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> ActivityRecord:
         """Every window so far, plus the machine's core count (what others_cores is out of)."""
         return {"cores": os.cpu_count(), "windows": dict(self.windows)}
 
@@ -160,11 +200,11 @@ def _safe_cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]] | None:
 
 
 def _top(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]] | None,
-         wall_s: float) -> list[dict[str, Any]]:
+         wall_s: float) -> list[OtherProcess]:
     """The heaviest other processes over the window, by CPU cores used."""
     if after is None or wall_s <= 0:
         return []
-    used = []
+    used: list[OtherProcess] = []
     for pid, (name, cpu_s) in after.items():
         if pid in before:
             cores = (cpu_s - before[pid][1]) / wall_s
@@ -179,7 +219,7 @@ def busy_cores_now(seconds: float = 0.3) -> float | None:
     return rec.get("others_cores")
 
 
-def wait_idle(max_wait_s: float, *, quiet_cores: float = 0.25, step_s: float = 0.5) -> dict[str, Any]:
+def wait_idle(max_wait_s: float, *, quiet_cores: float = 0.25, step_s: float = 0.5) -> IdleWait:
     """Wait until other processes use under `quiet_cores` cores (over `step_s`), for at most `max_wait_s`.
 
     Returns what happened: seconds waited, whether the machine became quiet, the last reading.
@@ -190,9 +230,11 @@ def wait_idle(max_wait_s: float, *, quiet_cores: float = 0.25, step_s: float = 0
         others = rec.get("others_cores")
         waited = time.perf_counter() - t0
         if others is None or others < quiet_cores:  # quiet None: not known (no /proc here), never "busy"
-            return {"waited_s": round(waited, 2), "quiet": True if others is not None else None,
-                    "others_cores": others,
-                    "max_wait_s": max_wait_s, **({"error": rec["error"]} if "error" in rec else {})}
+            out: IdleWait = {"waited_s": round(waited, 2), "quiet": True if others is not None else None,
+                             "others_cores": others, "max_wait_s": max_wait_s}
+            if "error" in rec:
+                out["error"] = rec["error"]
+            return out
         if waited >= max_wait_s:
             return {"waited_s": round(waited, 2), "quiet": False, "others_cores": others,
                     "top_others": rec.get("top_others", []), "max_wait_s": max_wait_s}

@@ -10,10 +10,23 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
 Clock = Callable[[], float]
+
+
+class EnergyRecord(TypedDict):
+    """An `EnergyReading` as stored (`to_dict`): its fields, then its mean and dynamic figures."""
+
+    meter: str
+    method: str
+    energy_j: float
+    window_s: float
+    n_samples: int
+    idle_power_w: float | None
+    mean_power_w: float
+    dynamic_energy_j: float | None
 
 
 @dataclass
@@ -38,8 +51,10 @@ class EnergyReading:
             return None
         return self.energy_j - self.idle_power_w * self.window_s
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"mean_power_w": self.mean_power_w, "dynamic_energy_j": self.dynamic_energy_j}
+    def to_dict(self) -> EnergyRecord:
+        return {"meter": self.meter, "method": self.method, "energy_j": self.energy_j, "window_s": self.window_s,
+                "n_samples": self.n_samples, "idle_power_w": self.idle_power_w, "mean_power_w": self.mean_power_w,
+                "dynamic_energy_j": self.dynamic_energy_j}
 
 
 class MeterError(RuntimeError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 #: Family -> pattern on the kernel or op name, tried in this order (first match wins).
 FAMILIES: list[tuple[str, re.Pattern[str]]] = [
@@ -29,6 +29,17 @@ FAMILIES: list[tuple[str, re.Pattern[str]]] = [
 FAMILY_ORDER = ["GEMM plain", "GEMM batched", "convolution", "element-wise", "reduction", "memory copy", "other"]
 
 
+class KernelRow(TypedDict):
+    """One kernel or operator over the profiled calls (`make_rows`), as stored in a case's `kernels`."""
+
+    name: str
+    family: str
+    calls: int
+    self_time_s: float
+    where: str  # "cuda" (self device time) or "cpu" (self CPU time)
+    steps: int
+
+
 def family(name: str) -> str:
     """The family of a kernel or operator name (`other` when no pattern matches)."""
     for fam, pattern in FAMILIES:
@@ -37,9 +48,9 @@ def family(name: str) -> str:
     return "other"
 
 
-def make_rows(raw: Iterable[tuple[str, int, float, str]], steps: int) -> list[dict[str, Any]]:
+def make_rows(raw: Iterable[tuple[str, int, float, str]], steps: int) -> list[KernelRow]:
     """Rows from (name, calls, self_time_s, where) over `steps` profiled calls; zero-time rows dropped."""
-    rows = []
+    rows: list[KernelRow] = []
     for name, calls, self_s, where in raw:
         if calls <= 0 and self_s <= 0:
             continue

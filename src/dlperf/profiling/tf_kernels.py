@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from dlperf.profiling.kernels import make_rows
+from dlperf.profiling.kernels import KernelRow, make_rows
 
 _OP = re.compile(r"^(?!.*::)[^\s]+:([A-Za-z0-9_]+)$")  # "scope/name:OpType", not "Class::Method"
 
@@ -66,7 +66,7 @@ def parse_xspace(data: bytes) -> list[tuple[str, int, float, str]]:
     return [(k, int(v[0]), v[1], where) for (k, where), v in acc.items()]
 
 
-def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, steps: int = 3) -> list[dict[str, Any]]:
+def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, steps: int = 3) -> list[KernelRow]:
     import tensorflow as tf
 
     logdir = tempfile.mkdtemp(prefix="dlperf-tfprof-")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from dlperf.profiling.kernels import make_rows
+from dlperf.profiling.kernels import KernelRow, make_rows
 
 
-def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, steps: int = 3) -> list[dict[str, Any]]:
+def profile(fn: Callable[[], object], sync: Callable[[], None], device: str, steps: int = 3) -> list[KernelRow]:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as tprofile

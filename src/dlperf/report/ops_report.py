@@ -13,7 +13,7 @@ from typing import Any
 from dlperf.core.result import Metrics
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import OVERRIDES
-from dlperf.hardware.roofline import ABOVE_TOLERANCE_REL, Ceilings, ceilings, roofline_point
+from dlperf.hardware.roofline import ABOVE_TOLERANCE_REL, Ceilings, RooflinePoint, ceilings, roofline_point
 from dlperf.report.paper_plots import efficiency_plot
 from dlperf.report.plots import bandwidth_curve_plot, roofline_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
@@ -43,7 +43,7 @@ class OpsPoint:
     size_mb: float
     dtype: str
     metrics: Metrics
-    roof: dict[str, Any]
+    roof: RooflinePoint
     ceilings: Ceilings
     #: A transformer-shaped case's shape and variant ("B8 H12 T128 D64 causal flash"); "" for a sized case.
     shape: str = ""
@@ -177,7 +177,7 @@ def _pct(value: float | None, bad: bool) -> str:
 JUDGE_MAX_SPREAD_PCT = 100.0
 
 
-def _check(roof: dict[str, Any]) -> str:
+def _check(roof: RooflinePoint) -> str:
     """The case's check (`roofline_point`'s: its flag, or ok, or why it was not judged, in the run's own
     validity words); "spread N%: not judged" where the ceiling's spread plus the case's is too large to call
     it ok."""

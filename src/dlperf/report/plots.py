@@ -11,10 +11,13 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import DlperfError
 from dlperf.untrusted import path_component
+
+if TYPE_CHECKING:
+    from dlperf.hardware.recommend import Estimate
 
 _MARKERS = "osD^v<>Pp*Xh"
 
@@ -198,14 +201,14 @@ def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], 
     return save_figure(fig, out_dir, "maxbatch-memory")
 
 
-def recommend_plot(ranked: list[dict[str, Any]], others: list[dict[str, Any]], out_dir: Path, stem: str,
+def recommend_plot(ranked: list[Estimate], others: list[Estimate], out_dir: Path, stem: str,
                    title: str, budget_usd: float | None = None, target_ips: float | None = None,
                    samples: str = "images") -> list[Path]:
     """Log-log estimated `samples`/s against launch price: qualifying devices filled and named, the rest
     hollow; devices without a price are left off (said in the caption). Returns the written files."""
     plt = _pyplot()
 
-    def priced(ests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def priced(ests: list[Estimate]) -> list[Estimate]:
         return [e for e in ests if e["device"].value("launch_price_usd") and e.get("images_per_s")]
 
     shown, grey = priced(ranked), priced(others)

@@ -21,7 +21,7 @@ from typing import Any
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, assess
 from dlperf.hardware.probe import default_threads
-from dlperf.meters.activity import busy_cores_now
+from dlperf.meters.activity import IdleWait, busy_cores_now
 from dlperf.store import Store
 from dlperf.studies import Study
 from dlperf.timing.measurement import Measurement
@@ -116,7 +116,7 @@ def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resum
                      f"more threads than free cores wait on each other (set --threads to choose)")
 
 
-def with_wait(row: CaseResult, waited: dict[str, Any]) -> CaseResult:
+def with_wait(row: CaseResult, waited: IdleWait) -> CaseResult:
     """The row with the idle wait before it recorded in its activity, and its validity judged again."""
     if row.metrics is None or row.metrics.activity is None:
         return row

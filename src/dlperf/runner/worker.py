@@ -16,13 +16,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
 from dlperf.runner.alloc_failure import is_allocation_failure
 from dlperf.runner.parent_watch import die_with_parent
 from dlperf.timing.config import TimerConfig
+
+if TYPE_CHECKING:  # the meters are imported where a case measures energy, not when the worker starts
+    from dlperf.meters.window import EnergyResult
 
 #: Seconds of machine activity recorded just before and just after a case's measurement (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
@@ -270,7 +273,7 @@ def _phases(built: Any, m: Any, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _energy(settings: RunSettings, device: str, fn: Any, sync: Any, per_call_s: float) -> dict[str, Any]:
+def _energy(settings: RunSettings, device: str, fn: Any, sync: Any, per_call_s: float) -> EnergyResult:
     """Energy per call from the device's meter, or "not measured" with the reason (never a guess)."""
     if not settings.energy:
         return {"measured": False, "reason": "energy measurement switched off for this study (energy: false)"}

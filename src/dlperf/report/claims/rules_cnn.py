@@ -4,7 +4,7 @@ the datasheet figures against the catalog, and the ranking of devices by trainin
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.core.result import CaseResult
 from dlperf.report.claims.claim import Claim
@@ -12,6 +12,9 @@ from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, pick, runs_w
 from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 from dlperf.report.claims.rule_base import Outcome, judge_band, not_run, per_run, rule
 from dlperf.report.study import ReportData
+
+if TYPE_CHECKING:
+    from dlperf.hardware.measured import CnnRow
 
 Point = tuple[str, str, int, str, int]  # device, model, image size, precision, batch
 
@@ -176,9 +179,11 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
     rows = best_per_setup(cnn_rows(results, envs, []))
     listed = [p["first"], *p["others"]]
     mine = [r for r in rows if r["entry"] is not None and r["entry"].id in listed and r["share"] == 1.0]
-    setups: dict[tuple, dict[str, dict[str, Any]]] = {}
+    setups: dict[tuple, dict[str, CnnRow]] = {}
     for r in mine:
-        setups.setdefault((r["framework"], r["model"], r["image_size"], r["precision"]), {})[r["entry"].id] = r
+        entry = r["entry"]
+        assert entry is not None  # `mine` holds catalog devices only
+        setups.setdefault((r["framework"], r["model"], r["image_size"], r["precision"]), {})[entry.id] = r
     usable = {k: v for k, v in setups.items() if p["first"] in v and len(v) > 1}
     note = trail.note()
     if not usable:
@@ -190,14 +195,14 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
             + (f" ({note})" if note else "")))
     key = sorted(usable)[0]
     by_dev = usable[key]
-    order = sorted(by_dev.values(), key=lambda r: -r["images_per_s"])
-    measured = " > ".join(f"{r['entry'].id} {r['images_per_s']:.3g} img/s" for r in order)
-    run_ids = tuple(dict.fromkeys(r["run_id"] for r in order))
+    order = sorted(by_dev.items(), key=lambda kv: -kv[1]["images_per_s"])  # (catalog id, row), fastest first
+    measured = " > ".join(f"{dev_id} {r['images_per_s']:.3g} img/s" for dev_id, r in order)
+    run_ids = tuple(dict.fromkeys(r["run_id"] for _, r in order))
     setup = f"{key[0]} {key[1]} {key[2]}px {key[3]}"
     tail = f"; tolerance: {claim.tolerance}" + (f"; {note}" if note else "")
-    if order[0]["entry"].id == p["first"]:
+    if order[0][0] == p["first"]:
         return Outcome(HOLDS, measured, f"{p['first']} fastest of {len(order)} ({setup}){tail}", run_ids)
-    top, mine_r = order[0], by_dev[p["first"]]
+    (top_id, top), mine_r = order[0], by_dev[p["first"]]
     return Outcome(DOES_NOT_HOLD, measured, (
-        f"{top['entry'].id} is {top['images_per_s'] / mine_r['images_per_s']:.3g}x faster than {p['first']} "
+        f"{top_id} is {top['images_per_s'] / mine_r['images_per_s']:.3g}x faster than {p['first']} "
         f"({setup}){tail}"), run_ids)
