@@ -11,19 +11,20 @@ wrong ends the case `error`: a bandwidth of a wrong result is no figure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from dlperf.core.status import CaseEnded
 from dlperf.distributed.bandwidth import bandwidths, bus_factor
+from dlperf.distributed.records import CollectivePayload, CollectiveRankResult, CollectiveRecord
 
 
-def payload(params: Any, settings: Any) -> dict[str, Any]:
+def payload(params: Any, settings: Any) -> CollectivePayload:
     """What every rank reads: the collective and the case's timing settings (`collectives_rank.plan`)."""
     return {"op": params.op, "size_bytes": params.size_bytes, "dtype": params.dtype, "warmup": settings.warmup,
             "steps": settings.steps, "budget_s": settings.budget_s, "min_run_time_s": settings.min_run_time_s}
 
 
-def measurement(r0: dict[str, Any]) -> Any:
+def measurement(r0: CollectiveRankResult) -> Any:
     """The case's `timing.Measurement` from rank 0's gathered result."""
     from dlperf.timing.measurement import Measurement
 
@@ -36,8 +37,8 @@ def measurement(r0: dict[str, Any]) -> Any:
                        stop_reason=str(r0.get("stop_reason") or ""), timer="perf_counter")
 
 
-def collective_metrics(params: Any, backend: str, r0: dict[str, Any], median_s: float,
-                       outcome: Any) -> dict[str, Any]:
+def collective_metrics(params: Any, backend: str, r0: CollectiveRankResult, median_s: float,
+                       outcome: Any) -> CollectiveRecord:
     """metrics["collective"], in the stored format (algbw and busbw from the median at store time)."""
     algbw, busbw = bandwidths(params.op, params.size_bytes, params.world_size, median_s)
     return {"op": params.op, "size_bytes": params.size_bytes, "world_size": params.world_size, "backend": backend,
@@ -57,7 +58,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
                      threads_per_rank=params.threads_per_rank, timeout_s=remaining_s(settings.timeout_s),
                      seed=settings.seed)
     outcome.raise_for_status()
-    r0 = outcome.ranks[0]
+    r0 = cast(CollectiveRankResult, outcome.ranks[0])  # a collectives rank's result
     if not r0.get("checked"):
         problems = r0.get("problems") or ["rank 0 reported no check"]
         raise CaseEnded("error", f"collective output wrong: {'; '.join(problems)}", outcome.describe())

@@ -23,6 +23,8 @@ import math
 import time
 from typing import Any
 
+from dlperf.distributed.records import CollectiveRankFigures
+
 #: Warm-up calls at least (each timed alone; the fastest plans the calibration block), whatever `warmup` says.
 CALIBRATION_CALLS = 3
 #: Samples per case where the budget allows (at least 6 give the median a 95% interval).
@@ -128,7 +130,7 @@ def _agree(value: int, device: str) -> int:
     return int(t.item())
 
 
-def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]:
+def run(spec: Any, *, rank: int, world_size: int, device: str) -> CollectiveRankFigures:
     """Time and check the payload's collective on this rank; rank 0 returns every rank's figures gathered."""
     import torch
     import torch.distributed as dist

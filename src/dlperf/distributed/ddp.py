@@ -22,13 +22,14 @@ about one rank's training memory; the worker's own peak is worker_peak_rss_bytes
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, cast
 
 from dlperf.distributed.ddp_profile import combine
 from dlperf.distributed.launch import backend_for, launch, remaining_s
+from dlperf.distributed.records import DdpPayload, DdpRankResult
 
 
-def rank_payload(params: Any, settings: Any) -> dict[str, Any]:
+def rank_payload(params: Any, settings: Any) -> DdpPayload:
     """What each rank needs, as plain values: the model, the inner training step's parameters (every default
     resolved, `DdpParams.trained_params`), the rank's batch, DDP's bucket size, the run's timing settings."""
     return {"workload": params.workload, "model": params.model, "train": params.trained_params(),
@@ -45,7 +46,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
                      threads_per_rank=params.threads_per_rank, timeout_s=remaining_s(settings.timeout_s),
                      seed=settings.seed)
     outcome.raise_for_status()
-    ranks = outcome.ranks
+    ranks = cast(list[DdpRankResult], outcome.ranks)  # every rank wrote ok: a ddp rank's figures
     m = measurement(ranks)
     record = {"world_size": params.world_size, "nodes": 1, "nproc_per_node": params.world_size,
               "backend": backend_for(device), "scaling": params.scaling, "global_batch": params.global_batch,
@@ -59,22 +60,21 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
             **outcome.footprint("metrics['ddp']['ranks']")}
 
 
-def job_steps(ranks: list[dict[str, Any]], start_key: str = "loop_start_s",
-              end_key: str = "step_end_s") -> tuple[float, ...]:
+def job_steps(ranks: list[DdpRankResult]) -> tuple[float, ...]:
     """The job's step times from every rank's step ends (perf_counter): step i = the last rank's end of step i
-    less the last rank's end of step i-1, step 0 from the last rank's `start_key` (the barrier before the loop).
+    less the last rank's end of step i-1, step 0 from the last rank's `loop_start_s` (the barrier before the loop).
     They sum to the job's span from that barrier to the last rank's last end."""
-    counts = {len(r[end_key]) for r in ranks}
+    counts = {len(r["step_end_s"]) for r in ranks}
     if len(counts) != 1:
         raise RuntimeError(f"the ranks timed different numbers of steps: {sorted(counts)}")
     n = counts.pop()
     if n == 0:
         raise RuntimeError("the job timed no step")
-    ends = [max(r[start_key] for r in ranks)] + [max(r[end_key][i] for r in ranks) for i in range(n)]
+    ends = [max(r["loop_start_s"] for r in ranks)] + [max(r["step_end_s"][i] for r in ranks) for i in range(n)]
     return tuple(b - a for a, b in zip(ends, ends[1:], strict=False))
 
 
-def measurement(ranks: list[dict[str, Any]]) -> Any:
+def measurement(ranks: list[DdpRankResult]) -> Any:
     """The case's Measurement from every rank's result: per step the job's step as the slowest rank finished it
     (`job_steps`); the first step and the warm-up the slowest rank's (untimed context); per step the CPU time of
     every rank together (the job's CPU, which `core.validity.assess` sets against the case's `world_size x

@@ -26,6 +26,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from dlperf.distributed.records import JobComm, PerRankComm, RankComm
+
 OVERLAP_NOTE = ("DDP overlaps communication with the backward pass (each gradient bucket is all-reduced as soon "
                 "as it is ready): comm_s_per_step is the time the communication ops took, not the time the step "
                 "waited for them")
@@ -39,7 +41,7 @@ def counted(event: Any, backend: str, cuda_type: Any) -> bool:
     return name.startswith("gloo:")
 
 
-def summarize(events: Any, steps: int, backend: str, cuda_type: Any = None) -> dict[str, Any]:
+def summarize(events: Any, steps: int, backend: str, cuda_type: Any = None) -> dict[str, float]:
     """Seconds per step of the counted communication events, by name, and their sum (events: FunctionEvents)."""
     ids = {id(e) for e in events if counted(e, backend, cuda_type)}
     by_name: dict[str, float] = {}
@@ -60,14 +62,13 @@ def _inside_counted(event: Any, ids: set[int]) -> bool:
 
 
 def profile_comm(torch: Any, timed_step: Callable[[], tuple[float, float]], steps: int, backend: str,
-                 world_size: int, cuda: bool) -> dict[str, Any]:
+                 world_size: int, cuda: bool) -> RankComm:
     """Run `steps` steps (`timed_step() -> (wall s, end on perf_counter)`) under torch.profiler (CPU activity,
     plus CUDA on a GPU) and return this rank's `comm` record: comm_s_per_step, step_s_profiled (its own median
     step with the profiler on), comm_fraction, events, note, and `step_end_s` (each profiled step's end, which
     `combine` sets against the other ranks')."""
-    out: dict[str, Any] = {"source": "torch.profiler", "profiled_steps": steps, "comm_s_per_step": None,
-                           "step_s_profiled": None, "comm_fraction": None, "events": {}, "note": None,
-                           "step_end_s": []}
+    out: RankComm = {"source": "torch.profiler", "profiled_steps": steps, "comm_s_per_step": None,
+                     "step_s_profiled": None, "comm_fraction": None, "events": {}, "note": None, "step_end_s": []}
     if steps <= 0:
         out["note"] = "not profiled: profile_steps is 0"
         return out
@@ -96,8 +97,6 @@ def profile_comm(torch: Any, timed_step: Callable[[], tuple[float, float]], step
     return out
 
 
-#: What each rank's own figures keep in `comm["per_rank"]`.
-PER_RANK_KEYS = ("comm_s_per_step", "step_s_profiled", "comm_fraction", "events")
 MIN_NOTE = ("comm_s_per_step is the smallest over the ranks (comm_rank names it; each rank's in per_rank): a rank's "
             "communication time includes its wait for the last peer to reach each operation ({how}), and the rank "
             "that waited least is the closest to the transfer itself; comm_s_per_step_max, the largest, is transfer "
@@ -106,7 +105,7 @@ WAITS = {"gloo": "gloo's thread blocks until then", "nccl": "NCCL's kernels spin
                                                             "arrive"}
 
 
-def job_profiled_step_s(ranks_comm: list[dict[str, Any]]) -> float | None:
+def job_profiled_step_s(ranks_comm: list[RankComm]) -> float | None:
     """The median step of the job with the profiler on, as the slowest rank finished it: step i ends when the
     last rank ends it, so it lasts from the last rank's end of step i-1 (the first profiled step, which starts
     the profiler, is left out; with one profiled step, the slowest rank's own median)."""
@@ -115,22 +114,24 @@ def job_profiled_step_s(ranks_comm: list[dict[str, Any]]) -> float | None:
     if n >= 2:
         last = [max(e[i] for e in ends) for i in range(n)]
         return statistics.median(b - a for a, b in zip(last, last[1:], strict=False))
-    own = [c["step_s_profiled"] for c in ranks_comm if c.get("step_s_profiled") is not None]
+    own = [s for c in ranks_comm if (s := c.get("step_s_profiled")) is not None]
     return max(own) if own else None
 
 
-def combine(ranks_comm: list[dict[str, Any]], backend: str) -> dict[str, Any]:
+def combine(ranks_comm: list[RankComm], backend: str) -> JobComm:
     """The case's stored `comm` record from every rank's (rank order): comm_s_per_step the smallest over the
     ranks, its rank (`comm_rank`) and events, comm_s_per_step_max the largest, step_s_profiled the job's
     (`job_profiled_step_s`), comm_fraction their ratio, every rank's own figures in `per_rank`."""
     first = ranks_comm[0]
-    per_rank = [{"rank": r} | {k: c.get(k) for k in PER_RANK_KEYS} for r, c in enumerate(ranks_comm)]
-    measured = [(c["comm_s_per_step"], r) for r, c in enumerate(ranks_comm) if c.get("comm_s_per_step") is not None]
+    per_rank = [PerRankComm(rank=r, comm_s_per_step=c.get("comm_s_per_step"),
+                            step_s_profiled=c.get("step_s_profiled"), comm_fraction=c.get("comm_fraction"),
+                            events=c.get("events")) for r, c in enumerate(ranks_comm)]
+    measured = [(s, r) for r, c in enumerate(ranks_comm) if (s := c.get("comm_s_per_step")) is not None]
     step_s = job_profiled_step_s(ranks_comm)
-    out: dict[str, Any] = {"source": first["source"], "profiled_steps": first["profiled_steps"],
-                           "comm_s_per_step": None, "comm_s_per_step_max": None, "comm_rank": None,
-                           "step_s_profiled": step_s, "comm_fraction": None, "events": {},
-                           "note": first.get("note"), "per_rank": per_rank}
+    out: JobComm = {"source": first["source"], "profiled_steps": first["profiled_steps"],
+                    "comm_s_per_step": None, "comm_s_per_step_max": None, "comm_rank": None,
+                    "step_s_profiled": step_s, "comm_fraction": None, "events": {},
+                    "note": first.get("note"), "per_rank": per_rank}
     if not measured:
         return out
     comm, rank = min(measured)

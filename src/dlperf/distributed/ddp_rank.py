@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dlperf.distributed.records import DdpPayload, DdpRankFigures, EquivalenceFigures
+
 #: The fewest timed steps (the timer's own minimum number of samples, `timing.timer.measure`).
 MIN_STEPS = 6
 #: The most timed steps (the timer's `max_samples`).
@@ -41,7 +43,7 @@ def shard_seed(seed: int, rank: int) -> int:
     return 1000 * seed + rank
 
 
-def build_model(torch: Any, p: dict[str, Any], device: str) -> Any:
+def build_model(torch: Any, p: DdpPayload, device: str) -> Any:
     """The model of the payload on `device`, in training mode, the same weights for a given seed on every rank."""
     train = p["train"]
     if p["workload"] == "cnn":
@@ -65,7 +67,7 @@ def _config(train: dict[str, Any]) -> Any:
                                                                 "max_positions")})
 
 
-def shard(torch: Any, p: dict[str, Any], rank: int, batch: int, device: str) -> tuple[Any, Any]:
+def shard(torch: Any, p: DdpPayload, rank: int, batch: int, device: str) -> tuple[Any, Any]:
     """(inputs, targets) of rank `rank`: `batch` samples drawn from the rank's own seed (`shard_seed`)."""
     train, seed = p["train"], shard_seed(p["seed"], rank)
     if p["workload"] == "cnn":
@@ -87,7 +89,7 @@ def shard(torch: Any, p: dict[str, Any], rank: int, batch: int, device: str) -> 
     return x.to(device), torch.as_tensor(make_labels(cfg, batch, seed=seed + 1)).to(device)
 
 
-def optimizer(torch: Any, p: dict[str, Any], params: Any) -> Any:
+def optimizer(torch: Any, p: DdpPayload, params: Any) -> Any:
     """The inner workload's optimizer: SGD with momentum (cnn), AdamW (transformer; fused as its builder)."""
     train = p["train"]
     if p["workload"] == "cnn":
@@ -111,13 +113,14 @@ def make_step(torch: Any, net: Any, opt: Any, x: Any, y: Any) -> Callable[[], An
     return step
 
 
-def plan_steps(p: dict[str, Any], step_s: float) -> tuple[int, str]:
+def plan_steps(p: DdpPayload, step_s: float) -> tuple[int, str]:
     """(timed steps, why) from one step's estimated time and the run's settings: `steps` where the study fixes
     it; otherwise as many steps as fill the timer's budget (`budget_s`), at least enough for `min_run_time_s` and
     MIN_STEPS, at most MAX_STEPS. The timer's adaptive stop (a CI narrow enough) would need every rank's time
     after each step, one more collective per step; a plan made before timing needs one broadcast in all."""
-    if p.get("steps"):
-        return int(p["steps"]), f"steps: {p['steps']} (fixed by the study)"
+    fixed = p.get("steps")
+    if fixed:
+        return int(fixed), f"steps: {fixed} (fixed by the study)"
     est = max(step_s, 1e-9)
     floor_n = max(MIN_STEPS, math.ceil(p["min_run_time_s"] / est))
     n = min(MAX_STEPS, max(floor_n, math.floor(p["budget_s"] / est)))
@@ -125,13 +128,13 @@ def plan_steps(p: dict[str, Any], step_s: float) -> tuple[int, str]:
                f"{p['budget_s']:g} s (at least {MIN_STEPS} steps and min_run_time_s, at most {MAX_STEPS})")
 
 
-def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]:
+def run(spec: Any, *, rank: int, world_size: int, device: str) -> DdpRankFigures | EquivalenceFigures:
     """Train under DDP, time the steps, profile a few; this rank's figures (the driver combines the ranks')."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    p = spec.payload
+    p: DdpPayload = spec.payload
     if p["train"].get("precision", "fp32") != "fp32":
         from dlperf.frameworks import UnsupportedError
 
@@ -189,8 +192,8 @@ def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]
             "comm": comm}
 
 
-def _check_equivalence(torch: Any, p: dict[str, Any], ddp: Any, step: Callable[[], Any], world_size: int,
-                       device: str) -> dict[str, Any]:
+def _check_equivalence(torch: Any, p: DdpPayload, ddp: Any, step: Callable[[], Any], world_size: int,
+                       device: str) -> EquivalenceFigures:
     """TEST ONLY: after CHECK_STEPS DDP steps on this rank's shard, the largest difference between the DDP
     model's weights and those of one plain model trained in this process on the whole global batch (every rank's
     shard, concatenated) from the same initial weights. DDP averages the ranks' gradients; with each rank's mean

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 
-def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, Any]:
+def run(spec: Any, *, rank: int, world_size: int, device: str) -> dict[str, float]:
     import torch
     import torch.distributed as dist
 

@@ -37,6 +37,7 @@ from dlperf.core.janitor import release_group, watch_group
 from dlperf.core.jobs import worker_age_s
 from dlperf.core.scratch import scratch_dir
 from dlperf.distributed.outcome import STOPPED, JobOutcome, classify, first_failure, oom_kills, stopped_note, tail
+from dlperf.distributed.records import RankPayload, RankResult
 
 __all__ = ["RANK_KINDS", "STOPPED", "JobOutcome", "RankKind", "RankSpec", "backend_for", "check_job", "launch",
            "remaining_s"]
@@ -98,13 +99,13 @@ def torchrun_argv(world_size: int, spec_path: Path) -> list[str]:
             "-m", "dlperf.distributed.rank", str(spec_path)]
 
 
-def launch(kind: RankKind, payload: dict[str, Any], *, world_size: int, device: str,
+def launch(kind: RankKind, payload: RankPayload, *, world_size: int, device: str,
            threads_per_rank: int, timeout_s: float, seed: int = 0) -> JobOutcome:
     """Run one torchrun job of `world_size` ranks of `kind` on `device` and return how it ended (never raises
     for the job's own failure; KeyboardInterrupt stops the job and propagates)."""
     with scratch_dir("dlperf-torchrun-") as tmp:  # a SIGKILLed worker's folder: removed by the next
         base = Path(tmp)
-        spec = RankSpec(kind=kind, payload=payload, device="cuda" if device.startswith("cuda") else "cpu",
+        spec = RankSpec(kind=kind, payload=dict(payload), device="cuda" if device.startswith("cuda") else "cpu",
                         backend=backend_for(device), threads_per_rank=threads_per_rank, seed=seed,
                         result_dir=str(base), timeout_s=timeout_s)
         spec_path = base / "spec.json"
@@ -255,9 +256,9 @@ def _rank_pids(base: Path) -> list[int]:
     return out
 
 
-def _rank_results(base: Path, world_size: int) -> list[dict[str, Any]]:
+def _rank_results(base: Path, world_size: int) -> list[RankResult]:
     """Every result file the ranks wrote, in rank order (a rank writes its file atomically)."""
-    out = []
+    out: list[RankResult] = []
     for r in range(world_size):
         path = base / f"rank{r}.json"
         try:

@@ -4,15 +4,14 @@ gone, torchrun's exit and the cgroup's OOM-kill count, and what is stored of it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlperf.core.status import CaseEnded, CaseStatus
+from dlperf.distributed.records import Footprint, LauncherRecord, RankRecord, RankResult
 from dlperf.units import format_time
 
-#: What is stored of each rank of a job that ended ok (`JobOutcome.rank_records`).
-RANK_RECORD = ("rank", "host", "pid", "device", "peak_rss_bytes", "peak_device_mem_bytes")
 #: A rank seen gone without a result counts as having died up to this many seconds before it was seen (the
 #: poll's period and scheduling), when its death is set against a peer's failure that reports it.
 VANISH_SLACK_S = 0.5
@@ -26,31 +25,32 @@ class JobOutcome:
 
     status: CaseStatus
     reason: str | None
-    ranks: list[dict[str, Any]]
+    ranks: list[RankResult]
     world_size: int
     wall_s: float
     command: list[str]
     log_tail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
     #: The result of the rank whose failure ended the job (the earliest, `_first_failure`), where it wrote one.
-    cause: dict[str, Any] | None = None
+    cause: RankResult | None = None
     #: What the launcher did to a job that ended ok otherwise than by itself (stopped after every rank wrote ok).
     note: str | None = None
 
-    def launcher_record(self) -> dict[str, Any]:
+    def launcher_record(self) -> LauncherRecord:
         """What is stored of the launcher with a case that ended ok: the command, its wall time, the note."""
         return {"command": self.command, "wall_s": self.wall_s, "note": self.note}
 
-    def rank_records(self) -> list[dict[str, Any]]:
+    def rank_records(self) -> list[RankRecord]:
         """Each rank's identity and memory, stored with the case (rank order)."""
-        return [{k: r.get(k) for k in RANK_RECORD} for r in self.ranks]
+        return [RankRecord(rank=r.get("rank"), host=r.get("host"), pid=r.get("pid"), device=r.get("device"),
+                           peak_rss_bytes=r.get("peak_rss_bytes"), peak_device_mem_bytes=r.get("peak_device_mem_bytes"))
+                for r in self.ranks]
 
-    def footprint(self, where: str) -> dict[str, Any]:
+    def footprint(self, where: str) -> Footprint:
         """The case's top-level memory figures from its ranks (`where`: the stored key of their records, e.g.
         metrics['ddp']['ranks']): the largest peak RSS and the largest device allocator peak over the ranks, with
         their sources; None with the reason where no rank measured one (CPU ranks: no allocator statistics)."""
-        rss = [r["peak_rss_bytes"] for r in self.ranks if r.get("peak_rss_bytes") is not None]
-        dev = [r["peak_device_mem_bytes"] for r in self.ranks if r.get("peak_device_mem_bytes") is not None]
+        rss = [v for r in self.ranks if (v := r.get("peak_rss_bytes")) is not None]
+        dev = [v for r in self.ranks if (v := r.get("peak_device_mem_bytes")) is not None]
         return {"peak_rss_bytes": max(rss) if rss else None,
                 "peak_rss_source": (f"ranks' peak RSS (VmHWM, max over ranks; each in {where}); the worker's own: "
                                     f"worker_peak_rss_bytes" if rss else f"no rank measured its RSS ({where})"),
@@ -79,7 +79,7 @@ class JobOutcome:
             raise CaseEnded(self.status, self.reason or f"torchrun job ended {self.status}", self.describe())
 
 
-def classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], vanished: dict[int, float],
+def classify(ended: str, returncode: int | None, ranks: list[RankResult], vanished: dict[int, float],
              world_size: int, timeout_s: float, oom_before: int | None, log_tail: str,
              stopped_at: float | None = None) -> tuple[CaseStatus, str | None]:
     """The job's status from its first observed failure: a rank's own failure (its result file) or a rank seen
@@ -91,7 +91,8 @@ def classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], va
     if failure is not None:
         rank, first = failure
         if first is not None:
-            return first.get("status", "error"), f"rank {rank}: {first.get('reason')}"
+            # a failure a rank wrote: oom, unsupported or error (`rank.failure_status`), never ok or stopped
+            return cast(CaseStatus, first.get("status", "error")), f"rank {rank}: {first.get('reason')}"
         if oom_rose(oom_before):
             return "oom", f"rank {rank} was killed by the kernel OOM killer (cgroup oom_kill count rose)"
         where = f" (torchrun: {log_tail})" if log_tail else ""
@@ -112,12 +113,13 @@ def classify(ended: str, returncode: int | None, ranks: list[dict[str, Any]], va
     return "crashed", f"rank(s) {missing} ended without a result; torchrun exited {returncode}{where}"
 
 
-def first_failure(ranks: list[dict[str, Any]], vanished: dict[int, float],
-                  before: float | None = None) -> tuple[int, dict[str, Any] | None] | None:
+def first_failure(ranks: list[RankResult], vanished: dict[int, float],
+                  before: float | None = None) -> tuple[int | None, RankResult | None] | None:
     """(rank, its result or None where it vanished without one) of the earliest failure observed, None if none:
     a rank's own failure (its result's `finished_at`) or a rank seen gone (`vanished`, less the poll's slack);
     with `before` (wall time), only those that happened before it."""
-    events = [(r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
+    events: list[tuple[float, int | None, RankResult | None]] = [
+        (r.get("finished_at", 0.0), r.get("rank"), r) for r in ranks if r.get("status") not in ("ok", STOPPED)]
     events += [(t - VANISH_SLACK_S, rank, None) for rank, t in vanished.items()]
     if before is not None:
         events = [e for e in events if e[0] < before]
@@ -148,7 +150,7 @@ def tail(path: Path, lines: int = 4) -> str:
     return " | ".join(keep[-lines:])
 
 
-def stopped_note(ranks: list[dict[str, Any]], stopped_at: float | None) -> str | None:
+def stopped_note(ranks: list[RankResult], stopped_at: float | None) -> str | None:
     """Why a job that ended ok was stopped by the launcher (every rank wrote ok, torchrun did not exit), or None
     where it exited by itself (`stopped_at` None)."""
     if stopped_at is None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.distributed.launch import RANK_KINDS, STOPPED, RankSpec
+from dlperf.distributed.records import RankResult
 
 PR_SET_PDEATHSIG = 1
 
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     base = Path(spec.result_dir)
     (base / f"rank{rank}.pid").write_text(str(os.getpid()))
-    out: dict[str, Any]
+    out: RankResult
     try:
         device = join(spec, local_rank)
         module = importlib.import_module(RANK_KINDS[spec.kind])

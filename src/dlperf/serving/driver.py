@@ -23,6 +23,7 @@ from typing import Any
 
 from dlperf.serving import settings as lgs
 from dlperf.serving.plan import Budget, planned_run_s
+from dlperf.serving.records import ServedRun, ServerSearchRecord
 from dlperf.serving.run import run_loadgen, samples_per_s
 from dlperf.serving.search import search_server
 
@@ -76,7 +77,7 @@ def _plan_multistream(params: Any, measured_s: float) -> tuple[float, str]:
     return measured_s, f"multi-stream planned with the measured query latency {measured_s * 1e3:.4g} ms{what}"
 
 
-def _no_run(speed: dict[str, Any], mb: int, search: dict[str, Any], why: str) -> dict[str, Any]:
+def _no_run(speed: dict[str, Any], mb: int, search: ServerSearchRecord, why: str) -> dict[str, Any]:
     """A Server case whose search ran no LoadGen run (its stored search says why)."""
     return {"sut": {"max_batch": mb, "batches": 0, "batch_size_counts": {}, "predict_s_median": None, "speed": speed},
             "server_search": search, "samples_per_s": None, "samples_per_s_reason": f"no LoadGen run: {why}"}
@@ -107,7 +108,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
         speed[f"predict_{size}_s"] = _median_s(predict, size)
     capacity = mb / speed.get(f"predict_{mb}_s", speed["predict_1_s"])  # samples/s at full batches
 
-    def once(**plan: Any) -> dict[str, Any]:
+    def once(**plan: Any) -> ServedRun:
         ts = lgs.loadgen_settings(params, **plan)
         monitor = Monitor()
         monitor.start("run", top=True)
@@ -118,7 +119,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
         loadgen["activity"] = activity  # this run's own window: others_cores, own_cores, steal_frac, ...
         return {"loadgen": loadgen, "sut": sut}
 
-    search = None
+    search: ServerSearchRecord | None = None
     if scenario == "SingleStream":
         budget.require(planned_run_s(dur, count, 1 / speed["predict_1_s"]), "SingleStream run")
         run = once(expected_query_s=speed["predict_1_s"])
@@ -156,7 +157,7 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
             return _no_run(speed, mb, search, why)
         floor, late = lgs.server_probe_queries(params)
 
-        def probe(qps: float, confirm: bool) -> dict[str, Any]:
+        def probe(qps: float, confirm: bool) -> ServedRun:
             cap = 0 if confirm else lgs.server_max_async(qps, latency_s)
             out = once(server_qps=qps, min_query_count=floor, max_async=cap)
             return out | {"probe": {"min_queries": floor, "late_queries_allowed": late,
@@ -178,10 +179,10 @@ def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[s
         run = found
     loadgen = run["loadgen"]
     loadgen["notes"] = loadgen.get("notes", []) + notes
-    rate, why = samples_per_s(loadgen)
+    rate, rate_why = samples_per_s(loadgen)
     metrics: dict[str, Any] = {"loadgen": loadgen, "sut": run["sut"] | {"speed": speed}, "samples_per_s": rate}
-    if why is not None:
-        metrics["samples_per_s_reason"] = why
+    if rate_why is not None:
+        metrics["samples_per_s_reason"] = rate_why
     if search is not None:
         metrics["server_search"] = search
     return metrics

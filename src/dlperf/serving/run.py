@@ -14,9 +14,10 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlperf.core.scratch import scratch_dir
+from dlperf.serving.records import LoadgenRecord, LogValue, MetricRecord, SutStats
 from dlperf.serving.settings import log_settings, shortened_effective
 from dlperf.serving.sut import ServingSUT
 
@@ -35,9 +36,9 @@ TOO_MANY_OUTSTANDING = "Too many outstanding queries"
 SWITCH_INTERVAL_S = 1e-4
 
 
-def parse_detail(text: str) -> tuple[dict[str, Any], list[str]]:
+def parse_detail(text: str) -> tuple[dict[str, LogValue], list[str]]:
     """({key: value} of the detail log's MLLOG lines (the last one of a repeated key), LoadGen's error messages)."""
-    values: dict[str, Any] = {}
+    values: dict[str, LogValue] = {}
     errors: list[str] = []
     for line in text.splitlines():
         if not line.startswith(MLLOG):
@@ -59,7 +60,7 @@ def _ns_to_s(value: Any) -> float | None:
     return float(value) / 1e9 if isinstance(value, int | float) and value > 0 else None
 
 
-def _metric(scenario: str, v: dict[str, Any]) -> dict[str, Any]:
+def _metric(scenario: str, v: dict[str, LogValue]) -> MetricRecord:
     """The scenario's MLPerf metric as LoadGen reports it."""
     early = bool(v.get("early_stopping_met"))
     if scenario == "SingleStream":
@@ -75,12 +76,12 @@ def _metric(scenario: str, v: dict[str, Any]) -> dict[str, Any]:
         return {"name": "p99 latency per query (LoadGen's percentile; early stopping not met)",
                 "value": _ns_to_s(v.get("result_99.00_percentile_per_query_latency_ns")), "unit": "s"}
     key = "result_completed_samples_per_sec" if scenario == "Server" else "result_samples_per_second"
-    value = v.get(key)
+    rate = v.get(key)
     name = "completed samples/s at the offered rate" if scenario == "Server" else "samples/s"
-    return {"name": name, "value": float(value) if isinstance(value, int | float) else None, "unit": "samples/s"}
+    return {"name": name, "value": float(rate) if isinstance(rate, int | float) else None, "unit": "samples/s"}
 
 
-def samples_per_s(loadgen: dict[str, Any]) -> tuple[float | None, str | None]:
+def samples_per_s(loadgen: LoadgenRecord) -> tuple[float | None, str | None]:
     """(the scenario's achieved samples/s where LoadGen reports one for a VALID run, else None; why None)."""
     if loadgen["validity"] != "VALID":
         return None, f"LoadGen: {loadgen['validity']} ({'; '.join(loadgen['invalid_reasons']) or 'no reason logged'})"
@@ -94,19 +95,20 @@ def samples_per_s(loadgen: dict[str, Any]) -> tuple[float | None, str | None]:
     return None, f"LoadGen logged no {key}"
 
 
-def loadgen_dict(detail_text: str, summary_text: str) -> dict[str, Any]:
+def loadgen_dict(detail_text: str, summary_text: str) -> LoadgenRecord:
     """The stored `metrics["loadgen"]` from LoadGen's two logs."""
     v, errors = parse_detail(detail_text)
-    scenario = v.get("effective_scenario") or v.get("requested_scenario")
-    if scenario is None or "result_validity" not in v:
+    logged = v.get("effective_scenario") or v.get("requested_scenario")
+    if logged is None or "result_validity" not in v:
         raise RuntimeError("LoadGen's detail log has no result (the run did not finish)")
+    scenario = cast(str, logged)  # LoadGen logs its scenario's name, and its verdict below, as strings
     effective = {k: x for k, x in v.items() if k.startswith("effective_")}
     reasons = [why for flag, why in MET_FLAGS.items() if v.get(flag) is False]
     if any(TOO_MANY_OUTSTANDING in e for e in errors):
         reasons.append("too many outstanding queries (LoadGen ended the run early)")
     return {
         "scenario": scenario,
-        "validity": v["result_validity"],
+        "validity": cast(str, v["result_validity"]),
         "invalid_reasons": reasons,
         "metric": _metric(scenario, v),
         "results": {k: x for k, x in v.items() if k.startswith(("result_", "early_stopping_"))},
@@ -119,7 +121,7 @@ def loadgen_dict(detail_text: str, summary_text: str) -> dict[str, Any]:
 
 
 def run_loadgen(predict: Callable[[int], object], max_batch: int, lg_settings: Any, *,
-                sample_pool: int) -> tuple[dict[str, Any], dict[str, Any]]:
+                sample_pool: int) -> tuple[LoadgenRecord, SutStats]:
     """(metrics["loadgen"], the SUT's stats) of one LoadGen run, its logs in a temporary directory that is removed
     whatever happens. Python's switch interval is `SWITCH_INTERVAL_S` while LoadGen runs (restored after; said in
     loadgen["notes"]).

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+
+from dlperf.serving.records import ProbeRow, ServedRun, ServerSearchRecord
 
 #: Rate factor per step while no bracket is known.
 GROWTH = 2.0
@@ -28,30 +29,32 @@ RESOLUTION = 0.10
 EARLY_STOPPING = "early stopping not met"
 
 #: run_probe(qps, confirm) -> {"loadgen": ..., "probe": {...extra fields of the probe's record}, ...}
-RunProbe = Callable[[float, bool], dict[str, Any]]
+RunProbe = Callable[[float, bool], ServedRun]
 
 
-def probe_row(target_qps: float, run: dict[str, Any], wall_s: float, role: str) -> dict[str, Any]:
+def probe_row(target_qps: float, run: ServedRun, wall_s: float, role: str) -> ProbeRow:
     """One probe as `server_search["probes"]` stores it."""
     loadgen = run["loadgen"]
     r = loadgen["results"]
     completed = r.get("result_completed_samples_per_sec")
     p99 = r.get("result_99.00_percentile_latency_ns")
     late = r.get("result_overlatency_query_count")
-    return {"target_qps": target_qps, "validity": loadgen["validity"],
-            "completed_qps": float(completed) if isinstance(completed, int | float) else None,
-            "latency_p99_s": float(p99) / 1e9 if isinstance(p99, int | float) else None,
-            "invalid_reasons": list(loadgen["invalid_reasons"]), "wall_s": wall_s, "role": role,
-            "late_queries": int(late) if isinstance(late, int | float) else None,
-            "query_count": r.get("result_query_count"), "activity": loadgen.get("activity")} | run.get("probe", {})
+    row: ProbeRow = {"target_qps": target_qps, "validity": loadgen["validity"],
+                     "completed_qps": float(completed) if isinstance(completed, int | float) else None,
+                     "latency_p99_s": float(p99) / 1e9 if isinstance(p99, int | float) else None,
+                     "invalid_reasons": list(loadgen["invalid_reasons"]), "wall_s": wall_s, "role": role,
+                     "late_queries": int(late) if isinstance(late, int | float) else None,
+                     "query_count": r.get("result_query_count"), "activity": loadgen.get("activity")}
+    row.update(run.get("probe", {}))  # the probe's settings after its figures, as `|` laid them
+    return row
 
 
-def _latest(probes: list[dict[str, Any]]) -> dict[float, str]:
+def _latest(probes: list[ProbeRow]) -> dict[float, str]:
     """Each rate's verdict: its latest probe's."""
     return {p["target_qps"]: p["validity"] for p in probes}
 
 
-def _bracket(probes: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+def _bracket(probes: list[ProbeRow]) -> tuple[float | None, float | None]:
     """(the highest VALID rate, the lowest INVALID rate above it; or the lowest INVALID one where none is VALID),
     each rate by its latest probe."""
     latest = _latest(probes)
@@ -61,7 +64,7 @@ def _bracket(probes: list[dict[str, Any]]) -> tuple[float | None, float | None]:
     return lo, (min(above) if above else None)
 
 
-def non_monotonic(probes: list[dict[str, Any]]) -> bool:
+def non_monotonic(probes: list[ProbeRow]) -> bool:
     """Verdicts flipped: one rate both VALID and INVALID, or an INVALID rate below a VALID one."""
     by_rate: dict[float, set[str]] = {}
     for p in probes:
@@ -72,7 +75,7 @@ def non_monotonic(probes: list[dict[str, Any]]) -> bool:
     return bool(valid) and any("VALID" not in v and q < max(valid) for q, v in by_rate.items())
 
 
-def _early_stopping_only(p: dict[str, Any], target_latency_s: float) -> bool:
+def _early_stopping_only(p: ProbeRow, target_latency_s: float) -> bool:
     """INVALID by early stopping alone, its p99 under the bound (the perf constraint met)."""
     p99 = p["latency_p99_s"]
     return (p["validity"] != "VALID" and p["invalid_reasons"] == [EARLY_STOPPING] and p99 is not None
@@ -81,7 +84,7 @@ def _early_stopping_only(p: dict[str, Any], target_latency_s: float) -> bool:
 
 def search_server(run_probe: RunProbe, *, start_qps: float, max_probes: int, target_latency_s: float,
                   percentile: float, planned_s: Callable[[float, bool], float] | None = None,
-                  time_left_s: Callable[[], float] | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                  time_left_s: Callable[[], float] | None = None) -> tuple[ServerSearchRecord, ServedRun | None]:
     """(metrics["server_search"], the case's run: the confirmed rate's, else the best VALID probe's, else the
     lowest-rate probe's; None where no probe could run).
 
@@ -92,8 +95,8 @@ def search_server(run_probe: RunProbe, *, start_qps: float, max_probes: int, tar
     """
     if start_qps <= 0 or max_probes < 1:
         raise ValueError(f"a search needs a positive start rate and probes (got {start_qps}, {max_probes})")
-    probes: list[dict[str, Any]] = []
-    runs: list[dict[str, Any]] = []
+    probes: list[ProbeRow] = []
+    runs: list[ServedRun] = []
 
     def fits(qps: float, confirm: bool) -> bool:
         return planned_s is None or time_left_s is None or planned_s(qps, confirm) <= time_left_s()
@@ -104,7 +107,7 @@ def search_server(run_probe: RunProbe, *, start_qps: float, max_probes: int, tar
         return (f"time budget: a run at {qps:.4g} queries/s needs ~{need:.0f} s, {max(left, 0):.0f} s left before "
                 f"the worker's time-out (raise the study's timeout_s for more)")
 
-    def probe(qps: float, role: str) -> dict[str, Any]:
+    def probe(qps: float, role: str) -> ProbeRow:
         t0 = time.perf_counter()
         run = run_probe(qps, role == "confirm")
         probes.append(probe_row(qps, run, time.perf_counter() - t0, role))
@@ -162,6 +165,6 @@ def search_server(run_probe: RunProbe, *, start_qps: float, max_probes: int, tar
             chosen = max(i for i, p in enumerate(probes) if p["target_qps"] == best and p["validity"] == "VALID")
         else:
             chosen = min(range(len(probes)), key=lambda i: probes[i]["target_qps"])
-    search = {"target_latency_s": target_latency_s, "percentile": percentile, "probes": probes,
+    search: ServerSearchRecord = {"target_latency_s": target_latency_s, "percentile": percentile, "probes": probes,
               "best_qps": best, "confirmed": confirmed is not None, "stopped": stopped.lstrip("; ")}
     return search, runs[chosen] if runs else None

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.serving.records import LogValue
+
 #: A `workloads.serve.ServeParams` (not imported: `Serve.drive` imports this package, so it imports no workload).
 ServeParams = Any
 
@@ -97,7 +99,7 @@ def server_probe_queries(params: ServeParams) -> tuple[int, int]:
     return floor, SERVER_PROBE_LATE
 
 
-def shortened_effective(scenario: str, effective: dict[str, Any]) -> list[str]:
+def shortened_effective(scenario: str, effective: dict[str, LogValue]) -> list[str]:
     """Why a finished run was below MLPerf's rules, from the `effective_*` values LoadGen logged for it (what it
     ran, not what was asked: Offline issues max(min, 1.1 x duration x rate) samples)."""
     rule = RULES[scenario]

@@ -24,6 +24,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
+from dlperf.serving.records import SutStats
+
 #: The queue item that stops the worker thread.
 _STOP = object()
 
@@ -69,7 +71,7 @@ class ServingSUT:
             self._thread.join()
             self._thread = None
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> SutStats:
         """metrics["sut"]: batches, how many of each size, the median predict time (s) of a batch."""
         median = statistics.median(self.predict_s) if self.predict_s else None
         return {"max_batch": self.max_batch, "batches": sum(self.batch_sizes.values()),

@@ -237,7 +237,7 @@ class Store:
         """Mark the run `status` (a RunStatus; anything else is a ValueError); finished unless running.
         With `lease_token`, only while that token holds the run's lease (in one statement): a process whose
         run was taken over never overwrites its new owner's status. False where nothing was marked."""
-        values: dict[str, Any] = {"status": check_run_status(status)}
+        values: dict[str, str | datetime | None] = {"status": check_run_status(status)}
         values["finished_at"] = now() if status != "running" else None
         query = update(runs).where(runs.c.id == run_id)
         if lease_token is not None:

@@ -15,7 +15,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -132,7 +132,19 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def lease_values(run_id: str, owner: Owner, token: str, when: datetime) -> dict[str, Any]:
+class LeaseValues(TypedDict):
+    """A `run_leases` row's values (`lease_values`): the run, its owner, when it was acquired and last beat."""
+
+    run_id: NotRequired[str]  # always written; `take_over` drops it to update the row in place
+    host: str
+    pid: int
+    pid_started_s: float
+    acquired_at: datetime
+    heartbeat_at: datetime
+    token: str
+
+
+def lease_values(run_id: str, owner: Owner, token: str, when: datetime) -> LeaseValues:
     """The row that gives `run_id` to `owner` under `token` from `when`."""
     return {"run_id": run_id, "host": owner.host, "pid": owner.pid, "pid_started_s": owner.pid_started_s,
             "acquired_at": when, "heartbeat_at": when, "token": token}

@@ -7,8 +7,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypedDict, overload
 
+from dlperf.core.status import CaseStatus, RunStatus
 from dlperf.errors import DlperfError
 
 FORMAT_NAME = "dlperf-bundle"
@@ -32,18 +33,90 @@ class BundleError(DlperfError):
     """A bundle that cannot be written, read or imported: one line, nothing written."""
 
 
+#: A JSON value as a bundle holds it (the file is JSON; the store's JSON columns give the same).
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+#: A JSON object: a run's filters and settings, a fingerprint, a case's params, measurement and metrics.
+JSONObject = dict[str, JSONValue]
+
+
+class BundleRun(TypedDict):
+    """The run row in a bundle: the store's `runs` columns (`RUN_FIELDS`; times ISO 8601 in UTC) and its
+    environment's fingerprint hash instead of its id (`shape.RunRow` checks one read back)."""
+
+    id: str
+    study: str
+    variant: str
+    study_hash: str
+    study_path: str
+    filters: JSONObject
+    settings: JSONObject
+    status: RunStatus
+    n_cases: int
+    dlperf_version: str
+    started_at: str
+    finished_at: str | None
+    derived: JSONObject | None
+    env_fingerprint_hash: str
+
+
+class BundleEnvironment(TypedDict):
+    """An environment in a bundle: its fingerprint's hash and data, when it was first stored (ISO 8601)."""
+
+    fingerprint_hash: str
+    data: JSONObject
+    created_at: str
+
+
+class BundleResult(TypedDict):
+    """A result row in a bundle: the store's `results` columns (`RESULT_FIELDS`; times ISO 8601 in UTC) and its
+    environment's fingerprint hash (`shape.ResultRow` checks one read back)."""
+
+    case_key: str
+    repetition: int
+    workload: str
+    framework: str
+    device: str
+    params: JSONObject
+    status: CaseStatus
+    reason: str | None
+    measurement: JSONObject | None
+    metrics: JSONObject | None
+    wall_s: float | None
+    started_at: str
+    finished_at: str
+    env_fingerprint_hash: str
+
+
+class BundleStudy(TypedDict, total=False):
+    """The run's study file in a bundle: its path, its text (None: not read at export) and why not (a bundle
+    read back is checked to hold an object here, not its keys)."""
+
+    path: str
+    yaml: str | None
+    note: str
+
+
+class BundleContent(TypedDict):
+    """What a bundle carries (`file.bundle_content`), as `shape.check_shape` accepts it back."""
+
+    run: BundleRun
+    environments: list[BundleEnvironment]
+    results: list[BundleResult]
+    study: BundleStudy
+
+
 @dataclass(frozen=True)
 class Bundle:
     """A bundle read and checked: its content, and who wrote it when."""
 
-    content: dict[str, Any]
+    content: BundleContent
     format_version: int
     written_by: str
     written_at: str
 
     @property
-    def run(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.content["run"])
+    def run(self) -> BundleRun:
+        return self.content["run"]
 
     @property
     def partial(self) -> bool:
@@ -51,13 +124,22 @@ class Bundle:
         return bool(self.run["status"] != "complete")
 
 
-def canonical(content: dict[str, Any]) -> bytes:
+def canonical(content: BundleContent | dict[str, Any]) -> bytes:
     """The bytes the checksum covers: compact JSON, keys in their own order, floats in shortest round-trip form."""
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode()
 
 
-def checksum(content: dict[str, Any]) -> str:
+def checksum(content: BundleContent | dict[str, Any]) -> str:
+    """The checksum of a bundle's content, or of one read from a file before its shape is checked."""
     return "sha256:" + hashlib.sha256(canonical(content)).hexdigest()
+
+
+@overload
+def iso(value: datetime) -> str: ...
+
+
+@overload
+def iso(value: None) -> None: ...
 
 
 def iso(value: datetime | None) -> str | None:

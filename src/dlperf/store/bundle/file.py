@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 
@@ -26,7 +26,10 @@ from dlperf.store.bundle.base import (
     RUN_FIELDS,
     TIMES,
     Bundle,
+    BundleContent,
     BundleError,
+    BundleResult,
+    BundleRun,
     checksum,
     iso,
 )
@@ -48,7 +51,7 @@ NOT_READ = ("the study file was not read at export (`dlperf bundle export` reads
             "study hash); the run row holds what the store has: the study's name, variant, hash and resolved settings")
 
 
-def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None = None) -> dict[str, Any]:
+def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None = None) -> BundleContent:
     """Everything run `run_ref` is, read from `store` (the run row first, then its results, then the
     environments they name: a run still being executed gives a consistent, partial bundle), and the study
     file's text where `study_reader` gives it."""
@@ -59,20 +62,20 @@ def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None 
         env_ids = list(dict.fromkeys([row["env_id"], *(r["env_id"] for r in rows)]))
         envs = {e.id: e for e in conn.execute(select(environments).where(environments.c.id.in_(env_ids)))}
     hash_of = {i: envs[i].fingerprint_hash for i in env_ids}
-    run = {k: iso(row[k]) if k in TIMES else row[k] for k in RUN_FIELDS}
+    run = cast(BundleRun, {k: iso(row[k]) if k in TIMES else row[k] for k in RUN_FIELDS})  # the runs columns
     run["env_fingerprint_hash"] = hash_of[row["env_id"]]
     text, note = study_reader(row) if study_reader is not None else (None, NOT_READ)
     return {
         "run": run,
         "environments": [{"fingerprint_hash": envs[i].fingerprint_hash, "data": envs[i].data,
                           "created_at": iso(envs[i].created_at)} for i in env_ids],
-        "results": [{**{k: iso(r[k]) if k in TIMES else r[k] for k in RESULT_FIELDS},
-                     "env_fingerprint_hash": hash_of[r["env_id"]]} for r in rows],
+        "results": [cast(BundleResult, {**{k: iso(r[k]) if k in TIMES else r[k] for k in RESULT_FIELDS},
+                                        "env_fingerprint_hash": hash_of[r["env_id"]]}) for r in rows],
         "study": {"path": row["study_path"], "yaml": text, "note": note},
     }
 
 
-def dumps(content: dict[str, Any], *, written_at: datetime | None = None) -> bytes:
+def dumps(content: BundleContent, *, written_at: datetime | None = None) -> bytes:
     """The file's bytes: the versioned header, the checksum and the content, gzip-compressed."""
     doc = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "written_by": f"dlperf {__version__}",
            "written_at": iso(written_at or datetime.now(UTC)), "checksum": checksum(content), "content": content}
@@ -266,4 +269,5 @@ def loads(data: bytes, name: str, nothing: str = "; nothing was imported", max_b
         check_shape(content)
     except Malformed as exc:
         raise BundleError(f"{name}: the bundle's content is malformed ({exc}){nothing}") from None
-    return Bundle(content, version, str(doc.get("written_by")), str(doc.get("written_at")))
+    return Bundle(cast(BundleContent, content),  # as `check_shape` accepted it
+                  version, str(doc.get("written_by")), str(doc.get("written_at")))

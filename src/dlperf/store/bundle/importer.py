@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -10,7 +11,17 @@ from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from dlperf.store import leases
-from dlperf.store.bundle.base import RESULT_FIELDS, RUN_FIELDS, TIMES, Bundle, BundleError, iso, when
+from dlperf.store.bundle.base import (
+    RESULT_FIELDS,
+    RUN_FIELDS,
+    TIMES,
+    Bundle,
+    BundleContent,
+    BundleError,
+    BundleRun,
+    iso,
+    when,
+)
 from dlperf.store.db import Store
 from dlperf.store.nonfinite import finite_metrics, nonfinite, spelled
 from dlperf.store.schema import environments, results, runs
@@ -143,7 +154,7 @@ def _import(conn: Connection, bundle: Bundle, lease_stale_s: float) -> ImportOut
                          study_text_dropped=stored is None and content["study"].get("yaml") is not None)
 
 
-def _refuse_nonfinite(content: dict[str, Any]) -> None:
+def _refuse_nonfinite(content: BundleContent) -> None:
     """BundleError naming the first NaN or infinity that PostgreSQL cannot hold outside the metrics (those are
     stored as null, `store.nonfinite.finite_metrics`; raw samples with one never get this far, `shape`)."""
     run = content["run"]
@@ -158,7 +169,7 @@ def _refuse_nonfinite(content: dict[str, Any]) -> None:
                               f"JSON cannot hold; nothing was imported")
 
 
-def _ended_later(run: dict[str, Any], stored_end: datetime | None) -> bool:
+def _ended_later(run: BundleRun, stored_end: datetime | None) -> bool:
     """Whether the bundle's run ended after the stored one (a stored run that has not ended is older): resumed
     to its end since, even where that brought no new result."""
     end = when(run["finished_at"], "finished_at")
@@ -178,6 +189,6 @@ def _refuse_if_executed(conn: Connection, run_id: str, stale_s: float) -> None:
                           f"was imported")
 
 
-def _row(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+def _row(data: Mapping[str, object], fields: tuple[str, ...]) -> dict[str, Any]:
     """A bundle's row as the store's columns want it (datetimes parsed)."""
     return {k: when(data[k], k) if k in TIMES else data[k] for k in fields}
