@@ -5,7 +5,9 @@ one LoadGen run's `metrics["loadgen"]` and the SUT's `metrics["sut"]`, and the S
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
+
+from dlperf.meters.activity import ActivityWindow
 
 #: A value LoadGen logged on a `:::MLLOG {json}` line of its detail log: whatever JSON it wrote under the key.
 LogValue = None | bool | int | float | str | list["LogValue"] | dict[str, "LogValue"]
@@ -39,7 +41,7 @@ class LoadgenRecord(TypedDict):
     shortened: list[str]
     notes: NotRequired[list[str]]
     #: The run's own activity window (`meters.activity.Monitor.stop`: others' cores, its own, steal...).
-    activity: NotRequired[dict[str, Any]]
+    activity: NotRequired[ActivityWindow]
 
 
 class SutStats(TypedDict):
@@ -83,7 +85,7 @@ class ProbeRow(TypedDict):
     role: str
     late_queries: int | None
     query_count: LogValue
-    activity: dict[str, Any] | None  # the run's `LoadgenRecord.activity`
+    activity: ActivityWindow | None  # the run's `LoadgenRecord.activity`
     min_queries: NotRequired[int]
     late_queries_allowed: NotRequired[int]
     max_async_queries: NotRequired[int | None]
