@@ -31,6 +31,7 @@ from typing import Any
 
 from dlperf.core.jobs import CeilingsJob
 from dlperf.runner.process import run_worker
+from dlperf.runner.worker_result import WorkerResult
 
 #: Workloads whose runs measure their ceilings at the start.
 CEILING_WORKLOADS = ("ops", "peaks")
@@ -69,7 +70,7 @@ def measure_run_ceilings(frameworks: list[str], devices: list[str], threads: int
 # -- in the worker -------------------------------------------------------------------------------
 
 
-def measure_in_worker(job: CeilingsJob) -> dict[str, Any]:
+def measure_in_worker(job: CeilingsJob) -> WorkerResult:
     """The worker's handler: every device's ceilings (the result a run stores under derived["ceilings"])."""
     out: dict[str, Any] = {"version": CEILINGS_VERSION, "measured_at": datetime.now(UTC).isoformat(),
                            "threads": job.threads, "quick": job.quick, "devices": {}}
