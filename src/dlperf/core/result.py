@@ -167,8 +167,11 @@ class Metrics(BaseModel):
     # failures
     traceback: str | None = None
     skipped: bool | None = None
-    oom_at: dict[str, Any] | None = None
-    oom_recheck: dict[str, Any] | None = None
+    #: a case not run: the value of its memory axis at which its series ran out of memory (`runner.sweep`)
+    oom_at: dict[str, int] | None = None
+    #: a failure under a memory cap re-checked in a fresh worker (`runner.recheck`): the raised cap (MiB), the
+    #: check's status, reason, peak RSS (bytes) and wall time (s), and the note that settles it
+    oom_recheck: dict[str, int | float | str | None] | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
         """A metric by name, declared or extra, or `default` where the case has none."""

@@ -130,7 +130,7 @@ def with_wait(row: CaseResult, waited: dict[str, Any]) -> CaseResult:
         return row
     # the stored record (`Metrics.activity`, an open dict to pydantic) is the activity `core.validity` reads
     activity = cast("Activity", dict(row.metrics.activity) | {"wait": waited})
-    update: dict[str, Any] = {"activity": activity}
+    update: dict[str, Activity | str | None] = {"activity": activity}
     if row.measurement is not None:
         update["validity"], update["validity_reason"] = assess(
             Measurement.from_dict(row.measurement), activity, threads=row.metrics.threads, device=row.device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Required, TypedDict
 
 from dlperf.core.status import CaseStatus
+from dlperf.runner.ceilings_record import Ceilings
 from dlperf.timing.measurement import MeasurementRecord
 
 
@@ -42,7 +43,7 @@ class WorkerResult(TypedDict, total=False):
     #: the environment's fingerprint (`hardware.identity.fingerprint`)
     fingerprint: dict[str, Any]
     #: the run's ceilings (`runner.ceilings.measure_in_worker`)
-    ceilings: dict[str, Any]
+    ceilings: Ceilings
     #: every registered framework by name (`runner.worker.probe_frameworks`)
     frameworks: dict[str, FrameworkProbe]
     #: the text of each file a profiler wrapping the worker wrote in its folder, by file name (`process.run_worker`)
