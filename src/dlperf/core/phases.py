@@ -16,7 +16,7 @@ from them on every load (`generation_metrics`), never trusting stored ones:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from dlperf.timing.stats import median_ci, quantile, tail_keys, tail_summary
 
@@ -26,8 +26,20 @@ GENERATION_KEYS = (tail_keys("ttft_") + tail_keys("tpot_")
                       "first_call_ttft_s", "first_call_tpot_s", "tpot_reason"])
 
 
-def split_calls(phases: Sequence[dict[str, float]], warmup_calls: int,
-                timed_calls: int) -> dict[str, Any]:
+#: A generation figure: seconds or tokens/s (None: not defined for these calls), or `tpot_reason`'s text.
+GenerationValue = float | str | None
+
+
+class CallPhases(TypedDict, total=False):
+    """`split_calls`'s answer: the first call's phases and the timed calls' in order, or, where the calls recorded
+    do not match the timer's, only why none were mapped."""
+
+    first_call_phases: dict[str, float]
+    call_phases: list[dict[str, float]]
+    call_phases_error: str
+
+
+def split_calls(phases: Sequence[dict[str, float]], warmup_calls: int, timed_calls: int) -> CallPhases:
     """The first call's phases and the timed calls', from every call's phases in call order.
 
     The timer made 1 (first) + `warmup_calls` (warm-up, calibration, discarded samples: the Measurement's
@@ -44,12 +56,12 @@ def split_calls(phases: Sequence[dict[str, float]], warmup_calls: int,
 
 
 def generation_metrics(first: dict[str, float] | None, calls: Sequence[dict[str, float]] | None,
-                       batch: int, new_tokens: int | None) -> dict[str, Any]:
+                       batch: int, new_tokens: int | None) -> dict[str, GenerationValue]:
     """TTFT, TPOT and decode tokens/s of a generation's timed calls (see the module); {} where the calls have no
     `ttft_s` (a step that is not a generation)."""
     if not calls or any("ttft_s" not in c for c in calls):
         return {}
-    out: dict[str, Any] = dict.fromkeys(GENERATION_KEYS)
+    out: dict[str, GenerationValue] = dict.fromkeys(GENERATION_KEYS)
     out |= tail_summary([c["ttft_s"] for c in calls], "ttft_")
     out["first_call_ttft_s"] = first.get("ttft_s") if first else None
     decode_steps = (new_tokens or 1) - 1

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dlperf.core.payloads import CollectiveMetrics, DdpMetrics, LoadgenSummary, ServerSearch
 from dlperf.core.status import CaseStatus
-from dlperf.timing.measurement import Measurement
+from dlperf.timing.measurement import Measurement, Summary
 
 
 def case_key(workload: str, framework: str, device: str, params: Mapping[str, Any]) -> str:
@@ -28,24 +28,38 @@ def case_key(workload: str, framework: str, device: str, params: Mapping[str, An
     return f"{workload}/{framework}/{device}/{kv}"
 
 
-def derive_rates(stats: dict[str, Any], samples: int | None, flops: float | None,
-                 nbytes: float | None) -> dict[str, Any]:
+class Rates(Summary):
+    """A measurement's statistics (`Summary`) and, from the median, the rates the cost model implies: None where
+    it does not define the quantity (`derive_rates`)."""
+
+    samples_per_call: int | None
+    time_per_sample_s: float | None
+    samples_per_s: float | None
+    flops_per_call: float | None
+    flops_per_s: float | None
+    bytes_per_call: float | None
+    bytes_per_s: float | None
+    arithmetic_intensity: float | None
+
+
+def derive_rates(stats: Summary, samples: int | None, flops: float | None, nbytes: float | None) -> Rates:
     """Statistics plus, from the median, throughput, FLOP/s and bytes/s, in the order they are stored.
 
     A quantity the cost model does not define stays None; the spread of every rate is the
     measurement's IQR/median (`iqr_rel`).
     """
-    out = dict(stats)
-    median = out["median_s"]
-    out["samples_per_call"] = samples
-    out["time_per_sample_s"] = median / samples if samples else None
-    out["samples_per_s"] = samples / median if samples is not None and median > 0 else None
-    out["flops_per_call"] = flops
-    out["flops_per_s"] = flops / median if flops is not None and median > 0 else None
-    out["bytes_per_call"] = nbytes
-    out["bytes_per_s"] = nbytes / median if nbytes is not None and median > 0 else None
-    out["arithmetic_intensity"] = flops / nbytes if flops is not None and nbytes else None
-    return out
+    median = stats["median_s"]
+    return {
+        **stats,
+        "samples_per_call": samples,
+        "time_per_sample_s": median / samples if samples else None,
+        "samples_per_s": samples / median if samples is not None and median > 0 else None,
+        "flops_per_call": flops,
+        "flops_per_s": flops / median if flops is not None and median > 0 else None,
+        "bytes_per_call": nbytes,
+        "bytes_per_s": nbytes / median if nbytes is not None and median > 0 else None,
+        "arithmetic_intensity": flops / nbytes if flops is not None and nbytes else None,
+    }
 
 
 class Metrics(BaseModel):
@@ -153,8 +167,11 @@ class Metrics(BaseModel):
     # failures
     traceback: str | None = None
     skipped: bool | None = None
-    oom_at: dict[str, Any] | None = None
-    oom_recheck: dict[str, Any] | None = None
+    #: a case not run: the value of its memory axis at which its series ran out of memory (`runner.sweep`)
+    oom_at: dict[str, int] | None = None
+    #: a failure under a memory cap re-checked in a fresh worker (`runner.recheck`): the raised cap (MiB), the
+    #: check's status, reason, peak RSS (bytes) and wall time (s), and the note that settles it
+    oom_recheck: dict[str, int | float | str | None] | None = None
 
     def get(self, name: str, default: Any = None) -> Any:
         """A metric by name, declared or extra, or `default` where the case has none."""
@@ -235,9 +252,9 @@ class CaseResult(BaseModel):
             stats = Measurement.from_dict(data["measurement"]).summary()
             fresh = derive_rates(stats, metrics.get("samples_per_call"), metrics.get("flops_per_call"),
                                  metrics.get("bytes_per_call"))
-            if metrics.get("steps_per_epoch") is not None:
-                fresh["time_per_epoch_s_derived"] = stats["median_s"] * metrics["steps_per_epoch"]
             metrics.update({k: v for k, v in fresh.items() if k in metrics})
+            if metrics.get("steps_per_epoch") is not None and "time_per_epoch_s_derived" in metrics:
+                metrics["time_per_epoch_s_derived"] = stats["median_s"] * metrics["steps_per_epoch"]
             if "validity" in metrics:  # judged again from the raw samples and activity, never trusted from disk
                 from dlperf.core.validity import assess
 

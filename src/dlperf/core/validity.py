@@ -13,12 +13,59 @@ less CPU per wall second than in its other samples (descheduled).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from dlperf.core.status import Validity
 from dlperf.timing.measurement import NOISE_IQR_REL, Measurement
 from dlperf.timing.stats import quantile
 from dlperf.units import format_time
+
+
+class OtherProcess(TypedDict):
+    """One of the heaviest other processes over a window: its pid, name and the cores it used."""
+
+    pid: int
+    name: str
+    cores: float
+
+
+class ActivityWindow(TypedDict, total=False):
+    """The machine over one named window around a case (`meters.activity.window`): its length (s), the cores
+    other processes and this one used, the hypervisor's steal fraction, the run queue and load; the heaviest
+    other processes where asked for; only `error` (and maybe `wall_s`) where the kernel's counters were not
+    readable."""
+
+    wall_s: float
+    others_cores: float
+    own_cores: float
+    steal_frac: float
+    procs_running: int | None
+    load1: float | None
+    top_others: list[OtherProcess]
+    error: str
+
+
+class IdleWait(TypedDict, total=False):
+    """A wait for a quiet machine before a case (`meters.activity.wait_idle`): seconds waited, whether it became
+    quiet (None: not known), the last reading of others' cores, the longest wait allowed, and the heaviest
+    others where it stayed busy (or why nothing was readable)."""
+
+    waited_s: float
+    quiet: bool | None
+    others_cores: float | None
+    max_wait_s: float
+    top_others: list[OtherProcess]
+    error: str
+
+
+class Activity(TypedDict, total=False):
+    """What the machine was doing around a case (`meters.activity.Monitor.record`, stored as
+    `metrics["activity"]`): its core count and each named window ("before", "during", "after"); with
+    `--wait-idle`, the wait before it."""
+
+    cores: int | None
+    windows: dict[str, ActivityWindow]
+    wait: IdleWait
 
 #: Other processes using this many cores while the case ran make it `contended`, whatever its threads.
 OTHERS_CONTENDED_CORES = 0.5
@@ -69,13 +116,13 @@ def descheduled_fraction(m: Measurement) -> float | None:
     return slow_starved / len(times)
 
 
-def _others(rec: dict[str, Any]) -> str:
+def _others(rec: ActivityWindow) -> str:
     top = rec.get("top_others") or []
     named = ", ".join(f"{p['name']} pid {p['pid']}: {p['cores']:.1f}" for p in top)
     return f" ({named})" if named else ""
 
 
-def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: int | None, device: str,
+def assess(m: Measurement | None, activity: Activity | None, *, threads: int | None, device: str,
            shape: Sequence[str] | None = None) -> tuple[Validity, str | None]:
     """(validity, reason) of a case: invalid > contended > noisy > valid; every finding is in the reason.
 
@@ -117,7 +164,7 @@ def assess(m: Measurement | None, activity: dict[str, Any] | None, *, threads: i
     return "valid", "; ".join(notes) or None
 
 
-def _machine_findings(activity: dict[str, Any] | None, threads: int | None) -> tuple[list[str], list[str]]:
+def _machine_findings(activity: Activity | None, threads: int | None) -> tuple[list[str], list[str]]:
     """(contention findings, notes) from the machine's activity around a case that kept `threads` cores busy."""
     contended: list[str] = []
     notes: list[str] = []
@@ -143,7 +190,7 @@ def _machine_findings(activity: dict[str, Any] | None, threads: int | None) -> t
     return contended, notes
 
 
-def assess_activity(activity: dict[str, Any] | None, *, threads: int | None,
+def assess_activity(activity: Activity | None, *, threads: int | None,
                     device: str) -> tuple[Validity, str | None]:
     """(validity, reason) of a case that measured itself (serving under LoadGen: no timer samples, so the
     sample rules do not apply): `contended` when the machine was busy while it ran (as `assess` judges it),

@@ -28,7 +28,7 @@ from typing import Any
 from dlperf import __version__
 from dlperf.core.result import CaseResult
 from dlperf.errors import LeaseLostError
-from dlperf.fleet.placement import device_kind, needs, offers, why_none
+from dlperf.fleet.placement import DaskWorker, device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import FleetCase, FleetError, probe_worker, run_fleet_case
 from dlperf.runner.executor import CaseBatch
 from dlperf.studies import Case
@@ -86,7 +86,7 @@ def quiet_distributed() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _shown_resources(worker: dict[str, Any]) -> str:
+def _shown_resources(worker: DaskWorker) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in sorted((worker.get("resources") or {}).items()) if k != "machine")
 
 
@@ -101,7 +101,7 @@ class DaskExecutor:
         self._warn = warn or (lambda text: None)
         self.client: Any = None
         #: address -> the scheduler's record of each live worker whose probe passed, plus "frameworks"
-        self.workers: dict[str, dict[str, Any]] = {}
+        self.workers: dict[str, DaskWorker] = {}
         self.excluded: dict[str, str] = {}  # address -> why it is left out
 
     # -- connection ----------------------------------------------------------

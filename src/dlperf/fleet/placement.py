@@ -9,7 +9,7 @@ advertised (`dlperf fleet worker`) and the frameworks its probe found installed 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from dlperf.studies import Case
 
@@ -39,7 +39,19 @@ def needs(case: Case) -> dict[str, int]:
     return {"machine": 1, device_kind(case.device): device_count(case)}
 
 
-def offers(worker: dict[str, Any], case: Case) -> bool:
+class DaskWorker(TypedDict, total=False):
+    """The scheduler's record of a worker (`Scheduler.identity()["workers"][address]`), by the keys dlperf reads,
+    plus what its probe added (`executor.DaskExecutor._refresh`): the frameworks installed there and its host name
+    as it sees it. The scheduler's other keys stay in the dict, unread."""
+
+    name: str | int  # Dask names a worker by a string or a number
+    host: str
+    resources: dict[str, float]
+    frameworks: set[str]
+    hostname: str | None
+
+
+def offers(worker: DaskWorker, case: Case) -> bool:
     """Whether a worker (the scheduler's record, plus "frameworks": those installed there, from its probe) can
     run `case`: a machine-worker with enough of its device and its framework."""
     have = worker.get("resources") or {}
@@ -51,7 +63,7 @@ def offers(worker: dict[str, Any], case: Case) -> bool:
     return frameworks is None or case.framework in frameworks
 
 
-def why_none(case: Case, workers: Iterable[dict[str, Any]]) -> str:
+def why_none(case: Case, workers: Iterable[DaskWorker]) -> str:
     """Why no worker among `workers` can run `case` (one short phrase, the same for alike cases)."""
     workers = [w for w in workers if (w.get("resources") or {}).get("machine")]
     kind, count = device_kind(case.device), device_count(case)

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from dlperf import __version__
 from dlperf.core.result import CaseResult, Metrics
@@ -27,6 +27,9 @@ from dlperf.core.settings import RunSettings
 from dlperf.errors import DlperfError, LeaseLostError
 from dlperf.runner.canary import Canary, CanaryTime
 from dlperf.studies import Case
+
+if TYPE_CHECKING:
+    from dlperf.store import Store
 
 #: The name the fleet's state is registered under on a Dask worker (`dlperf fleet worker` preloads it).
 PLUGIN_NAME = "dlperf-fleet"
@@ -64,7 +67,7 @@ class FleetState:
     A Dask WorkerPlugin in duck type (setup/teardown), so this module needs no Dask import."""
 
     def __init__(self) -> None:
-        self._stores: dict[str, Any] = {}
+        self._stores: dict[str, Store] = {}
         self._fingerprints: dict[tuple[tuple[str, ...], int | None], dict[str, Any]] = {}
         self._env_ids: dict[tuple[str, tuple[str, ...], int | None], int] = {}
         self._threads: dict[str, int] = {}  # run id -> the threads this machine chose for it
@@ -79,7 +82,7 @@ class FleetState:
         for store in self._stores.values():
             store.engine.dispose()
 
-    def store(self, url: str) -> Any:
+    def store(self, url: str) -> Store:
         """The store at `url`, opened once; a SQLite file this machine cannot see is an error, never created."""
         from dlperf.store import Store
         from dlperf.store.urls import sqlite_path
@@ -142,30 +145,66 @@ def fleet_state() -> tuple[Any, FleetState]:
     return worker, state if isinstance(state, FleetState) else FleetState()
 
 
-def worker_identity(worker: Any) -> dict[str, str]:
+class WorkerIdentity(TypedDict):
+    """A Dask worker as dlperf names it: its Dask name, address and host."""
+
+    worker: str
+    address: str
+    host: str
+
+
+class FleetIdentity(WorkerIdentity):
+    """metrics["fleet"] of a row a worker ran: the worker and the threads it ran the case with."""
+
+    threads: int | None
+
+
+class WorkerProbe(TypedDict, total=False):
+    """A worker's answer to `probe_worker`: its identity and label, and whether it can run the sweep's cases: with
+    the frameworks installed there, or the one-line error why not."""
+
+    worker: str
+    address: str
+    host: str
+    label: str | None
+    ok: bool
+    error: str
+    frameworks: list[str]
+
+
+class CaseDone(TypedDict):
+    """`run_fleet_case`'s answer: whether it stored the row, or found it already stored, and on which worker."""
+
+    stored: bool
+    already: bool
+    worker: str
+    row: CaseResult | None
+
+
+def worker_identity(worker: Any) -> WorkerIdentity:
     """metrics["fleet"] of a row this worker ran: its Dask name, address and host."""
     return {"worker": str(worker.name), "address": str(worker.address), "host": socket.gethostname()}
 
 
-def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -> dict[str, Any]:
+def probe_worker(store_url: str, dlperf_version: str, dask_worker: Any = None) -> WorkerProbe:
     """Run on every worker before a sweep (`Client.run`, which passes `dask_worker`): can it run dlperf's cases
     into this store? {"ok": True, "frameworks": those installed here, ...identity} or {"ok": False, "error": one
     line}. The client sends a case only to workers that have its framework."""
     from dlperf.frameworks import REGISTRY, get_framework
 
     worker = dask_worker
-    info: dict[str, Any] = worker_identity(worker) | {"label": os.environ.get("DLPERF_MACHINE_LABEL")}
+    info: WorkerProbe = {**worker_identity(worker), "label": os.environ.get("DLPERF_MACHINE_LABEL")}
     if dlperf_version != __version__:
-        return info | {"ok": False, "error": f"it runs dlperf {__version__}, the client {dlperf_version}"}
+        return {**info, "ok": False, "error": f"it runs dlperf {__version__}, the client {dlperf_version}"}
     state = worker.plugins.get(PLUGIN_NAME)
     try:
         (state if isinstance(state, FleetState) else FleetState()).store(store_url).check_writable()
     except Exception as exc:
-        return info | {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    return info | {"ok": True, "frameworks": sorted(n for n in REGISTRY if get_framework(n).available())}
+        return {**info, "ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    return {**info, "ok": True, "frameworks": sorted(n for n in REGISTRY if get_framework(n).available())}
 
 
-def run_fleet_case(job: FleetCase) -> dict[str, Any]:
+def run_fleet_case(job: FleetCase) -> CaseDone:
     """Run and store one case on this machine; {"stored": bool, "already": bool, "worker": name, "row": row}."""
     from dlperf.runner.sweep import run_case
     from dlperf.runner.threads import with_wait
@@ -199,7 +238,7 @@ def run_fleet_case(job: FleetCase) -> dict[str, Any]:
     if row.metrics is not None:  # a failed case has no metrics to hold it, as in a local sweep
         canary = {"before": before.as_dict(), "after": after.as_dict()}
         row = row.model_copy(update={"metrics": row.metrics.model_copy(update={"canary": canary})})
-    row = with_fleet(row, worker_identity(worker) | {"threads": settings.threads})
+    row = with_fleet(row, {**worker_identity(worker), "threads": settings.threads})
     stored = retrying(store.add_result, row, lease_token=job.lease_token)  # LeaseLostError: taken over
     return {"stored": stored, "already": not stored, "worker": str(worker.name), "row": row}
 
@@ -222,7 +261,7 @@ def retrying(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")
 
 
-def with_fleet(row: CaseResult, fleet: dict[str, Any]) -> CaseResult:
+def with_fleet(row: CaseResult, fleet: FleetIdentity) -> CaseResult:
     """The row with metrics["fleet"] (failed cases too: they get metrics for it)."""
     metrics = row.metrics or Metrics()
     return row.model_copy(update={"metrics": Metrics.model_validate(metrics.model_dump() | {"fleet": fleet})})

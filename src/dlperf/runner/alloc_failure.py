@@ -15,7 +15,10 @@ worker's time-out ends such a probe as `timeout`, which still stops a search.)
 from __future__ import annotations
 
 import errno
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dlperf.runner.worker_result import WorkerResult
 
 #: Words a failed allocation leaves in an exception or in a dead worker's stderr (matched case-insensitively).
 ALLOCATION_MARKERS = (
@@ -44,7 +47,7 @@ def is_allocation_failure(exc: BaseException) -> bool:
         f"{type(exc).__name__}: {exc}")
 
 
-def died_allocating(result: dict[str, Any], cap_mb: int | None) -> dict[str, Any]:
+def died_allocating(result: WorkerResult, cap_mb: int | None) -> WorkerResult:
     """`result` (a worker's, or one `process.classify_exit` made for a worker that left none) as out of memory
     where the worker exited without a result under the cap `cap_mb` and its stderr names a failed allocation;
     otherwise `result` unchanged. The reason keeps what the worker said."""

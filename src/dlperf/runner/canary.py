@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 #: What the canary computes; stored with each time so that two definitions are never compared.
 KIND = "numpy add 3x8MiB x4 + sin 64KiB x200, median of 9 each, v1"
@@ -41,6 +41,18 @@ MEMORY_PASSES = 4  # adds over the large arrays per repeat (about 1-3 ms)
 COMPUTE_PASSES = 200  # sin over the small array per repeat (about 1-3 ms)
 #: A run's canary spread ((max - min) / median) above this: the machine's speed changed during the run.
 UNSTABLE_SPREAD = 0.10
+
+
+class CanaryRecord(TypedDict):
+    """A canary time as a row stores it (`CanaryTime.as_dict`): seconds, `at` an ISO timestamp; `host` only where
+    known."""
+
+    at: str
+    time_s: float
+    memory_s: float
+    compute_s: float
+    kind: str
+    host: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -58,12 +70,15 @@ class CanaryTime:
     def time_s(self) -> float:
         return self.memory_s + self.compute_s
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "time_s": self.time_s, "memory_s": self.memory_s, "compute_s": self.compute_s,
-                "kind": self.kind} | ({"host": self.host} if self.host is not None else {})
+    def as_dict(self) -> CanaryRecord:
+        out: CanaryRecord = {"at": self.at, "time_s": self.time_s, "memory_s": self.memory_s,
+                             "compute_s": self.compute_s, "kind": self.kind}
+        if self.host is not None:
+            out["host"] = self.host
+        return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CanaryTime:
+    def from_dict(cls, d: CanaryRecord) -> CanaryTime:
         host = d.get("host")
         return cls(str(d["at"]), float(d["memory_s"]), float(d["compute_s"]), str(d.get("kind", KIND)),
                    str(host) if host is not None else None)

@@ -25,12 +25,24 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.core.jobs import CeilingsJob
+from dlperf.runner.ceilings_record import (
+    CeilingLevel,
+    Ceilings,
+    CurvePoint,
+    DeviceCeilings,
+    FigureTiming,
+    GemmFigure,
+    StreamFigure,
+)
 from dlperf.runner.process import run_worker
+from dlperf.runner.worker_result import WorkerResult
+
+if TYPE_CHECKING:
+    from dlperf.timing import Measurement
 
 #: Workloads whose runs measure their ceilings at the start.
 CEILING_WORKLOADS = ("ops", "peaks")
@@ -45,23 +57,25 @@ DRAM_MIN_BYTES = 64 * 2**20
 DRAM_UNKNOWN_BYTES = 512 * 2**20
 GEMM_N = {False: 1024, True: 512}
 #: Timer settings per kernel and working set of the curve (full, quick): a few seconds in all.
-TIMING = {False: {"warmup": 2, "min_run_time_s": 0.02, "max_time_s": 0.06, "min_samples": 5},
-          True: {"warmup": 1, "min_run_time_s": 0.01, "max_time_s": 0.03, "min_samples": 5}}
+TIMING: dict[bool, FigureTiming] = {
+    False: {"warmup": 2, "min_run_time_s": 0.02, "max_time_s": 0.06, "min_samples": 5},
+    True: {"warmup": 1, "min_run_time_s": 0.01, "max_time_s": 0.03, "min_samples": 5}}
 #: The GEMM's timer settings (full, quick).
-GEMM_TIMING = {False: {"warmup": 2, "min_run_time_s": 0.04, "max_time_s": 0.1, "min_samples": 5},
-               True: {"warmup": 1, "min_run_time_s": 0.02, "max_time_s": 0.05, "min_samples": 5}}
+GEMM_TIMING: dict[bool, FigureTiming] = {
+    False: {"warmup": 2, "min_run_time_s": 0.04, "max_time_s": 0.1, "min_samples": 5},
+    True: {"warmup": 1, "min_run_time_s": 0.02, "max_time_s": 0.05, "min_samples": 5}}
 TIMEOUT_S = 300.0
 #: 1: one figure per level at half its capacity; 2: the bandwidth curve and the plateaus found in it.
 CEILINGS_VERSION = 2
 
 
 def measure_run_ceilings(frameworks: list[str], devices: list[str], threads: int, *,
-                         quick: bool = False) -> dict[str, Any]:
+                         quick: bool = False) -> Ceilings:
     """The run's ceilings, per device, measured in a fresh worker; on failure, the reason (never a guess)."""
     job = CeilingsJob(frameworks=sorted(set(frameworks)), devices=sorted(set(devices)), threads=threads, quick=quick)
     outcome = run_worker(job, timeout_s=TIMEOUT_S, threads=threads)
     if outcome.result.get("status") == "ok":
-        return dict(outcome.result["ceilings"], wall_s=round(outcome.wall_s, 3))
+        return {**outcome.result["ceilings"], "wall_s": round(outcome.wall_s, 3)}
     return {"version": CEILINGS_VERSION, "devices": {},
             "error": f"ceilings not measured: {outcome.result.get('reason') or outcome.result.get('status')}"}
 
@@ -69,10 +83,10 @@ def measure_run_ceilings(frameworks: list[str], devices: list[str], threads: int
 # -- in the worker -------------------------------------------------------------------------------
 
 
-def measure_in_worker(job: CeilingsJob) -> dict[str, Any]:
+def measure_in_worker(job: CeilingsJob) -> WorkerResult:
     """The worker's handler: every device's ceilings (the result a run stores under derived["ceilings"])."""
-    out: dict[str, Any] = {"version": CEILINGS_VERSION, "measured_at": datetime.now(UTC).isoformat(),
-                           "threads": job.threads, "quick": job.quick, "devices": {}}
+    out: Ceilings = {"version": CEILINGS_VERSION, "measured_at": datetime.now(UTC).isoformat(),
+                     "threads": job.threads, "quick": job.quick, "devices": {}}
     for device in job.devices:
         out["devices"][device] = device_ceilings(device, job.frameworks, job.threads or 1, job.quick)
     return {"status": "ok", "ceilings": out}
@@ -129,17 +143,29 @@ def dram_bytes(info: Any, threads: int) -> int:
     return max(DRAM_LLC_FACTOR * caps[-1], DRAM_MIN_BYTES) if caps else DRAM_UNKNOWN_BYTES
 
 
-def _figure(fw: Any, fn: Any, sync: Any, work: float, unit: str, timing: dict[str, Any]) -> dict[str, Any]:
+def _measured(fn: Any, sync: Any, timing: FigureTiming) -> Measurement:
+    """One figure's measurement; its rates are the work per call over the best and the median per-call time."""
     from dlperf.timing import measure
 
     # The collector is paused once for the whole job (device_ceilings): a gc.collect() per figure, as
     # measure() does by default, would cost more than the figure itself.
-    m = measure(fn, sync=sync, target_rel_ci=0.02, disable_gc=False, **timing)
-    return {"framework": fw.name, f"{unit}_per_s": work / m.min_s, f"{unit}_per_s_median": work / m.median_s,
+    return measure(fn, sync=sync, target_rel_ci=0.02, disable_gc=False, **timing)
+
+
+def _stream_figure(fw: Any, kernel: str, fn: Any, sync: Any, nbytes: float, timing: FigureTiming) -> StreamFigure:
+    m = _measured(fn, sync, timing)
+    return {"kernel": kernel, "working_set_bytes": int(nbytes), "framework": fw.name,
+            "bytes_per_s": nbytes / m.min_s, "bytes_per_s_median": nbytes / m.median_s,
             "iqr_rel": m.iqr_rel, "n_samples": m.n_samples, "block_size": m.block_size}
 
 
-def device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> dict[str, Any]:
+def _gemm_figure(fw: Any, n: int, fn: Any, sync: Any, flops: float, timing: FigureTiming) -> GemmFigure:
+    m = _measured(fn, sync, timing)
+    return {"n": n, "framework": fw.name, "flops_per_s": flops / m.min_s, "flops_per_s_median": flops / m.median_s,
+            "iqr_rel": m.iqr_rel, "n_samples": m.n_samples, "block_size": m.block_size}
+
+
+def device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> DeviceCeilings:
     """One device's bandwidth ceiling per memory level and its achieved GEMM FLOP/s (the garbage
     collector paused throughout, as the timer pauses it for one case)."""
     was_enabled = gc.isenabled()
@@ -152,7 +178,7 @@ def device_ceilings(device: str, frameworks: list[str], threads: int, quick: boo
             gc.enable()
 
 
-def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> dict[str, Any]:
+def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bool) -> DeviceCeilings:
     from dlperf.hardware.bwcurve import BandwidthCurve, find_plateaus, sweep_sizes
     from dlperf.hardware.caches import memory_levels
     from dlperf.units import format_size
@@ -164,9 +190,9 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
     loaded = _frameworks(device, frameworks, threads, errors)
     info = _cache_info(device, loaded)
     timing = TIMING[quick]
-    points = []
+    points: list[CurvePoint] = []
     for ws in sweep_sizes(dram_bytes(info, threads)):
-        figures = []
+        figures: list[StreamFigure] = []
         n = max(1, ws // (3 * 4))  # three float32 arrays fill the working set
         for fw, dev in loaded:
             try:
@@ -174,8 +200,7 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
                     if kernel not in STREAM[quick]:
                         continue
                     fn, sync = fw.prepare(step, dev)
-                    fig = _figure(fw, fn, sync, nbytes, "bytes", timing)
-                    figures.append({"kernel": kernel, "working_set_bytes": int(nbytes), **fig})
+                    figures.append(_stream_figure(fw, kernel, fn, sync, nbytes, timing))
             except Exception as exc:  # recorded, the other frameworks' figures stand
                 errors[f"{fw.name} {format_size(ws)}"] = _one_line(exc)
         if figures:
@@ -185,24 +210,27 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
                            "kernel": best["kernel"], "framework": best["framework"], "figures": figures})
     curve = BandwidthCurve.from_dict({"points": points})
     plateaus = find_plateaus(list(curve.points), memory_levels(info, threads))
-    levels = [{"name": p.name, "capacity_bytes": None if i == len(plateaus) - 1 else p.end_bytes,
-               "start_bytes": p.start_bytes, "end_bytes": p.end_bytes, "bytes_per_s": p.bytes_per_s,
-               "iqr_rel": p.spread_rel, "n_points": p.n_points} for i, p in enumerate(plateaus)]
-    gemms = []
+    levels: list[CeilingLevel] = [
+        {"name": p.name, "capacity_bytes": None if i == len(plateaus) - 1 else p.end_bytes,
+         "start_bytes": p.start_bytes, "end_bytes": p.end_bytes, "bytes_per_s": p.bytes_per_s,
+         "iqr_rel": p.spread_rel, "n_points": p.n_points} for i, p in enumerate(plateaus)]
+    gemms: list[GemmFigure] = []
     peaks = get_workload("peaks")
     for fw, dev in loaded:
         n = GEMM_N[quick]
         params = peaks.parse({"kind": "gemm", "size_mb": 3 * n * n * 4 / 2**20})
         try:
             fn, sync = fw.prepare(peaks.build(fw, dev, params).fn, dev)
-            gemms.append({"n": n, **_figure(fw, fn, sync, peaks.cost(params).flops, "flops", GEMM_TIMING[quick])})
+            gemms.append(_gemm_figure(fw, n, fn, sync, peaks.cost(params).flops, GEMM_TIMING[quick]))
         except Exception as exc:
             errors[f"{fw.name} gemm"] = _one_line(exc)
     gemm = max(gemms, key=lambda g: g["flops_per_s"]) if gemms else None
     return {"device": device, "threads": threads, "caches": info.to_dict(),
             "frameworks": [fw.name for fw, _ in loaded], "levels": levels,
-            "curve": {"points": points, "plateaus": [asdict(p) for p in plateaus]},
-            "gemm": dict(gemm, figures=gemms) if gemm else None, "errors": errors,
+            "curve": {"points": points, "plateaus": [
+                {"name": p.name, "start_bytes": p.start_bytes, "end_bytes": p.end_bytes, "bytes_per_s": p.bytes_per_s,
+                 "spread_rel": p.spread_rel, "n_points": p.n_points} for p in plateaus]},
+            "gemm": {**gemm, "figures": gemms} if gemm else None, "errors": errors,
             "timing": ("best sample per kernel (STREAM's best rate), best kernel per working set; median and "
                        "IQR/median beside it"),
             "wall_s": round(time.perf_counter() - t0, 3)}

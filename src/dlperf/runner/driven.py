@@ -11,7 +11,10 @@ no per-call timing of the worker's own to work on: the case says so instead of d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from dlperf.timing.measurement import MeasurementRecord
 
 #: Seconds of machine activity recorded just before and just after the case (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
@@ -24,17 +27,31 @@ NO_PROFILE = ("no profile for a case driven by its workload (LoadGen, a torchrun
               "timer's step alone")
 
 
-def processes_footprint(metrics: dict[str, Any], worker_rss_bytes: int) -> dict[str, Any]:
+class Footprint(TypedDict, total=False):
+    """Memory, threads and device of a case as the worker saw them at its end (`runner.worker._footprint`): for a
+    case run in its own processes, their memory figures with their sources (`processes_footprint`) instead."""
+
+    baseline_rss_bytes: int
+    threads: int | None
+    device: str
+    peak_rss_bytes: int | None
+    peak_device_mem_bytes: int | None
+    peak_device_mem_source: str | None
+    #: a case run in its own processes only: where its RSS figure comes from, and the waiting worker's own peak
+    peak_rss_source: str
+    worker_peak_rss_bytes: int
+
+
+def processes_footprint(metrics: dict[str, Any], worker_rss_bytes: int) -> Footprint:
     """The memory figures of a case run in its own processes (`Workload.runs_in_own_processes`), for the
     worker's `_footprint`: the drive's own (the ranks' largest peak RSS and device allocator peak, with their
     sources), None with the reason where it gave none, and the worker's own peak RSS as `worker_peak_rss_bytes`
     (the worker only waited). The worker's allocator is never read: it never ran the case on the device."""
-    out: dict[str, Any] = {"worker_peak_rss_bytes": worker_rss_bytes}
-    for key in ("peak_rss_bytes", "peak_device_mem_bytes"):
-        source = key.replace("_bytes", "_source")
-        out[key] = metrics.get(key)
-        out[source] = metrics.get(source) or RANKS_MEMORY
-    return out
+    return {"worker_peak_rss_bytes": worker_rss_bytes,
+            "peak_rss_bytes": metrics.get("peak_rss_bytes"),
+            "peak_rss_source": metrics.get("peak_rss_source") or RANKS_MEMORY,
+            "peak_device_mem_bytes": metrics.get("peak_device_mem_bytes"),
+            "peak_device_mem_source": metrics.get("peak_device_mem_source") or RANKS_MEMORY}
 
 
 def is_driven(workload: Any) -> bool:
@@ -45,7 +62,7 @@ def is_driven(workload: Any) -> bool:
 
 
 def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
-               settings: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+               settings: Any) -> tuple[dict[str, Any], MeasurementRecord | None]:
     """(metrics, measurement as stored or None) from `workload.drive`, called once, with the machine's activity
     around it. A drive that returns `metrics["measurement"]` (a `timing.Measurement`) is a timed case: its
     statistics and rates are derived from those samples with the workload's cost, and its validity judged on

@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 #: `--max-processes` where none is given: a case never runs in more worker processes than this.
 DEFAULT_MAX_PROCESSES = 10
@@ -88,12 +88,24 @@ class Reached:
     stopped: str  # reached | cap | budget
 
 
-def stored_precision(state: CaseState, target: PrecisionTarget | None) -> dict[str, Any]:
+class StoredPrecision(TypedDict):
+    """A row's `metrics.precision`: the relative precision reached over how many processes, how many of their
+    medians were usable, and, where the run set one, the target and its process cap."""
+
+    reached_rel: float | None
+    processes: int
+    usable: int
+    target_rel: NotRequired[float]
+    max_processes: NotRequired[int]
+
+
+def stored_precision(state: CaseState, target: PrecisionTarget | None) -> StoredPrecision:
     """What a row stores as `metrics.precision` once it has landed (its case's state including it)."""
-    out: dict[str, Any] = {"reached_rel": state.precision_rel, "processes": state.processes,
-                           "usable": len(state.medians_s)}
+    out: StoredPrecision = {"reached_rel": state.precision_rel, "processes": state.processes,
+                            "usable": len(state.medians_s)}
     if target is not None:
-        out |= {"target_rel": target.rel, "max_processes": target.max_processes}
+        out["target_rel"] = target.rel
+        out["max_processes"] = target.max_processes
     return out
 
 

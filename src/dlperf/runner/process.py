@@ -18,6 +18,7 @@ from dlperf.core.jobs import WORKER_STARTED_AT_ENV, Job, as_job
 from dlperf.core.scratch import scratch_dir
 from dlperf.hardware.probe import env_threads_vars
 from dlperf.meters.oom import oom_kill_count
+from dlperf.runner.worker_result import WorkerResult
 
 __all__ = ["WorkerOutcome", "classify_exit", "oom_kill_count", "run_worker"]
 
@@ -26,7 +27,7 @@ __all__ = ["WorkerOutcome", "classify_exit", "oom_kill_count", "run_worker"]
 class WorkerOutcome:
     """How a worker ended: a result dict (its own or one made from its exit status)."""
 
-    result: dict[str, Any]
+    result: WorkerResult
     wall_s: float
 
 
@@ -47,7 +48,7 @@ def _wrapper_log_tail(tmp: Path, lines: int = 3) -> str:
 
 
 def classify_exit(returncode: int, *, oom_kills_before: int | None, oom_kills_after: int | None,
-                  stderr_tail: str) -> dict[str, Any]:
+                  stderr_tail: str) -> WorkerResult:
     """A result for a worker that exited without writing one."""
     tail = f" (stderr: {stderr_tail})" if stderr_tail else ""
     if returncode < 0:
@@ -115,7 +116,7 @@ def run_worker(job: Job | dict[str, Any], *, timeout_s: float, threads: int | No
         wall_s = time.perf_counter() - start
         if result_path.exists():
             try:
-                result = json.loads(result_path.read_text())
+                result: WorkerResult = json.loads(result_path.read_text())
                 if wrap is not None:
                     result["_tmpdir_files"] = {p.name: p.read_text(errors="replace") for p in Path(tmp).glob("*.csv")}
                 return WorkerOutcome(result, wall_s)

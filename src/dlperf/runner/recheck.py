@@ -15,19 +15,18 @@ a LeNet-5 step that fails in place under a raised cap runs in a fresh process).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dlperf.core.jobs import CaseJob, OneStepJob
 from dlperf.core.settings import RunSettings
 from dlperf.runner.alloc_failure import died_allocating
 from dlperf.runner.process import run_worker
+from dlperf.runner.worker_result import WorkerResult
 
 RAISE_FACTOR = 4  # the re-check's cap: this many times the case's, within half the memory free now
 # Deaths that an unchecked failed allocation in native code causes (as the worker's crash reason names them).
 CRASH_SIGNALS = ("SIGSEGV", "SIGABRT", "SIGBUS")
 
 
-def is_suspect(result: dict[str, Any], settings: RunSettings) -> bool:
+def is_suspect(result: WorkerResult, settings: RunSettings) -> bool:
     """Whether `result` is a failure under a memory cap that memory may, or may not, have caused."""
     if not settings.mem_limit_mb:
         return False
@@ -48,17 +47,18 @@ def raised_cap_mb(cap_mb: int, available_bytes: int | None = None) -> int | None
     return cap_mb + extra_mb if extra_mb > 0 else None
 
 
-def settle_suspect(job: CaseJob, result: dict[str, Any]) -> dict[str, Any]:
+def settle_suspect(job: CaseJob, result: WorkerResult) -> WorkerResult:
     """`result` (an `is_suspect` failure of `job`) with its status settled and the evidence kept."""
     settings = job.settings
-    out = {k: v for k, v in result.items() if k != "oom_suspect"}
-    out["metrics"] = dict(result.get("metrics") or {})
+    out = result.copy()
+    out.pop("oom_suspect", None)
+    out["metrics"] = metrics = dict(result.get("metrics") or {})
     assert settings.mem_limit_mb is not None  # is_suspect holds
     cap_mb = settings.mem_limit_mb
     raised = raised_cap_mb(cap_mb)
     if raised is None:
         note = f"may be memory under the {cap_mb} MiB cap; too little free memory to re-check with a raised cap"
-        out["metrics"]["oom_recheck"] = {"cap_mb": None, "status": None, "note": note}
+        metrics["oom_recheck"] = {"cap_mb": None, "status": None, "note": note}
         out["reason"] = f"{result['reason']} ({note})"
         return out
     check = run_worker(OneStepJob(case=job.case, settings=settings.with_overrides(mem_limit_mb=raised)),
@@ -76,7 +76,7 @@ def settle_suspect(job: CaseJob, result: dict[str, Any]) -> dict[str, Any]:
         note = (f"{what} again in a fresh worker with the cap raised to {raised} MiB ({seen.get('reason')}), "
                 f"so not the {cap_mb} MiB cap")
     out["reason"] = f"{result['reason']} ({note})"
-    out["metrics"]["oom_recheck"] = {"cap_mb": raised, "status": seen.get("status"), "reason": seen.get("reason"),
-                                     "peak_rss_bytes": seen.get("peak_rss_bytes"), "wall_s": check.wall_s,
-                                     "note": note}
+    metrics["oom_recheck"] = {"cap_mb": raised, "status": seen.get("status"), "reason": seen.get("reason"),
+                              "peak_rss_bytes": seen.get("peak_rss_bytes"), "wall_s": check.wall_s,
+                              "note": note}
     return out

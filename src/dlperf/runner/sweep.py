@@ -42,6 +42,7 @@ from dlperf.runner.recheck import is_suspect, settle_suspect
 from dlperf.runner.threads import FLEET_WHY, choose_threads, with_wait
 from dlperf.runner.threads import SOURCE_KEY as THREADS_SOURCE_KEY
 from dlperf.runner.threads import source as threads_source
+from dlperf.runner.worker_result import WorkerResult
 from dlperf.store import Store
 from dlperf.studies import Case, Study
 
@@ -329,15 +330,15 @@ def _skip_after_oom(case: Case, oom_at: dict[Any, int], run_id: str, env_id: int
     if limit is None or value <= limit:
         return None
     now = datetime.now(UTC)
-    result = {"status": "oom", "reason": f"not run: {axis}={limit} of this series ran out of memory",
+    result: WorkerResult = {"status": "oom", "reason": f"not run: {axis}={limit} of this series ran out of memory",
               "metrics": {"skipped": True, "oom_at": {axis: limit}}}
     return result_row(case, result, run_id, env_id, wall_s=0.0, started=now)
 
 
-def result_row(case: Case, result: dict[str, Any], run_id: str, env_id: int, *, wall_s: float,
+def result_row(case: Case, result: WorkerResult, run_id: str, env_id: int, *, wall_s: float,
                started: datetime) -> CaseResult:
     """The stored result of one case from a worker's result (or a result made without running one)."""
-    metrics = result.get("metrics")
+    metrics, measurement = result.get("metrics"), result.get("measurement")
     return CaseResult(
         run_id=run_id,
         case_key=case.key,
@@ -348,7 +349,7 @@ def result_row(case: Case, result: dict[str, Any], run_id: str, env_id: int, *, 
         params=case.params,
         status=result.get("status", "error"),
         reason=result.get("reason"),
-        measurement=result.get("measurement"),
+        measurement=None if measurement is None else dict(measurement),
         metrics=None if metrics is None else Metrics.model_validate(metrics),
         env_id=env_id,
         wall_s=wall_s,
@@ -362,7 +363,7 @@ def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counte
     started = datetime.now(UTC)
     fw = get_framework(case.framework)
     if not fw.available():
-        result: dict[str, Any] = {"status": "unsupported", "reason": f"{fw.name} is not installed ({fw.install_hint})"}
+        result: WorkerResult = {"status": "unsupported", "reason": f"{fw.name} is not installed ({fw.install_hint})"}
         wall_s = 0.0
     else:
         job = CaseJob(case=CaseSpec(workload=case.workload, framework=case.framework, device=case.device,
@@ -374,5 +375,7 @@ def run_case(case: Case, settings: RunSettings, run_id: str, env_id: int, counte
         if counters and result.get("status") == "ok":
             from dlperf.runner import counters as counters_mod
 
-            result["metrics"]["counters"] = counters_mod.collect(job.case, settings)
+            metrics = result.get("metrics")
+            assert metrics is not None  # a worker's "ok" case result always has its metrics
+            metrics["counters"] = counters_mod.collect(job.case, settings)
     return result_row(case, result, run_id, env_id, wall_s=wall_s, started=started)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from dlperf.core.result import CaseResult
-from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, assess
+from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, Activity, assess
 from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import IdleWait, busy_cores_now
 from dlperf.store import Store
@@ -35,14 +35,22 @@ ASKED = ("--threads", "study")
 CHOSEN = ("load", "fleet workers")
 
 
-def source(by: str, why: str) -> dict[str, Any]:
+class ThreadsSource(TypedDict):
+    """How a run's threads came about, as stored under `SOURCE_KEY`: `chosen` None where not recorded."""
+
+    chosen: bool | None
+    by: str
+    why: str
+
+
+def source(by: str, why: str) -> ThreadsSource:
     """What a run stores under `SOURCE_KEY`: `by` one of ASKED or CHOSEN, `chosen` whether dlperf chose the count."""
     if by not in ASKED + CHOSEN:
         raise ValueError(f"unknown threads source {by!r}")
     return {"chosen": by in CHOSEN, "by": by, "why": why}
 
 
-def stored_source(run: Mapping[str, Any]) -> dict[str, Any]:
+def stored_source(run: Mapping[str, Any]) -> ThreadsSource:
     """How a stored run's (a `runs` row's) threads came about, as `source` gives it; for a run stored before
     this was recorded: --threads where its filters hold it, each worker's choice for a fleet run that set none,
     else `chosen` None ("not recorded": the study file's or the load's, which cannot be told apart now)."""
@@ -120,8 +128,9 @@ def with_wait(row: CaseResult, waited: IdleWait) -> CaseResult:
     """The row with the idle wait before it recorded in its activity, and its validity judged again."""
     if row.metrics is None or row.metrics.activity is None:
         return row
-    activity = dict(row.metrics.activity) | {"wait": waited}
-    update: dict[str, Any] = {"activity": activity}
+    # the stored record (`Metrics.activity`, an open dict to pydantic) is the activity `core.validity` reads
+    activity = cast("Activity", dict(row.metrics.activity) | {"wait": waited})
+    update: dict[str, Activity | str | None] = {"activity": activity}
     if row.measurement is not None:
         update["validity"], update["validity_reason"] = assess(
             Measurement.from_dict(row.measurement), activity, threads=row.metrics.threads, device=row.device)

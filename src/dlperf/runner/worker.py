@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
 from dlperf.runner.alloc_failure import is_allocation_failure
+from dlperf.runner.driven import Footprint
 from dlperf.runner.parent_watch import die_with_parent
+from dlperf.runner.worker_result import FrameworkProbe, WorkerResult
 from dlperf.timing.config import TimerConfig
 
 if TYPE_CHECKING:  # the meters are imported where a case measures energy, not when the worker starts
@@ -77,7 +79,7 @@ def oom_reason(exc: BaseException, case_dtype: Any) -> str:
     return text
 
 
-def run_case(job: CaseJob) -> dict[str, Any]:
+def run_case(job: CaseJob) -> WorkerResult:
     """Build the workload on the framework and device, measure it, derive metrics."""
     from dlperf.core.status import CaseEnded
     from dlperf.core.validity import assess
@@ -108,7 +110,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
             driven, measured = run_driven(fw, device, workload, params, built, settings)
             own = driven if workload.runs_in_own_processes else None  # a torchrun job: its ranks' memory
             return {"status": "ok", "reason": None, "measurement": measured,
-                    "metrics": driven | _footprint(fw, device, baseline_rss, own)}
+                    "metrics": {**driven, **_footprint(fw, device, baseline_rss, own)}}
         fn, sync = fw.prepare(built.fn, device)
         fw.reset_peak_memory(device)
         monitor = Monitor()
@@ -122,7 +124,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         monitor.idle_window("after", ACTIVITY_WINDOW_S)
         peak_dev, peak_dev_how = fw.peak_memory_bytes(device)
         peak_rss = peak_rss_bytes()  # the timed work's: not what the checks below add (a reference's copies)
-        metrics = derive_metrics(m, workload.built_cost(params, built)) | phases
+        metrics: dict[str, Any] = {**derive_metrics(m, workload.built_cost(params, built)), **phases}
         metrics |= workload.extra_metrics(params, built)  # e.g. the model workload's correctness gate
         metrics["activity"] = monitor.record()  # cpu_util came with the measurement's summary
         metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=fw.threads(),
@@ -159,7 +161,7 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         return {"status": exc.status, "reason": exc.reason, "metrics": exc.metrics}
     except BaseException as exc:
         oom = _is_oom(fw, exc, settings.mem_limit_mb)
-        result = {
+        result: WorkerResult = {
             "status": "oom" if oom else "error",
             "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
             "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
@@ -169,10 +171,10 @@ def run_case(job: CaseJob) -> dict[str, Any]:
         return result
 
 
-def _footprint(fw: Any, device: str, baseline_rss: int, own_processes: dict[str, Any] | None = None) -> dict[str, Any]:
+def _footprint(fw: Any, device: str, baseline_rss: int, own_processes: dict[str, Any] | None = None) -> Footprint:
     """Memory, threads and device as the worker saw them at the end of the case; for a case run in its own
     processes (`own_processes`: the drive's metrics), their memory (`runner.driven.processes_footprint`)."""
-    out = {"baseline_rss_bytes": baseline_rss, "threads": fw.threads(), "device": device}
+    out: Footprint = {"baseline_rss_bytes": baseline_rss, "threads": fw.threads(), "device": device}
     if own_processes is not None:
         from dlperf.runner.driven import processes_footprint
 
@@ -195,15 +197,15 @@ def _is_oom(fw: Any, exc: BaseException, cap_mb: int | None) -> bool:
     return isinstance(exc, MemoryError) or _asks(fw.is_oom, exc) or bool(cap_mb and is_allocation_failure(exc))
 
 
-def import_failed(framework: str, exc: BaseException, cap_mb: int | None) -> dict[str, Any]:
+def import_failed(framework: str, exc: BaseException, cap_mb: int | None) -> WorkerResult:
     """The result of a worker that could not import `framework` (or open its device): out of memory where a
     memory cap is set and `exc` is a failed allocation, else an error; under a cap an error that is not
     plainly one is re-checked by the parent with the cap raised (runner.recheck); the reason keeps `exc`'s."""
     where = f"importing {framework}" + (f" under the {cap_mb} MiB memory cap" if cap_mb else "")
     oom = bool(cap_mb) and is_allocation_failure(exc)
-    result: dict[str, Any] = {"status": "oom" if oom else "error", "reason": f"{_one_line(exc)} ({where})",
-                              "metrics": {"traceback": traceback.format_exc(limit=8),
-                                          "peak_rss_bytes": peak_rss_bytes()}}
+    result: WorkerResult = {"status": "oom" if oom else "error", "reason": f"{_one_line(exc)} ({where})",
+                            "metrics": {"traceback": traceback.format_exc(limit=8),
+                                        "peak_rss_bytes": peak_rss_bytes()}}
     if cap_mb and not oom:
         result["oom_suspect"] = True
     return result
@@ -225,7 +227,7 @@ def _prepared_step(fw: Any, device: str, case: CaseSpec) -> tuple[Any, Any]:
     return fw.prepare(workload.build(fw, device, workload.parse(case.params)).fn, device)
 
 
-def run_one_step(job: OneStepJob) -> dict[str, Any]:
+def run_one_step(job: OneStepJob) -> WorkerResult:
     """Build the case and run one step, untimed: whether it runs at all under this cap."""
     from dlperf.frameworks import get_framework
 
@@ -266,9 +268,10 @@ def _phases(built: Any, m: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {}
     from dlperf.core.phases import generation_metrics, split_calls
 
-    out = split_calls(built.call_phases(), m.warmup_iters, m.total_iters)
-    if "call_phases" in out:
-        out |= generation_metrics(out["first_call_phases"], out["call_phases"], int(params.get("batch") or 1),
+    calls = split_calls(built.call_phases(), m.warmup_iters, m.total_iters)
+    out: dict[str, object] = dict(calls)
+    if "call_phases" in calls:
+        out |= generation_metrics(calls["first_call_phases"], calls["call_phases"], int(params.get("batch") or 1),
                                   params.get("new_tokens"))
     return out
 
@@ -308,20 +311,20 @@ def _tdp_estimate(tdp_w: float, device: str, fn: Any, sync: Any, per_call_s: flo
     return est | {"calls": calls, "energy_per_call_j": est["energy_j"] / calls}
 
 
-def collect_fingerprint(job: FingerprintJob) -> dict[str, Any]:
+def collect_fingerprint(job: FingerprintJob) -> WorkerResult:
     from dlperf.hardware.identity import fingerprint
 
     return {"status": "ok", "fingerprint": fingerprint(job.frameworks, job.threads)}
 
 
-def measure_ceilings(job: CeilingsJob) -> dict[str, Any]:
+def measure_ceilings(job: CeilingsJob) -> WorkerResult:
     """The run's ceilings per memory level and its GEMM FLOP/s (runner.ceilings)."""
     from dlperf.runner.ceilings import measure_in_worker
 
     return measure_in_worker(job)
 
 
-def run_counted(job: CountersJob) -> dict[str, Any]:
+def run_counted(job: CountersJob) -> WorkerResult:
     """Run the case's step under Nsight Compute: one warm call, then `calls` calls inside
     the NVTX range ncu is told to profile. Nothing is timed here."""
     from dlperf.frameworks import get_framework
@@ -345,11 +348,11 @@ def run_counted(job: CountersJob) -> dict[str, Any]:
     return {"status": "ok"}
 
 
-def probe_frameworks(job: ProbeJob) -> dict[str, Any]:
+def probe_frameworks(job: ProbeJob) -> WorkerResult:
     """Version and devices of every registered framework (for `dlperf doctor`)."""
     from dlperf.frameworks import REGISTRY
 
-    out: dict[str, Any] = {}
+    out: dict[str, FrameworkProbe] = {}
     for name, cls in sorted(REGISTRY.items()):
         fw = cls()
         if not fw.available():
@@ -362,14 +365,14 @@ def probe_frameworks(job: ProbeJob) -> dict[str, Any]:
     return {"status": "ok", "frameworks": out}
 
 
-def write_result(path: str, result: dict[str, Any]) -> None:
+def write_result(path: str, result: WorkerResult) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(result, default=str))
     os.replace(tmp, path)  # atomic: the parent sees a whole result or none
 
 
 #: The handler of each job type: the worker's whole dispatch.
-HANDLERS: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
+HANDLERS: dict[type[Any], Callable[[Any], WorkerResult]] = {
     CaseJob: run_case,
     OneStepJob: run_one_step,
     CountersJob: run_counted,

@@ -6,7 +6,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from dlperf.timing.shape import shape_flags
 from dlperf.timing.stats import median_ci, quantile, tail_keys, tail_summary
@@ -14,6 +14,60 @@ from dlperf.units import format_time
 
 #: IQR / median above this raises the noise flag (same threshold as torch.utils.benchmark).
 NOISE_IQR_REL = 0.10
+
+
+class MeasurementRecord(TypedDict, total=False):
+    """A measurement as stored (`Measurement.to_dict`, read back by `from_dict`): the raw samples and how they
+    were taken. `to_dict` writes every key but the last two (those only where set); an older row may lack any
+    key but the samples, and reads as the field's default."""
+
+    sample_times_s: Required[list[float]]
+    sample_iters: Required[list[int]]
+    first_call_s: float | None
+    warmup_iters: int
+    warmup_s: float
+    block_size: int
+    timer_overhead_s: float
+    stop_reason: str
+    timer: str
+    sample_cpu_s: list[float] | None
+    per_call: bool
+
+
+class Summary(TypedDict):
+    """A measurement's statistics (`Measurement.summary`), per call in seconds, in the order they are stored;
+    the tails (p50/p90/p99 with their 95% CIs) are None unless each sample is one call."""
+
+    n_samples: int
+    total_iters: int
+    median_s: float
+    mean_s: float
+    stdev_s: float | None
+    min_s: float
+    max_s: float
+    q1_s: float
+    q3_s: float
+    iqr_s: float
+    iqr_rel: float
+    ci95_low_s: float | None
+    ci95_high_s: float | None
+    ci95_rel_width: float | None
+    noisy: bool
+    cpu_util: float | None
+    first_call_s: float | None
+    block_size: int
+    timer_overhead_s: float
+    stop_reason: str
+    per_call: bool
+    p50_s: float | None
+    p50_ci95_low_s: float | None
+    p50_ci95_high_s: float | None
+    p90_s: float | None
+    p90_ci95_low_s: float | None
+    p90_ci95_high_s: float | None
+    p99_s: float | None
+    p99_ci95_low_s: float | None
+    p99_ci95_high_s: float | None
 
 
 @dataclass(frozen=True)
@@ -170,9 +224,9 @@ class Measurement:
         return self.n_samples > 1 and self.iqr_rel > NOISE_IQR_REL
 
     # -- (de)serialisation ---------------------------------------------
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Summary:
         """Statistics as a flat dict (all times per call, in seconds)."""
-        ci = self.ci95_s
+        ci, tails = self.ci95_s, self.tails
         return {
             "n_samples": self.n_samples,
             "total_iters": self.total_iters,
@@ -195,12 +249,20 @@ class Measurement:
             "timer_overhead_s": self.timer_overhead_s,
             "stop_reason": self.stop_reason,
             "per_call": self.per_call,
-            **self.tails,
+            "p50_s": tails["p50_s"],
+            "p50_ci95_low_s": tails["p50_ci95_low_s"],
+            "p50_ci95_high_s": tails["p50_ci95_high_s"],
+            "p90_s": tails["p90_s"],
+            "p90_ci95_low_s": tails["p90_ci95_low_s"],
+            "p90_ci95_high_s": tails["p90_ci95_high_s"],
+            "p99_s": tails["p99_s"],
+            "p99_ci95_low_s": tails["p99_ci95_low_s"],
+            "p99_ci95_high_s": tails["p99_ci95_high_s"],
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MeasurementRecord:
         """Raw data only; statistics are recomputed on load, never trusted from disk."""
-        return {
+        out: MeasurementRecord = {
             "sample_times_s": list(self.sample_times_s),
             "sample_iters": list(self.sample_iters),
             "first_call_s": self.first_call_s,
@@ -210,12 +272,16 @@ class Measurement:
             "timer_overhead_s": self.timer_overhead_s,
             "stop_reason": self.stop_reason,
             "timer": self.timer,
-            **({"sample_cpu_s": list(self.sample_cpu_s)} if self.sample_cpu_s is not None else {}),
-            **({"per_call": True} if self.per_call else {}),
         }
+        if self.sample_cpu_s is not None:
+            out["sample_cpu_s"] = list(self.sample_cpu_s)
+        if self.per_call:
+            out["per_call"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        """A measurement from its stored dict (`MeasurementRecord`; a row of any version, hence read key by key)."""
         return cls(
             sample_times_s=tuple(float(x) for x in data["sample_times_s"]),
             sample_iters=tuple(int(x) for x in data["sample_iters"]),
