@@ -114,3 +114,26 @@ def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path,
     assert res.returncode == 2
     assert_one_line_error(res, fragment)
     assert not db.exists()
+
+
+def test_an_onnx_file_onnxruntime_cannot_run_is_one_line_and_no_store(tmp_path: Path, dlperf_main) -> None:
+    """A graph that passes onnx's checker but fails when run (a Reshape to a size its input cannot have): the
+    preflight runs the reference once, so the refusal is one line before any store exists (the reference of a
+    case runs after its timing, so without the preflight each probe would end `error`)."""
+    pytest.importorskip("onnxruntime", reason="the onnxruntime extra is not installed")
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 7])
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "bad",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 7])], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path, db = tmp_path / "bad.onnx", tmp_path / "s.db"
+    onnx.save(model, str(path))
+    res = dlperf_main("maxbatch", str(path), "--mem-limit", "1GiB", "--db", str(db))
+    assert res.returncode == 2
+    assert_one_line_error(res, "the reference run failed")
+    assert not db.exists()

@@ -91,3 +91,18 @@ def test_a_file_or_folder_spelled_two_ways_is_one_source(tmp_path, monkeypatch) 
         "hf:./cfg,hidden_size=64"
     for same in ("hf:bert,num_hidden_layers=2", "dlperf:lenet5", "examples.mlp:build"):
         assert canonical(same) == same
+
+
+def test_a_source_below_a_symlinked_working_folder_is_one_source(tmp_path, monkeypatch) -> None:
+    """The working folder reached through a link: `./m.onnx` and the link's absolute spelling are one source, and
+    `link/../m.onnx` is the file the system opens (beside the link's target), not a text-collapsed `m.onnx`."""
+    from dlperf.sources import canonical
+
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "work").symlink_to(tmp_path / "real")
+    (tmp_path / "real" / "link").symlink_to(tmp_path / "real" / "deep")
+    monkeypatch.chdir(tmp_path / "work")
+    assert canonical("./m.onnx") == canonical(f"{tmp_path}/work/m.onnx") == "m.onnx"
+    assert canonical("link/../m.onnx") == "m.onnx"  # real/deep/.. is real: the file below the working folder
+    (tmp_path / "real" / "deep" / "link2").symlink_to(tmp_path / "elsewhere")
+    assert canonical("deep/link2/../m.onnx") == f"{tmp_path}/m.onnx"  # the link's parent, not deep/

@@ -84,7 +84,7 @@ def test_the_reference_is_onnxruntimes_and_without_it_not_checked(tmp_path: Path
 
     def no_ort(name: str, *args: Any, **kwargs: Any) -> Any:
         if name == "onnxruntime":
-            raise ImportError("no onnxruntime here")
+            raise ModuleNotFoundError("no onnxruntime here")
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ort)

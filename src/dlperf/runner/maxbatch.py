@@ -162,7 +162,7 @@ def source_target(source: str, params: dict[str, Any], options: dict[str, Any], 
             raise StudyError(f"maxbatch: -p {key} is set by {what}: give it once")
     source = canonical(source)  # one spelling of a file: two runs of it compare
     fixed: dict[str, Any] = {"source": source}
-    fixed |= params | {k: list(v) if k == "input" else canonical(v) if k == "inputs_fn" else v
+    fixed |= params | {k: list(v) if k == "input" else canonical(v) if k == "inputs_fn" and ".py:" in v else v
                        for k, v in options.items()}
     fixed.setdefault("task", "infer" if source.endswith(".onnx") else "train")
     shown = [f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in fixed.items() if k != "source"]

@@ -72,11 +72,11 @@ class SourceKind:
 
 
 def canonical_path(where: str) -> str:
-    """A path's one spelling from this directory: relative and normalised when it lies below the working
-    directory (`./a/../m.onnx` -> `m.onnx`), else absolute and normalised. Symbolic links are kept as given (a
-    link is the user's name for the file)."""
-    full = os.path.normpath(os.path.abspath(where))
-    rel = os.path.relpath(full)
+    """A path's one spelling from this directory: the file it resolves to (symbolic links and `..` followed, as
+    the system follows them), relative when that lies below the resolved working directory (`./a/../m.onnx` ->
+    `m.onnx`), else absolute. A relative spelling names a file relative to where dlperf runs, as before."""
+    full = os.path.realpath(where)
+    rel = os.path.relpath(full, os.path.realpath(os.getcwd()))
     return full if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
 

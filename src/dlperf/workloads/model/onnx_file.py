@@ -24,6 +24,7 @@ from dlperf.workloads.model import ModelParams, gate
 from dlperf.workloads.model.records import RuntimeMeta
 
 REFERENCE = "onnxruntime on the CPU at fp32 with graph optimisations off"
+NO_ONNXRUNTIME = "onnxruntime is not installed: an ONNX file has no other reference"
 
 
 def input_shapes(graph: Any, batch: int, seq: int | None) -> dict[str, tuple[list[int], np.dtype]]:
@@ -81,11 +82,13 @@ def reference(path: Path, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray
     the path `not checked`, with the error."""
     try:
         import onnxruntime as ort
-    except ImportError:
-        return None, None, "onnxruntime is not installed: an ONNX file has no other reference"
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    except ModuleNotFoundError:
+        return None, None, NO_ONNXRUNTIME
+    except Exception as exc:  # under a memory cap an import can fail on allocation (runner.alloc_failure)
+        return None, None, f"the reference run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     try:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         sess = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
         runs = [[np.asarray(o, dtype=np.float64) for o in sess.run(None, feeds)] for _ in range(2)]
     except Exception as exc:  # MemoryError included: the reference runs after the timing, which stands
