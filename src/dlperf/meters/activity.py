@@ -19,32 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from dlperf.core.validity import ActivityWindow, OtherProcess  # the shapes a window's record has
+
 #: Clock ticks per second of /proc/stat and /proc/PID/stat.
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: How many other processes the record names (the heaviest CPU users over the window).
 TOP_OTHERS = 3
-
-
-class OtherProcess(TypedDict):
-    """One of the heaviest other processes over a window (`_top`)."""
-
-    pid: int
-    name: str
-    cores: float
-
-
-class ActivityWindow(TypedDict, total=False):
-    """What `window` read between two snapshots: the figures, or `error` (with `wall_s` where a window was
-    too short); `Monitor.stop` adds `top_others` where asked to."""
-
-    wall_s: float
-    others_cores: float
-    own_cores: float
-    steal_frac: float
-    procs_running: int | None
-    load1: float | None
-    error: str
-    top_others: list[OtherProcess]
 
 
 class ActivityRecord(TypedDict):
