@@ -91,7 +91,7 @@ def tests(check: Check, absent: list[str] | tuple[str, ...] = (), *, name: str =
     xml, txt = where / f"{stem}.xml", where / f"{stem}.txt"
     xml.unlink(missing_ok=True)
     # -k deselects the tests that name the framework; --ignore-glob skips the files named after it, whose import
-    # fails at collection where it is absent (tests/models/test_transformer_tensorflow.py on the first H200 run)
+    # fails at collection where it is absent (tests/models/test_transformer_model_tensorflow.py on the first H200 run)
     deselect = (["-k", " and ".join(f"not {n}" for n in absent)] + [f"--ignore-glob=*{n}*" for n in absent]
                 if absent else [])
     env = dict(check.env, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # JAX takes 75% of the GPU per process otherwise

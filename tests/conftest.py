@@ -124,7 +124,7 @@ SLOW_FILES_FIRST = (
     "tests/workloads/test_dtype.py",  # 44
     "tests/runner/test_sigkill_leaves_nothing.py",  # 37 (2026-11-27: three dlperf runs killed, one to its end)
     "tests/browser/test_model_page.py",  # 37 (2026-11-27, as test_bench.py: one bench run, its page in Chromium)
-    "tests/unit/test_timer.py",  # 33
+    "tests/timing/test_timer.py",  # 33
     "tests/cli/test_html_report.py",  # 31
     "tests/cli/test_bad_inputs.py",  # 30
     "tests/cli/test_gpu_check.py",  # 30

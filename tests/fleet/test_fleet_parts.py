@@ -108,7 +108,7 @@ def test_a_case_sent_again_after_it_was_stored_is_not_run_again(tmp_path: Path,
     from dlperf.fleet import tasks
     from dlperf.store import Store
     from dlperf.studies import Case
-    from tests.unit.test_store import make_run, result_row
+    from tests.store.test_store import make_run, result_row
 
     url = f"sqlite:///{tmp_path / 'f.sqlite'}"
     store = Store(url)
@@ -148,7 +148,7 @@ def test_a_fleet_case_stores_the_canary_of_the_machine_that_ran_it(tmp_path: Pat
     from dlperf.runner.canary import CanaryTime, run_series
     from dlperf.store import Store, leases
     from dlperf.studies import Case
-    from tests.unit.test_store import make_run, result_row
+    from tests.store.test_store import make_run, result_row
 
     url = f"sqlite:///{tmp_path / 'f.sqlite'}"
     store = Store(url)

@@ -28,7 +28,7 @@ from dlperf.runner.lifecycle import (
 from dlperf.store import Store, leases
 from dlperf.store.schema import MIGRATIONS, SCHEMA_VERSION, meta, run_leases
 from tests.postgres_server import new_database
-from tests.unit.test_store import result_row
+from tests.store.test_store import result_row
 from tests.v1_database import build_v1, check_migrated
 
 N_PROCESSES = 6

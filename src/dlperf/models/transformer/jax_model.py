@@ -30,7 +30,7 @@ Generation is greedy (argmax, ties to the lowest id), the head only on the last 
   prefill 1.054x, the last decode step 1.061x, the whole cached call 1.065x cost.py;
 - without: each token runs the sequence again at its exact length (the first step the prompt alone), one
   compilation per length, all in the first call (which dlperf reports apart); the whole call is 1.051x cost.py
-  by XLA's count, the element-wise share alone (tests/models/test_transformer_jax.py checks it).
+  by XLA's count, the element-wise share alone (tests/models/test_transformer_model_jax.py checks it).
 """
 
 from __future__ import annotations

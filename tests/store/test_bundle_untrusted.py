@@ -18,7 +18,7 @@ from dlperf.store import Store
 from dlperf.store.bundle import BundleError, export_bundle, read_bundle
 from dlperf.store.schema import runs
 from dlperf.untrusted import deeper_than, is_id, not_regular, path_component, printable
-from tests.unit.test_bundle import _count, _crafted, _refused, _source
+from tests.store.test_bundle import _count, _crafted, _refused, _source
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -169,7 +169,7 @@ def test_the_column_widths_are_the_schemas():
 
 def test_a_known_run_with_another_study_name_is_refused(bundle_file, tmp_path):
     """The same id and study hash, another study name: not the same run (issue 29, finding 9)."""
-    from tests.unit.test_bundle import _import
+    from tests.store.test_bundle import _import
 
     dst = Store(tmp_path / "dst.sqlite")
     _import(dst, bundle_file)

@@ -12,8 +12,8 @@ from dlperf.report.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 from dlperf.report.claims.loader import load_claims
 from dlperf.report.mlp_report import paper_rows
 from dlperf.studies import paper
+from tests.claims.test_claims import GPU_ENV, case, frameworks, judge, mlp, nn, op, run
 from tests.factories import report_data, run_row
-from tests.unit.test_claims import GPU_ENV, case, frameworks, judge, mlp, nn, op, run
 
 
 def test_the_elementwise_claim_needs_a_case_of_every_op() -> None:
