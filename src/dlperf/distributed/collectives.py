@@ -11,11 +11,15 @@ wrong ends the case `error`: a bandwidth of a wrong result is no figure.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dlperf.core.status import CaseEnded
 from dlperf.distributed.bandwidth import bandwidths, bus_factor
 from dlperf.distributed.records import CollectivePayload, CollectiveRankResult, CollectiveRecord
+
+if TYPE_CHECKING:
+    from dlperf.core.settings import RunSettings
+    from dlperf.frameworks import Framework
 
 
 def payload(params: Any, settings: Any) -> CollectivePayload:
@@ -49,7 +53,7 @@ def collective_metrics(params: Any, backend: str, r0: CollectiveRankResult, medi
             "launcher": outcome.launcher_record()}
 
 
-def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
+def drive(fw: Framework, device: str, params: Any, step: Any, settings: RunSettings) -> dict[str, Any]:
     """Run the case's torchrun job and return its measurement and `collective` metrics; CaseEnded where the job
     failed (its status) or its output was wrong (`error`)."""
     from dlperf.distributed.launch import backend_for, launch, remaining_s

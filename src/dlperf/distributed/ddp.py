@@ -22,11 +22,15 @@ about one rank's training memory; the worker's own peak is worker_peak_rss_bytes
 from __future__ import annotations
 
 import statistics
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dlperf.distributed.ddp_profile import combine
 from dlperf.distributed.launch import backend_for, launch, remaining_s
 from dlperf.distributed.records import DdpPayload, DdpRankResult
+
+if TYPE_CHECKING:
+    from dlperf.core.settings import RunSettings
+    from dlperf.frameworks import Framework
 
 
 def rank_payload(params: Any, settings: Any) -> DdpPayload:
@@ -38,7 +42,7 @@ def rank_payload(params: Any, settings: Any) -> DdpPayload:
             "min_run_time_s": settings.min_run_time_s, "profile_steps": params.profile_steps, "seed": settings.seed}
 
 
-def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
+def drive(fw: Framework, device: str, params: Any, step: Any, settings: RunSettings) -> dict[str, Any]:
     """Run the job and return {"measurement", "ddp" (the stored format), "busy_threads", and the ranks' memory
     (`JobOutcome.footprint`)}; a job that did not end ok raises `CaseEnded` with its status (oom, timeout,
     crashed, error, unsupported) and reason."""

@@ -19,19 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from dlperf.core.validity import ActivityWindow, OtherProcess  # the shapes a window's record has
+from dlperf.core.validity import Activity, ActivityWindow, OtherProcess  # the shapes the records have
 
 #: Clock ticks per second of /proc/stat and /proc/PID/stat.
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: How many other processes the record names (the heaviest CPU users over the window).
 TOP_OTHERS = 3
-
-
-class ActivityRecord(TypedDict):
-    """A case's activity as stored (`Monitor.record`): the machine's cores and every named window."""
-
-    cores: int | None
-    windows: dict[str, ActivityWindow]
 
 
 class IdleWait(TypedDict):
@@ -167,7 +160,7 @@ class Monitor:
         time.sleep(seconds)
         return self.stop(name)
 
-    def record(self) -> ActivityRecord:
+    def record(self) -> Activity:
         """Every window so far, plus the machine's core count (what others_cores is out of)."""
         return {"cores": os.cpu_count(), "windows": dict(self.windows)}
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
+    from dlperf.core.settings import RunSettings
+    from dlperf.frameworks import Framework
     from dlperf.timing.measurement import MeasurementRecord
+    from dlperf.workloads.base import Step, Workload, WorkloadParams
 
 #: Seconds of machine activity recorded just before and just after the case (the worker idle).
 ACTIVITY_WINDOW_S = 0.1
@@ -61,8 +64,8 @@ def is_driven(workload: Any) -> bool:
     return type(workload).drive is not Workload.drive
 
 
-def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
-               settings: Any) -> tuple[dict[str, Any], MeasurementRecord | None]:
+def run_driven(fw: Framework, device: str, workload: Workload[Any], params: WorkloadParams, built: Step,
+               settings: RunSettings) -> tuple[dict[str, Any], MeasurementRecord | None]:
     """(metrics, measurement as stored or None) from `workload.drive`, called once, with the machine's activity
     around it. A drive that returns `metrics["measurement"]` (a `timing.Measurement`) is a timed case: its
     statistics and rates are derived from those samples with the workload's cost, and its validity judged on
@@ -87,13 +90,11 @@ def run_driven(fw: Any, device: str, workload: Any, params: Any, built: Any,
     busy = metrics.get("busy_threads") or fw.threads()
     if m is not None:
         metrics = derive_metrics(m, workload.built_cost(params, built)) | metrics  # the drive's own figures win
-    metrics["activity"] = monitor.record()
+    activity = metrics["activity"] = monitor.record()
     if m is not None:
-        metrics["validity"], metrics["validity_reason"] = assess(m, metrics["activity"], threads=busy,
-                                                                 device=device)
+        metrics["validity"], metrics["validity_reason"] = assess(m, activity, threads=busy, device=device)
     else:
-        metrics["validity"], metrics["validity_reason"] = assess_activity(metrics["activity"], threads=busy,
-                                                                          device=device)
+        metrics["validity"], metrics["validity_reason"] = assess_activity(activity, threads=busy, device=device)
     if settings.energy:
         metrics["energy"] = {"measured": False, "reason": NO_ENERGY}
     else:

@@ -19,13 +19,17 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.serving import settings as lgs
 from dlperf.serving.plan import Budget, planned_run_s
 from dlperf.serving.records import ServedRun, ServerSearchRecord
 from dlperf.serving.run import run_loadgen, samples_per_s
 from dlperf.serving.search import search_server
+
+if TYPE_CHECKING:
+    from dlperf.core.settings import RunSettings
+    from dlperf.frameworks import Framework
 
 #: Calls per batch size whose median gives the step's speed (after its warm-up call).
 SPEED_CALLS = 5
@@ -83,7 +87,7 @@ def _no_run(speed: dict[str, Any], mb: int, search: ServerSearchRecord, why: str
             "server_search": search, "samples_per_s": None, "samples_per_s_reason": f"no LoadGen run: {why}"}
 
 
-def drive(fw: Any, device: str, params: Any, step: Any, settings: Any) -> dict[str, Any]:
+def drive(fw: Framework, device: str, params: Any, step: Any, settings: RunSettings) -> dict[str, Any]:
     """The case's metrics: `loadgen`, `sut`, `samples_per_s` (with `samples_per_s_reason` where None), and for a
     Server case without target_qps `server_search` (the stored format of a serve case; the worker adds the
     machine's figures). Plans against the worker's time-out (`plan.Budget` from `settings.timeout_s`)."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypedDict, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from dlperf.core.settings import RunSettings
 from dlperf.frameworks import REGISTRY, Framework, UnsupportedError
 
 
@@ -139,9 +140,10 @@ class Workload(Generic[P]):
         """True: time every call on its own (block 1), for percentiles of single calls; default: calibrated blocks."""
         return False
 
-    def drive(self, fw: Framework, device: str, params: P, step: Step, settings: Any) -> dict[str, Any] | None:
+    def drive(self, fw: Framework, device: str, params: P, step: Step,
+              settings: RunSettings) -> dict[str, Any] | None:
         """A workload that measures itself (serving under MLPerf's LoadGen) returns its case's metrics here, from
-        the built `step` under the run's `settings` (a `core.settings.RunSettings`), instead of being timed by the
+        the built `step` under the run's `settings`, instead of being timed by the
         timer; None (the default): the worker times `step.fn`."""
         return None
 

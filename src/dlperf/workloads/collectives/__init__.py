@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from dlperf.core.settings import RunSettings
 from dlperf.distributed.bandwidth import DTYPE_BYTES, OPS, bandwidths, bus_factor
 from dlperf.frameworks import Framework
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
@@ -55,7 +56,7 @@ class Collectives(Workload[CollectivesParams]):
         return Cost(flops=None, bytes_moved=float(params.size_bytes), samples=1)
 
     def drive(self, fw: Framework, device: str, params: CollectivesParams, step: Step,
-              settings: Any) -> dict[str, Any]:
+              settings: RunSettings) -> dict[str, Any]:
         """Launch the torchrun job (`dlperf.distributed.collectives`) and return its metrics and samples."""
         from dlperf.distributed.collectives import drive
 

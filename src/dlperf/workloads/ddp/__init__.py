@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from dlperf.core.settings import RunSettings
 from dlperf.frameworks import Framework
 from dlperf.workloads.base import Cost, InnerParams, Step, Workload, WorkloadParams
 
@@ -109,7 +110,8 @@ class Ddp(Workload[DdpParams]):
                     bytes_moved=None if per_rank.bytes_moved is None else per_rank.bytes_moved * n,
                     samples=per_rank.samples * n)
 
-    def drive(self, fw: Framework, device: str, params: DdpParams, step: Step, settings: Any) -> dict[str, Any]:
+    def drive(self, fw: Framework, device: str, params: DdpParams, step: Step,
+              settings: RunSettings) -> dict[str, Any]:
         """Launch the torchrun job (`dlperf.distributed.ddp`) and return its metrics and samples."""
         from dlperf.distributed.ddp import drive
 

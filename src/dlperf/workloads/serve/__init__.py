@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from dlperf.core.settings import RunSettings
 from dlperf.frameworks import Framework, UnsupportedError
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
 from dlperf.workloads.base import Cost, InnerParams, Step, Workload, WorkloadParams
@@ -107,7 +108,8 @@ class Serve(Workload[ServeParams]):
             raise UnsupportedError(f"{fw.name}'s {params.workload} inference step cannot be served (no predict)")
         return step
 
-    def drive(self, fw: Framework, device: str, params: ServeParams, step: Step, settings: Any) -> dict[str, Any]:
+    def drive(self, fw: Framework, device: str, params: ServeParams, step: Step,
+              settings: RunSettings) -> dict[str, Any]:
         """Run the case's scenario under LoadGen (`dlperf.serving`) and return its metrics."""
         from dlperf.serving.driver import drive
 
