@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlperf.core.result import CaseResult
-from dlperf.report.paper_plots import speedup_plot
+from dlperf.report.plots.paper import speedup_plot
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import paper

@@ -28,8 +28,8 @@ from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import Block, TableBlock, blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.matrix import MatrixDoc
+from dlperf.report.plots.samples import sample_sections
 from dlperf.report.registry import machine_sections
-from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
 from dlperf.report.study import ReportData
 from dlperf.report.tables import FAILED
