@@ -148,8 +148,8 @@ def test_training_claims_and_measured_efficiency_leave_inference_cases_out(tmp_p
     decide them."""
     import pytest
 
+    from dlperf.analysis.picking import CannotCheck, Trail
     from dlperf.hardware.measured import cnn_rows
-    from dlperf.report.claims.figures import CannotCheck, Trail
     from dlperf.report.claims.loader import load_claims
     from dlperf.report.claims.rules_cnn import _pair
 
