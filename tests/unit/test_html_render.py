@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from dlperf.core.result import CaseResult, Metrics
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, Verdict
 from dlperf.report.html import render_html, render_page
 from dlperf.report.html.commands import run_command
 from dlperf.report.html.embed import extract
@@ -25,6 +24,7 @@ from dlperf.report.plots import _pyplot, save_figure
 from dlperf.report.plots.samples import MAX_BOXES
 from dlperf.report.sections import Figure, Heading, Note, Table
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, Verdict
 from tests import factories
 from tests.factories import case, report_data
 

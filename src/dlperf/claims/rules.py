@@ -11,11 +11,12 @@ import statistics
 from collections.abc import Callable
 
 from dlperf.analysis.picking import CannotCheck, Trail, on_device, pick, times
+from dlperf.claims.claim import Claim
+from dlperf.claims.rule_base import RULES, fmt_x, judge_band, per_run
 from dlperf.core.result import CaseResult
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.model import DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.rule_base import RULES, fmt_x, judge_band, per_run
+from dlperf.report.ops_report import ops_points
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import DOES_NOT_HOLD, HOLDS
 
 
 # --- study 000 (mlp) ---------------------------------------------------------------------------------------
@@ -117,8 +118,6 @@ ABOVE_PEAK = ("above the FP32 compute peak: the peak or the precision is wrong, 
 def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
                   dtype: str) -> tuple[list[Point], list[Point]]:
     """The usable cases placed against the FP32 peak, and those above it (a wrong peak or precision)."""
-    from dlperf.report.ops_report import ops_points
-
     cases = pick(data.results, data.run["id"], trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None,
                  device=device, match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
     usable = {id(r.metrics) for r in cases}
@@ -211,6 +210,6 @@ def ops_efficiency_band(claim: Claim, data: ReportData, trail: Trail) -> tuple[s
     return HOLDS, shown, f"median over sizes per framework: {shown}; tolerance: {claim.tolerance}{extra}"
 
 
-from dlperf.report.claims import rules_cnn as _rules_cnn  # noqa: E402,F401  (registers the cnn and catalog rules)
+from dlperf.claims import rules_cnn as _rules_cnn  # noqa: E402,F401  (registers the cnn and catalog rules)
 
 __all__ = ["RULES"]  # every rule, this module's and rules_cnn's (imported above), registered

@@ -7,11 +7,11 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from dlperf.analysis.picking import CannotCheck, Trail, pick
+from dlperf.claims.claim import Claim
+from dlperf.claims.rule_base import Outcome, fmt_x, judge_band, not_run, per_run, rule, runs_with
 from dlperf.core.result import CaseResult
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.rule_base import Outcome, fmt_x, judge_band, not_run, per_run, rule, runs_with
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 
 if TYPE_CHECKING:
     from dlperf.hardware.measured import CnnRow

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlperf.analysis.picking import CannotCheck, Trail
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
+from dlperf.claims.claim import Claim
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 
 
 @dataclass(frozen=True)
