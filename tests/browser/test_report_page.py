@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dlperf.report.claims import CANNOT_CHECK, VERDICTS
+from dlperf.claims import CANNOT_CHECK, VERDICTS
 from tests.browser.harness import PageVisit, assert_not_blank
 from tests.conftest import STUDIES, run_cli
 from tests.factories import case

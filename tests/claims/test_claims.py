@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from dlperf.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, evaluate
+from dlperf.claims.loader import Claim, load_claims, parse_claims
+from dlperf.claims.rules import RULES
 from dlperf.core.result import CaseResult
-from dlperf.report.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, evaluate
-from dlperf.report.claims.loader import Claim, load_claims, parse_claims
-from dlperf.report.claims.rules import RULES
 from dlperf.report.study import ReportData
 from dlperf.timing.measurement import Measurement
 from tests.factories import report_data, run_row, stored

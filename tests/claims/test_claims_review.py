@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlperf.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
+from dlperf.claims.loader import load_claims
 from dlperf.core.result import CaseResult
 from dlperf.report.backends_report import paper_speedups
-from dlperf.report.claims import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.loader import load_claims
 from dlperf.report.mlp_report import paper_rows
 from dlperf.studies import paper
 from tests.claims.test_claims import GPU_ENV, case, frameworks, judge, mlp, nn, op, run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.report.claims.loader import load_claims
+from dlperf.claims.loader import load_claims
 from tests.cli.conftest import DlperfMain, assert_one_line_error
 from tests.conftest import STUDIES, run_cli
 

@@ -26,7 +26,8 @@ LAYERS: dict[str, int] = {
     "runner": 6, "fleet": 6,  # fleet: the runner's cases sent to Dask workers on other machines
     "analysis": 7,  # cross-run analysis as data: compare, effect, drift, history, changepoints, machines
     "report": 8,
-    "cli": 9, "doctor": 9, "__main__": 9,
+    "claims": 9,  # the seeds' claims and the rules that judge them, over report's ReportData and ops_points
+    "cli": 10, "doctor": 10, "__main__": 10,
 }
 MAX_LINES = 400
 

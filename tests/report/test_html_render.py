@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 
 from dlperf.core.result import CaseResult, Metrics
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, Verdict
 from dlperf.report.html import render_html, render_page
 from dlperf.report.html.commands import run_command
 from dlperf.report.html.embed import extract
 from dlperf.report.html.parts import findings
 from dlperf.report.html.svg import inline_svg
 from dlperf.report.plots import _pyplot, save_figure
-from dlperf.report.sample_plots import MAX_BOXES
+from dlperf.report.plots.samples import MAX_BOXES
 from dlperf.report.sections import Figure, Heading, Note, Table
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, Verdict
 from tests import factories
 from tests.factories import case, report_data
 
@@ -292,7 +292,7 @@ def test_a_thousand_cases_render_in_bounded_size(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("n", [1, MAX_BOXES, MAX_BOXES + 1])
 def test_box_plots_split_at_the_limit(tmp_path: Path, n: int) -> None:
-    from dlperf.report.sample_plots import sample_sections
+    from dlperf.report.plots.samples import sample_sections
 
     figures = [s for s in sample_sections([result(f"k{i}", samples(1e-3, i)) for i in range(n)], tmp_path, "s")
                if isinstance(s, Figure)]

@@ -148,10 +148,10 @@ def test_training_claims_and_measured_efficiency_leave_inference_cases_out(tmp_p
     decide them."""
     import pytest
 
+    from dlperf.analysis.picking import CannotCheck, Trail
+    from dlperf.claims.loader import load_claims
+    from dlperf.claims.rules_cnn import _pair
     from dlperf.hardware.measured import cnn_rows
-    from dlperf.report.claims.figures import CannotCheck, Trail
-    from dlperf.report.claims.loader import load_claims
-    from dlperf.report.claims.rules_cnn import _pair
 
     claim = next(c for c in load_claims() if c.rule == "cnn_faster" and c.params["device"] == "cpu")
     train = [case("cnn", fw, {"model": "alexnet", "batch": 2}, times(t), 2) for fw, t in (("caffe", 0.3),

@@ -182,7 +182,7 @@ def _as_json(req: Any, key: str, ranked: list[Estimate], excluded: list[tuple[Es
 def _plot(console: Any, ranked: list[Estimate], others: list[Estimate], req: Any, plot_dir: Path,
           title: str) -> None:
     """The figure; a failure to draw or write it is one line, the tables stand."""
-    from dlperf.report.plots import recommend_plot
+    from dlperf.report.plots.recommend import recommend_plot
 
     if req.costs is None:
         stem = f"{req.model}-b{req.batch}-{req.image_size}px-{req.precision}"

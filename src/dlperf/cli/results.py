@@ -350,8 +350,8 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
     share; the page says which runs were left out)."""
     import tempfile
 
+    from dlperf.claims import evaluate
     from dlperf.cli.readers import machine_reports, report_data, run_histories, run_machines
-    from dlperf.report.claims import evaluate
     from dlperf.report.html import render_page
 
     store = open_store(db, create=False)

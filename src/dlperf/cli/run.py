@@ -307,7 +307,7 @@ def maxbatch(target: str, params: tuple[tuple[str, YamlScalar], ...], framework:
     from rich.markup import escape
 
     from dlperf.cli.progress import ConsoleEvents, short
-    from dlperf.report.plots import memory_plot
+    from dlperf.report.plots.maxbatch import memory_plot
     from dlperf.report.sections import rich_table
     from dlperf.runner.maxbatch import UnknownTarget, check_search, check_source, resolve_target, search
 

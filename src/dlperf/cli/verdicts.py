@@ -76,8 +76,8 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -
     """The seed studies' claims, each with a verdict from RUNs (default: the newest complete run of each
     study with an ok case): holds, does not hold (by how much), or cannot check here (and what is missing).
     A run whose results came from several machines is judged one machine at a time: RUN@MACHINE."""
+    from dlperf.claims import evaluate
     from dlperf.cli.readers import share_report, split_ref
-    from dlperf.report.claims import evaluate
 
     store = open_store(db, create=False)
     if run_refs:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dlperf.analysis.picking import CannotCheck, Trail, on_device, times
 from dlperf.core.result import CaseResult
-from dlperf.report.paper_plots import speedup_plot
+from dlperf.report.plots.paper import speedup_plot
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import paper
@@ -24,9 +25,8 @@ def _by_model(results: list[CaseResult]) -> dict[str, dict[str, CaseResult]]:
 
 def claim_time(results: list[CaseResult], model: str, framework: str) -> tuple[float | None, str]:
     """The time per step the 003 claims judge: the median over repetitions of the ok, not invalid cases of
-    this backend and model on its device (`report.claims.figures`); None and why where there is none."""
-    from dlperf.report.claims.figures import CannotCheck, Trail, on_device, times
-
+    this backend and model on its device, picked as the claims pick (`analysis.picking`); None and why where
+    there is none."""
     device = "cuda" if framework.startswith("nn-cuda") else "cpu"
     ok = [r for r in results if r.workload == "backends" and r.ok and r.framework == framework
           and r.params.get("model") == model and on_device(r, device)]

@@ -19,7 +19,7 @@ from dlperf.core.result import CaseResult
 from dlperf.profiling.kernels import FAMILY_ORDER, by_family, main_clock
 from dlperf.report import inference_report
 from dlperf.report.paper_cnn import FIGURE1_NOTE, study001_sections, study004_sections
-from dlperf.report.plots import time_per_image_plot
+from dlperf.report.plots.cnn import time_per_image_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.timing import format_time

@@ -20,7 +20,7 @@ from dlperf.distributed.bandwidth import OPS, bandwidths, bus_factor
 from dlperf.report.ddp_report import interval_text, status_cell, validity_mark
 from dlperf.report.inference_report import failure_mark, latency
 from dlperf.report.ops_report import VALIDITY_MARKS_NOTE
-from dlperf.report.scaling_plots import busbw_plot
+from dlperf.report.plots.scaling import busbw_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import GB_BYTES, MISSING, format_iqr, format_number, format_size, format_time

@@ -18,9 +18,9 @@ from collections import defaultdict
 
 from dlperf.analysis.compare import COMPARED, NOT_COMPARED, compare_case
 from dlperf.core.result import CaseResult
-from dlperf.report.compiler_plots import Point, speedup_batch_plot
 from dlperf.report.inference_report import _interval, latency
 from dlperf.report.model_report import gate_status
+from dlperf.report.plots.compiler import Point, speedup_batch_plot
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_mib, format_time

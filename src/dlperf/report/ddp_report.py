@@ -25,7 +25,7 @@ from dlperf.core.payloads import DdpMetrics
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import failure_mark, latency, sample_unit
 from dlperf.report.ops_report import VALIDITY_MARKS, VALIDITY_MARKS_NOTE
-from dlperf.report.scaling_plots import ScalingPanel, scaling_plot
+from dlperf.report.plots.scaling import ScalingPanel, scaling_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_iqr, format_pct, format_rate, format_time

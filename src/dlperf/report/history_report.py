@@ -94,7 +94,7 @@ def _timeline_sections(history: StudyHistory, t: Timeline, plot_dir: Path | None
         out.append(Note(f"{absent} series not in the newest run (a case it did not run, or another thread count) "
                         f"{'is' if absent == 1 else 'are'} in the series table only"))
     if plot_dir is not None:
-        from dlperf.report.history_plots import history_figures
+        from dlperf.report.plots.history import history_figures
 
         for group, paths in history_figures(history.study, t, plot_dir):
             out.append(Figure(paths, alt=f"history of {group} on machine {t.machine_id}", label="history plot",

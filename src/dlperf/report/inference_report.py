@@ -16,8 +16,8 @@ from collections import defaultdict
 from typing import TypedDict
 
 from dlperf.core.result import CaseResult
+from dlperf.report.plots.serving import latency_batch_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
-from dlperf.report.serving_plots import latency_batch_plot
 from dlperf.report.study import ReportData
 from dlperf.timing import Measurement
 from dlperf.timing.stats import median_ci, quantile

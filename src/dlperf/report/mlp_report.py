@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
+from dlperf.analysis.picking import Trail
 from dlperf.core.result import CaseResult
 from dlperf.report.sections import Heading, Note, Section, Table
 from dlperf.report.study import ReportData
@@ -135,8 +136,6 @@ def _edp_ratio(cpu: list[CaseResult], gpu: list[CaseResult]) -> str:
 
 def paper_rows(results: list[CaseResult]) -> tuple[list[str], list[list[str]]]:
     """Per program and size: the paper's GPU speedup and EDP statement beside this run's (PyTorch, float32)."""
-    from dlperf.report.claims.figures import Trail
-
     ref = paper.load("study000_quoted")
     # the selection the 000 claims judge on: ok cases, invalid ones left out, medians over repetitions
     every = _groups(results)

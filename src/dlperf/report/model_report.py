@@ -18,8 +18,8 @@ from collections import defaultdict
 
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import Latency, _interval, failure_mark, latency, memory_cells, plot_panels
+from dlperf.report.plots.serving import latency_batch_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
-from dlperf.report.serving_plots import latency_batch_plot
 from dlperf.report.study import ReportData
 from dlperf.report.transformer_report import peak_for
 from dlperf.timing import Measurement

@@ -14,8 +14,8 @@ from dlperf.core.result import Metrics
 from dlperf.hardware.caches import DRAM
 from dlperf.hardware.peaks import OVERRIDES
 from dlperf.hardware.roofline import ABOVE_TOLERANCE_REL, Ceilings, RooflinePoint, ceilings, roofline_point
-from dlperf.report.paper_plots import efficiency_plot
-from dlperf.report.plots import bandwidth_curve_plot, roofline_plot
+from dlperf.report.plots.ops import bandwidth_curve_plot, roofline_plot
+from dlperf.report.plots.paper import efficiency_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import paper

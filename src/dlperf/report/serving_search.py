@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from dlperf.core.payloads import SearchProbe, ServerSearch
 from dlperf.core.result import CaseResult
+from dlperf.report.plots.serving import SearchPanel, search_plot
 from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.serving_cells import RULES_LEGEND, SHORTENED, model_label, order, rules_short, shortened
-from dlperf.report.serving_plots import SearchPanel, search_plot
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_rate, format_time
 

@@ -24,7 +24,7 @@ from dlperf.core.result import CaseResult
 from dlperf.hardware.peaks import flop_peak
 from dlperf.hardware.roofline import cpu_share, device_theoretical
 from dlperf.report import transformer_memory
-from dlperf.report.plots import latency_percentiles_plot, throughput_plot
+from dlperf.report.plots.transformer import latency_percentiles_plot, throughput_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.timing import Measurement

@@ -18,11 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from dlperf.analysis.machines import MachineShare
-from dlperf.report.claims.model import Verdict
 from dlperf.report.history_report import HistoryDoc
 from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.matrix import MatrixDoc
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import Verdict
 
 FORMAT = "dlperf-html-report"
 VERSION = 1

@@ -19,8 +19,6 @@ from typing import Any
 from markupsafe import Markup
 
 from dlperf.analysis.machines import MachineShare, share_names
-from dlperf.report.claims.claim import STUDY_WORKLOADS
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
 from dlperf.report.history_report import HistoryDoc
 from dlperf.report.html import parts
 from dlperf.report.html.commands import reproduce
@@ -28,11 +26,12 @@ from dlperf.report.html.embed import SCRIPT_ID, document, script_json
 from dlperf.report.html.render import Block, TableBlock, blocks, jinja_env, render_blocks, table_block
 from dlperf.report.html.svg import WEB_ADDRESS
 from dlperf.report.matrix import MatrixDoc
+from dlperf.report.plots.samples import sample_sections
 from dlperf.report.registry import machine_sections
-from dlperf.report.sample_plots import sample_sections
 from dlperf.report.sections import Section
 from dlperf.report.study import ReportData
 from dlperf.report.tables import FAILED
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, STUDY_WORKLOADS, VERDICTS, Verdict
 
 #: A verdict's row class (the stylesheet colours it).
 VERDICT_CLASS = {HOLDS: "verdict-holds", DOES_NOT_HOLD: "verdict-fails", CANNOT_CHECK: "verdict-cannot"}

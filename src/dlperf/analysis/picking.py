@@ -1,8 +1,10 @@
-"""Picking the cases a claim is judged on, and saying exactly why none can be picked.
+"""Picking the cases a figure rests on, and saying exactly why none can be picked: what the claims judge and the
+study reports print beside the papers' figures, chosen one way for both.
 
 Only ok cases count. A case whose validity is `invalid` never decides a verdict (it is left out and the
 detail says so); `noisy` and `contended` cases may decide, and the detail says they did. A figure that
-cannot be formed raises `CannotCheck` with what is missing, which becomes a `cannot check here` verdict.
+cannot be formed raises `CannotCheck` with what is missing (a claim's `cannot check here` verdict, a study
+report's "missing here" cell). Works on a run's cases (`CaseResult` lists) and its id, not on a report's data.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.core.result import CaseResult
-from dlperf.report.study import ReportData
 
 
 class CannotCheck(Exception):
-    """What the runs lack for a claim (a GPU, a framework, a meter, a run), as one sentence."""
+    """What the runs lack for a figure (a GPU, a framework, a meter, a run), as one sentence."""
 
 
 def on_device(r: CaseResult, device: str) -> bool:
@@ -43,9 +44,10 @@ class Trail:
     left_out: list[CaseResult] = field(default_factory=list)
     flagged: list[CaseResult] = field(default_factory=list)
 
-    def use(self, data: ReportData) -> None:
-        if data.run["id"] not in self.run_ids:
-            self.run_ids.append(data.run["id"])
+    def use(self, run_id: str) -> None:
+        """Remember that a figure rests on run `run_id`."""
+        if run_id not in self.run_ids:
+            self.run_ids.append(run_id)
 
     def take(self, results: list[CaseResult]) -> list[CaseResult]:
         """The cases that may decide (ok, not invalid); the rest is remembered for the detail."""
@@ -74,19 +76,18 @@ class Trail:
         return "; ".join(parts)
 
 
-def pick(data: ReportData, trail: Trail, what: str, *, workload: str, framework: str | None, device: str,
-         match: Callable[[dict[str, Any]], bool] = lambda p: True) -> list[CaseResult]:
-    """The usable cases of one framework (None: any) on one device whose params match; CannotCheck says why
-    there are none."""
+def pick(results: list[CaseResult], run: str, trail: Trail, what: str, *, workload: str, framework: str | None,
+         device: str, match: Callable[[dict[str, Any]], bool] = lambda p: True) -> list[CaseResult]:
+    """The usable cases of run `run` (its id; `results` are its cases) of one framework (None: any) on one device
+    whose params match; CannotCheck says why there are none."""
     wl = workload
-    cases = [r for r in data.results if r.workload == wl and match(r.params)]
+    cases = [r for r in results if r.workload == wl and match(r.params)]
     mine = [r for r in cases if framework in (None, r.framework) and on_device(r, device)]
     ok = [r for r in mine if r.ok]
     good = trail.take(ok)
     if good:
-        trail.use(data)
+        trail.use(run)
         return good
-    run = data.run["id"]
     if ok:  # every ok case was invalid
         raise CannotCheck(f"the only {what} figures in run {run} are invalid measurements "
                           f"({clip(ok[0].m.validity_reason, 120)})")
@@ -99,7 +100,7 @@ def pick(data: ReportData, trail: Trail, what: str, *, workload: str, framework:
         raise CannotCheck(f"{what} ended {first.status} in run {run} ({clip(first.reason)})")
     if device == "cuda" and not any(on_device(r, "cuda") for r in cases):
         raise CannotCheck(f"no CUDA GPU in these runs (run {run} has no cuda cases)")
-    if framework is not None and not any(r.framework == framework for r in data.results if r.workload == wl):
+    if framework is not None and not any(r.framework == framework for r in results if r.workload == wl):
         name = "Caffe" if framework == "caffe" else framework
         raise CannotCheck(f"{name} is not in run {run} (it ran {', '.join(sorted({r.framework for r in cases}))})")
     raise CannotCheck(f"run {run} has no {what} case")
@@ -116,13 +117,3 @@ def times(results: list[CaseResult]) -> float:
     if not known:
         raise CannotCheck(f"{short_key(results[0])} stored no time")
     return median_time(known)
-
-
-def runs_with(datas: list[ReportData], workload: str) -> list[ReportData]:
-    """The given runs that hold cases of this workload, in the order given."""
-    return [d for d in datas if any(r.workload == workload for r in d.results)]
-
-
-def fmt_x(value: float) -> str:
-    """A ratio as the tables print it: 3 significant figures and an x."""
-    return f"{value:.3g}x"

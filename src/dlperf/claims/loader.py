@@ -7,13 +7,12 @@ from importlib import resources
 
 import yaml
 
-from dlperf.report.claims.claim import Claim
+from dlperf.claims.claim import Claim
+from dlperf.claims.rules import RULES
 
 
 def parse_claims(text: str) -> tuple[Claim, ...]:
     """Claims from YAML text; ValueError on a malformed entry, a duplicate id or an unknown rule."""
-    from dlperf.report.claims.rules import RULES
-
     raw = yaml.safe_load(text)
     if not isinstance(raw, list):
         raise ValueError("the claims file must be a list of claims")
@@ -30,4 +29,4 @@ def parse_claims(text: str) -> tuple[Claim, ...]:
 @functools.cache
 def load_claims() -> tuple[Claim, ...]:
     """The claims that ship with dlperf, in file order."""
-    return parse_claims(resources.files("dlperf.report.claims").joinpath("claims.yaml").read_text())
+    return parse_claims(resources.files("dlperf.claims").joinpath("claims.yaml").read_text())

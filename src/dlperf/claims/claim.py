@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-#: The dlperf study that re-runs each seed (or `catalog` for a datasheet claim), and the workload its runs hold.
-STUDY_WORKLOADS = {"mlp": "mlp", "cnn": "cnn", "ops": "ops", "backends": "backends", "catalog": None}
+from dlperf.report.verdict import STUDY_WORKLOADS
 
 
 class Claim(BaseModel):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from dlperf.analysis.picking import CannotCheck, Trail, on_device, pick, times
+from dlperf.claims.claim import Claim
+from dlperf.claims.rule_base import RULES, fmt_x, judge_band, per_run
 from dlperf.core.result import CaseResult
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, on_device, pick, times
-from dlperf.report.claims.model import DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.rule_base import RULES, judge_band, per_run
+from dlperf.report.ops_report import ops_points
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import DOES_NOT_HOLD, HOLDS
 
 
 # --- study 000 (mlp) ---------------------------------------------------------------------------------------
@@ -31,8 +32,8 @@ def mlp_speedup(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str,
     p = claim.params
     what = f"{p['framework']} {p['variant']} {p['size']}"
     kw = {"workload": "mlp", "framework": p["framework"], "match": _mlp_match(p["variant"], p["size"])}
-    gpu = pick(data, trail, f"{what} on cuda", device="cuda", **kw)
-    cpu = pick(data, trail, f"{what} on cpu", device="cpu", **kw)
+    gpu = pick(data.results, data.run["id"], trail, f"{what} on cuda", device="cuda", **kw)
+    cpu = pick(data.results, data.run["id"], trail, f"{what} on cpu", device="cpu", **kw)
     t_cpu, t_gpu = times(cpu), times(gpu)
     ratio = t_cpu / t_gpu
     verdict, detail = judge_band(claim, ratio, float(p["value"]), float(p["factor"]))
@@ -59,8 +60,8 @@ def mlp_edp(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str
     for variant in p["variants"]:
         try:
             kw = {"workload": "mlp", "framework": fw, "match": _mlp_match(variant)}
-            gpu = pick(data, trail, f"{fw} {variant} on cuda", device="cuda", **kw)
-            cpu = pick(data, trail, f"{fw} {variant} on cpu", device="cpu", **kw)
+            gpu = pick(data.results, data.run["id"], trail, f"{fw} {variant} on cuda", device="cuda", **kw)
+            cpu = pick(data.results, data.run["id"], trail, f"{fw} {variant} on cpu", device="cpu", **kw)
             sizes = sorted({r.params["size"] for r in gpu} & {r.params["size"] for r in cpu})
             if not sizes:
                 raise CannotCheck(f"{fw} {variant}: no size ran on both the CPU and the GPU")
@@ -100,8 +101,8 @@ def backends_ratio(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, s
     model, num, den = p["model"], p["numerator"], p["denominator"]
     got: dict[str, list[CaseResult]] = {}
     for fw in sorted((num, den), key=lambda f: _backend_device(f) != "cuda"):  # a missing GPU is said first
-        got[fw] = pick(data, trail, f"{fw} ({model})", workload="backends", framework=fw,
-                       device=_backend_device(fw), match=lambda q: q.get("model") == model)
+        got[fw] = pick(data.results, data.run["id"], trail, f"{fw} ({model})", workload="backends",
+                       framework=fw, device=_backend_device(fw), match=lambda q: q.get("model") == model)
     t_num, t_den = times(got[num]), times(got[den])
     ratio = t_num / t_den
     verdict, detail = judge_band(claim, ratio, float(p["value"]), float(p["factor"]))
@@ -117,10 +118,8 @@ ABOVE_PEAK = ("above the FP32 compute peak: the peak or the precision is wrong, 
 def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
                   dtype: str) -> tuple[list[Point], list[Point]]:
     """The usable cases placed against the FP32 peak, and those above it (a wrong peak or precision)."""
-    from dlperf.report.ops_report import ops_points
-
-    cases = pick(data, trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None, device=device,
-                 match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
+    cases = pick(data.results, data.run["id"], trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None,
+                 device=device, match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
     usable = {id(r.metrics) for r in cases}
     out, above = [], []
     for pt in ops_points(data):
@@ -151,8 +150,8 @@ def _missing_ops(data: ReportData, pts: list[Point], ops: list[str], device: str
         if o in placed:
             continue
         try:
-            pick(data, Trail(), f"{dtype} {o}", workload="ops", framework=None, device=device,
-                 match=lambda q, o=o: q.get("op") == o and q.get("dtype", "float32") == dtype)
+            pick(data.results, data.run["id"], Trail(), f"{dtype} {o}", workload="ops", framework=None,
+                 device=device, match=lambda q, o=o: q.get("op") == o and q.get("dtype", "float32") == dtype)
         except CannotCheck as exc:
             if not any(r.params.get("op") == o and r.params.get("dtype", "float32") == dtype and on_device(r, device)
                        for r in data.of("ops")):
@@ -211,6 +210,6 @@ def ops_efficiency_band(claim: Claim, data: ReportData, trail: Trail) -> tuple[s
     return HOLDS, shown, f"median over sizes per framework: {shown}; tolerance: {claim.tolerance}{extra}"
 
 
-from dlperf.report.claims import rules_cnn as _rules_cnn  # noqa: E402,F401  (registers the cnn and catalog rules)
+from dlperf.claims import rules_cnn as _rules_cnn  # noqa: E402,F401  (registers the cnn and catalog rules)
 
 __all__ = ["RULES"]  # every rule, this module's and rules_cnn's (imported above), registered

@@ -6,12 +6,12 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from dlperf.analysis.picking import CannotCheck, Trail, pick
+from dlperf.claims.claim import Claim
+from dlperf.claims.rule_base import Outcome, fmt_x, judge_band, not_run, per_run, rule, runs_with
 from dlperf.core.result import CaseResult
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, pick, runs_with
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
-from dlperf.report.claims.rule_base import Outcome, judge_band, not_run, per_run, rule
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 
 if TYPE_CHECKING:
     from dlperf.hardware.measured import CnnRow
@@ -45,10 +45,10 @@ def _pair(claim: Claim, data: ReportData, trail: Trail, device: str) -> tuple[di
     """The usable training cases of the slower and the faster framework on one device, by point (slower first);
     the study's claims are of training steps, so an inference case (`task: infer`) never enters."""
     p = claim.params
-    slow = pick(data, trail, f"{p['slower']} on {device}", workload="cnn", framework=p["slower"], device=device,
-                match=_training)
-    fast = pick(data, trail, f"{p['faster']} on {device}", workload="cnn", framework=p["faster"], device=device,
-                match=_training)
+    slow = pick(data.results, data.run["id"], trail, f"{p['slower']} on {device}", workload="cnn",
+                framework=p["slower"], device=device, match=_training)
+    fast = pick(data.results, data.run["id"], trail, f"{p['faster']} on {device}", workload="cnn",
+                framework=p["faster"], device=device, match=_training)
     return _by_point(slow), _by_point(fast)
 
 

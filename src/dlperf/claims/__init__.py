@@ -6,8 +6,10 @@ runs do not have is `cannot check here` with what is missing, never left out.
 
 from __future__ import annotations
 
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
+from dlperf.claims.loader import load_claims
+from dlperf.claims.rules import RULES
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, VERDICTS, Verdict
 
 __all__ = ["CANNOT_CHECK", "DOES_NOT_HOLD", "HOLDS", "VERDICTS", "Verdict", "evaluate"]
 
@@ -15,9 +17,6 @@ __all__ = ["CANNOT_CHECK", "DOES_NOT_HOLD", "HOLDS", "VERDICTS", "Verdict", "eva
 def evaluate(datas: list[ReportData]) -> list[Verdict]:
     """A verdict for every claim of `claims.yaml`, in file order, from the given runs (any order: where
     several runs could decide a claim, the first given that can is used; pass the newest first)."""
-    from dlperf.report.claims.loader import load_claims
-    from dlperf.report.claims.rules import RULES
-
     out = []
     for claim in load_claims():
         got = RULES[claim.rule](claim, datas)

@@ -1,4 +1,5 @@
-"""What a verdict on one published claim is: shared by `dlperf verdicts`, the HTML report and its tests."""
+"""What a verdict on one published claim is: the data `claims/` computes and the HTML report renders (it sits
+here, below both, so that the page never imports the claims above it); shared by `dlperf verdicts` and the tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 CANNOT_CHECK = "cannot check here"
 VERDICTS = (HOLDS, DOES_NOT_HOLD, CANNOT_CHECK)
+
+#: The dlperf study that re-runs each seed (or `catalog` for a datasheet claim), and the workload its runs hold.
+STUDY_WORKLOADS = {"mlp": "mlp", "cnn": "cnn", "ops": "ops", "backends": "backends", "catalog": None}
 
 
 @dataclass(frozen=True)

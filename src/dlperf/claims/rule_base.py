@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dlperf.report.claims.claim import Claim
-from dlperf.report.claims.figures import CannotCheck, Trail, fmt_x, runs_with
-from dlperf.report.claims.model import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
+from dlperf.analysis.picking import CannotCheck, Trail
+from dlperf.claims.claim import Claim
 from dlperf.report.study import ReportData
+from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,16 @@ def rule(name: str) -> Callable[[Rule], Rule]:
         RULES[name] = fn
         return fn
     return register
+
+
+def runs_with(datas: list[ReportData], workload: str) -> list[ReportData]:
+    """The given runs that hold cases of this workload, in the order given."""
+    return [d for d in datas if any(r.workload == workload for r in d.results)]
+
+
+def fmt_x(value: float) -> str:
+    """A ratio as the tables print it: 3 significant figures and an x."""
+    return f"{value:.3g}x"
 
 
 def not_run(claim: Claim, datas: Sequence[ReportData] = ()) -> str:
