@@ -185,7 +185,7 @@ def hit(framework: str, files_before: int, seen: dict[str, int]) -> bool:
 def main(argv: list[str]) -> int:
     """The warm compile: `SPEC_JSON` (a `WarmCase` and its `folder`); prints one JSON line (`warm`)."""
     try:
-        from dlperf.workloads import get_workload
+        from dlperf.workloads.registry import get_workload  # filled: running this module imported the package
 
         spec = json.loads(argv[1])
         folder = Path(spec.pop("folder"))
