@@ -21,13 +21,14 @@ PARAMS = {"variant": "tensors", "size": "small", "iterations": 500, "lr": 1e-6, 
 
 
 def result(framework: str, scale_s: float, seed: int, *, first_s: float = 0.1, status: str = "ok",
-           validity: str | None = None, params: dict | None = None) -> CaseResult:
+           validity: str | None = None, params: dict | None = None, compile: dict | None = None) -> CaseResult:
     """One stored repetition of an mlp case: seeded per-step times around `scale_s` and its first call."""
     now = datetime.now(UTC)
     times = list(scale_s * np.random.default_rng(seed).lognormal(0.0, 0.03, 300))
     ok = status == "ok"
     metrics = Metrics(first_call_s=first_s, validity=validity,
-                      validity_reason="other processes used 1 core" if validity else None)
+                      validity_reason="other processes used 1 core" if validity else None,
+                      **({"compile": compile} if compile else {}))
     return CaseResult(run_id="r", case_key=f"mlp/{framework}/cpu/x", repetition=seed, workload="mlp",
                       framework=framework, device="cpu", params=params or PARAMS, status=status,
                       reason=None if ok else "jax is not installed",
@@ -65,6 +66,30 @@ def test_each_pair_has_its_speedup_interval_and_break_even() -> None:
     assert int(rows["xla over graph"][5].replace(",", "")) == pytest.approx(1_000, rel=0.05)
     assert rows["xla over graph"][4] == "100 ms / 1.1 s"
     assert rows["jit over no-jit"][5] == "none (no extra first call)"  # jit's first call was the shorter one
+
+
+def test_warm_compile_beside_the_first_call_with_its_hit_and_break_even() -> None:
+    """The XLA modes' warm compile (a second fresh process on the filled cache) beside the cold first call: its
+    median, whether the cache served it, the warm break-even; jax-nojit's 'no cache'; a failed warm noted."""
+    hit = {"warm_s": 0.05, "warm_hit": True}
+    times, speedups, notes = report([
+        result("jax", 1e-3, 1, first_s=0.2, compile=hit), result("jax", 1e-3, 11, first_s=0.2,
+                                                                   compile={"warm_s": 0.07, "warm_hit": True}),
+        result("jax-nojit", 4e-3, 2, first_s=0.02, compile={"no_warm": "jax-nojit compiles no step"}),
+        result("tensorflow", 2e-3, 3, first_s=0.1),
+        result("tensorflow-xla", 1e-3, 4, first_s=1.1, compile={"warm_s": 0.6, "warm_hit": False}),
+        result("tensorflow-eager", 3e-3, 5, first_s=0.05, compile={"warm_error": "the warm compile took over 600 s"})])
+    warm = {r[2]: r[6] for r in times.rows}
+    assert warm == {"jax": "60 ms (hit)", "jax-nojit": "- (no cache)", "tensorflow": "-",
+                    "tensorflow-xla": "600 ms (no hit)", "tensorflow-eager": "-"}
+    assert any("tensorflow-eager: no warm compile: the warm compile took over 600 s" in n for n in notes)
+    rows = {r[2]: r for r in speedups.rows}
+    # jit: 180 ms more cold than no-jit's first call, 40 ms more warm; 3 ms saved per step
+    assert rows["jit over no-jit"][5] == "60" and rows["jit over no-jit"][6] == "60 ms"
+    assert int(rows["jit over no-jit"][7]) == pytest.approx(13, abs=1)
+    # xla over graph: 1 s cold, 500 ms warm more than the graph's first call, 1 ms saved per step
+    assert int(rows["xla over graph"][7].replace(",", "")) == pytest.approx(500, rel=0.05)
+    assert rows["graph over eager"][6] == "-" and rows["graph over eager"][7] == "-"
 
 
 def test_a_contended_or_failed_side_gives_no_speedup_and_says_why() -> None:

@@ -6,16 +6,35 @@ JAX has no device-wide sync, so `prepare()` wraps the step to keep its last
 output and `sync()` blocks on it: work on a device runs in order, so when the
 last output is ready, all of the block is. GPU pre-allocation is switched off
 (XLA_PYTHON_CLIENT_PREALLOCATE=false) before JAX starts, so its peak is honest.
+
+`use_compile_cache(folder)` points JAX's persistent compilation cache at a folder with every executable kept
+(no minimum compile time, no minimum size: JAX's defaults keep only compiles over 1 s), and `cache_events()`
+counts JAX's own monitoring events for it (`CACHE_EVENTS`): what a compile found in the cache or wrote to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dlperf.frameworks.base import Framework, FrameworkInfo
+
+#: JAX's monitoring events of its persistent compilation cache -> the name dlperf records: a compile that asked the
+#: cache, found its executable there, or compiled and wrote it (JAX names a write a "cache miss").
+CACHE_EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
+                "/jax/compilation_cache/cache_hits": "hits",
+                "/jax/compilation_cache/cache_misses": "writes"}
+_EVENTS: Counter[str] = Counter()  # this process's cache events since `use_compile_cache` first listened
+_LISTENING: list[bool] = []
+
+
+def _count(event: str, **_: Any) -> None:
+    if event in CACHE_EVENTS:
+        _EVENTS[CACHE_EVENTS[event]] += 1
 
 
 class JaxFramework(Framework):
@@ -30,6 +49,7 @@ class JaxFramework(Framework):
     def __init__(self) -> None:
         self._last: Any = None
         self._requested_threads: int | None = None
+        self._seed: int | None = None
 
     def import_module(self) -> Any:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -71,6 +91,24 @@ class JaxFramework(Framework):
         `prepare`'s step (a Step's `predict`) enter it themselves, so no path runs the other mode."""
         return contextlib.nullcontext() if self.jit else self.import_module().disable_jit()
 
+    def use_compile_cache(self, folder: Path | None) -> None:
+        """JAX's persistent compilation cache in `folder`, every executable kept (None: no persistent cache).
+        The cache object JAX made for an earlier folder of this process is dropped first (JAX makes it once)."""
+        jax = self.import_module()
+        from jax.experimental.compilation_cache import compilation_cache
+
+        compilation_cache.reset_cache()
+        jax.config.update("jax_compilation_cache_dir", str(folder) if folder is not None else None)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # -1: no size floor, none set for us
+        if not _LISTENING:  # JAX keeps its listeners for the process: one, registered once
+            jax.monitoring.register_event_listener(_count)
+            _LISTENING.append(True)
+
+    def cache_events(self) -> dict[str, int]:
+        """This process's persistent-cache events so far (`CACHE_EVENTS`), from the first `use_compile_cache`."""
+        return {name: _EVENTS[name] for name in CACHE_EVENTS.values()}
+
     def sync(self, device: str) -> None:
         if self._last is not None:
             self.import_module().block_until_ready(self._last)
@@ -79,7 +117,12 @@ class JaxFramework(Framework):
         import numpy as np
 
         np.random.seed(n)
+        self._seed = n
         self.key = self.import_module().random.key(n)
+
+    def seed_value(self) -> int | None:
+        """The seed `seed(n)` was last given (None: never): a warm compile's process builds the case with it."""
+        return self._seed
 
     def set_threads(self, n: int) -> None:
         # XLA's CPU thread pool is sized when JAX starts and cannot be changed here;

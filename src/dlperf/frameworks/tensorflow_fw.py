@@ -3,18 +3,43 @@
 
 GPU memory growth is switched on before TensorFlow touches a GPU, so that its
 allocator does not grab all memory up front and its peak is an honest figure.
+
+`tensorflow-xla` compiles with XLA's persistent cache in a new folder of its process (`compile_cache`): XLA saves
+each executable it compiles there and loads it from there in a later process, so a second fresh process on that
+folder measures a warm compile. TensorFlow reads the folder from TF_XLA_FLAGS once, when it first lists its devices
+(set later, it is ignored: seen with TensorFlow 2.21), so the adapter sets the flag for that moment only and puts
+TF_XLA_FLAGS back: the workers this process starts do not inherit its folder. A TF_XLA_FLAGS that already names a
+folder (a warm compile's process) is used as it is.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlperf.frameworks.base import Framework, FrameworkInfo, no_sync
+from dlperf.frameworks.compile_cache import cache_folder
 
 if TYPE_CHECKING:
     from dlperf.profiling.kernels import KernelRow
+
+
+#: TensorFlow's flag (in TF_XLA_FLAGS) naming the folder XLA saves its executables to and loads them from.
+PERSISTENT_FLAG = "--tf_xla_persistent_cache_directory"
+#: This process's XLA cache folder (None: none) and how it was chosen or why there is none, once decided.
+_XLA_CACHE: list[tuple[Path | None, str]] = []
+
+
+def persistent_dir(flags: str) -> str | None:
+    """The folder `flags` (TF_XLA_FLAGS's value) names for XLA's persistent cache (None: none)."""
+    for part in flags.split():
+        name, _, value = part.partition("=")
+        if name == PERSISTENT_FLAG and value:
+            return value
+    return None
 
 
 def tf_device(device: str) -> str:
@@ -46,6 +71,7 @@ class TensorflowFramework(Framework):
     graph = True
     #: True: the graphs are compiled by XLA (tf.function(jit_compile=True)); only with `graph`.
     jit_compile = False
+    _seed: int | None = None
 
     def import_module(self) -> Any:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -77,6 +103,11 @@ class TensorflowFramework(Framework):
         import keras
 
         keras.utils.set_random_seed(n)  # Python's random, NumPy's and TensorFlow's generators
+        self._seed = n
+
+    def seed_value(self) -> int | None:
+        """The seed `seed(n)` was last given (None: never): a warm compile's process builds the case with it."""
+        return self._seed
 
     def set_threads(self, n: int) -> None:
         tf = self.import_module()
@@ -133,3 +164,33 @@ class TensorflowXlaFramework(TensorflowFramework):
     name = "tensorflow-xla"
     family = "tensorflow"
     jit_compile = True
+
+    def import_module(self) -> Any:
+        """TensorFlow, with XLA's persistent cache in a new folder where this adapter starts it (module doc)."""
+        if _XLA_CACHE:
+            return super().import_module()
+        given = persistent_dir(os.environ.get("TF_XLA_FLAGS", ""))
+        if given:
+            _XLA_CACHE.append((Path(given), "the folder TF_XLA_FLAGS names"))
+            return super().import_module()
+        if "tensorflow" in sys.modules:
+            _XLA_CACHE.append((None, "none: TensorFlow was started in this process before the tensorflow-xla "
+                                     "adapter (it reads TF_XLA_FLAGS once, when it first lists its devices)"))
+            return super().import_module()
+        folder = cache_folder() / "xla"
+        before = os.environ.get("TF_XLA_FLAGS")
+        os.environ["TF_XLA_FLAGS"] = f"{before or ''} {PERSISTENT_FLAG}={folder}".strip()
+        try:
+            tf = super().import_module()  # lists the devices: TensorFlow reads TF_XLA_FLAGS now
+        finally:
+            if before is None:
+                os.environ.pop("TF_XLA_FLAGS", None)
+            else:
+                os.environ["TF_XLA_FLAGS"] = before
+        _XLA_CACHE.append((folder, "a new folder of this process"))
+        return tf
+
+    def compile_cache(self) -> tuple[Path | None, str]:
+        """(XLA's persistent cache folder in this process, or None; how it was chosen or why there is none)."""
+        self.import_module()
+        return _XLA_CACHE[0]

@@ -6,7 +6,10 @@ The modes are adapters of one family running the same builders: `jax` (jitted) a
 (order statistics, repetitions pooled) and its first call (the trace and compile, medians over repetitions);
 then each speed-up, the baseline's time over the mode's, with its 95% interval from `analysis.compare.
 compare_case` (the estimators of `dlperf compare`: per-call samples for one process a side, per-process medians
-for more; contended or invalid processes left out, and then no speed-up, with the reason).
+for more; contended or invalid processes left out, and then no speed-up, with the reason). Beside the first call,
+the warm compile of the XLA modes (`workloads.xla_compile`): the first call is the cold compile (a fresh worker, the
+compiler's persistent cache a new, empty folder), the warm one the same first call in a second fresh process on
+the folder the case filled, said with whether it came from the cache; jax-nojit keeps no cache (why is noted).
 """
 
 from __future__ import annotations
@@ -39,8 +42,15 @@ MISSING_NAMED = 4
 NOTE = ("speed-up: the baseline's time per step over the mode's, with its 95% interval (as `dlperf compare`); none "
         "where a side failed, was contended or invalid, or had too few samples. first call: the first step alone "
         "(tf.function's trace and, for tensorflow-xla, XLA's compile; jax's trace and compile; jax-nojit compiles "
-        "no step, but JAX compiles each op once per shape as it dispatches it). break-even: the extra first-call "
-        "time over the time a step saves, only where the whole interval is a speed-up")
+        "no step, but JAX compiles each op once per shape as it dispatches it); for jax and tensorflow-xla it is the "
+        "cold compile: a fresh worker whose persistent compiler cache (JAX's, XLA's via TF_XLA_FLAGS) is a new, "
+        "empty folder, so it includes writing the executable there. warm compile: the same first call in a second "
+        "fresh process on the folder the case filled (medians over repetitions); 'hit': every warm call's "
+        "executable came from the cache (JAX's cache-hit events; TensorFlow: nothing written), 'no hit' else; "
+        "jax-nojit compiles no step and keeps no persistent cache, tensorflow and tensorflow-eager compile nothing "
+        "with XLA: no warm figure. break-even: the extra first-call time over the time a step saves (cold / warm: "
+        "the mode's warm first call against the baseline's first call; the baselines keep no cache), only where "
+        "the whole interval is a speed-up")
 
 Group = tuple[str, str]  # (device, case label)
 
@@ -67,6 +77,24 @@ def first_call(rs: list[CaseResult]) -> float | None:
     """The median first-call time over the ok repetitions (None where none recorded one)."""
     values = [float(r.m.first_call_s) for r in rs if r.ok and r.m.first_call_s is not None]
     return statistics.median(values) if values else None
+
+
+def warm_compile(rs: list[CaseResult]) -> float | None:
+    """The median warm compile over the ok repetitions that recorded one (None where none did)."""
+    values = [float(c["warm_s"]) for r in rs if r.ok for c in [r.m.get("compile") or {}] if c.get("warm_s") is not None]
+    return statistics.median(values) if values else None
+
+
+def warm_cell(rs: list[CaseResult], where: str, notes: list[str]) -> str:
+    """The warm-compile cell: its median and whether the cache served it; why there is none goes to `notes`."""
+    records = [c for r in rs if r.ok for c in [r.m.get("compile")] if c]
+    warm = warm_compile(rs)
+    for said in sorted({str(c[k]) for c in records for k in ("warm_error",) if c.get(k)}):
+        notes.append(f"{where}: no warm compile: {said}")
+    if warm is None:
+        return f"{MISSING} (no cache)" if any(c.get("no_warm") for c in records) else MISSING
+    hits = [bool(c.get("warm_hit")) for c in records if c.get("warm_s") is not None]
+    return f"{format_time(warm)} ({'hit' if all(hits) else 'no hit'})"
 
 
 def speedup(base: list[CaseResult], mode: list[CaseResult], what: str,
@@ -97,13 +125,15 @@ def times_table(groups: dict[Group, dict[str, list[CaseResult]]], notes: list[st
             fc = first_call(rs)
             if lat is None:
                 rows.append([label, device, name, f"{MISSING} ({failed[0].status if failed else 'not measured'})",
-                             MISSING, MISSING, "0"])
+                             MISSING, MISSING, MISSING, "0"])
                 continue
             rows.append([label, device, name, format_time(lat["median_s"]), _interval(lat),
-                         format_time(fc) if fc is not None else MISSING, str(len([r for r in rs if r.ok]))])
+                         format_time(fc) if fc is not None else MISSING, warm_cell(rs, f"{label} {device} {name}",
+                                                                                 notes),
+                         str(len([r for r in rs if r.ok]))])
     return Table("compiler modes: time per step and first call", ["case", "device", "mode", "median",
-                 "95% interval", "first call", "processes"], rows, heading="## Compiler modes: time per step",
-                 text_cols=(0, 1, 2))
+                 "95% interval", "first call (cold compile)", "warm compile", "processes"], rows,
+                 heading="## Compiler modes: time per step", text_cols=(0, 1, 2))
 
 
 def speedup_table(groups: dict[Group, dict[str, list[CaseResult]]], notes: list[str]) -> Table:
@@ -116,20 +146,29 @@ def speedup_table(groups: dict[Group, dict[str, list[CaseResult]]], notes: list[
             cell, low = speedup(modes[base], modes[mode], f"{label} {device} {what}", missing)
             fc_mode, fc_base = first_call(modes[mode]), first_call(modes[base])
             lat_mode, lat_base = latency(modes[mode]), latency(modes[base])
-            even = MISSING
+            warm = warm_compile(modes[mode])
+            even = even_warm = MISSING
             if low is not None and None not in (fc_mode, fc_base, lat_mode, lat_base):
-                extra = fc_mode - fc_base  # type: ignore[operator]
                 saved = lat_base["median_s"] - lat_mode["median_s"]  # type: ignore[index]
-                even = "none (no extra first call)" if extra <= 0 else f"{extra / saved:,.0f}"
+                even = break_even(fc_mode - fc_base, saved)  # type: ignore[operator]
+                if warm is not None:
+                    even_warm = break_even(warm - fc_base, saved)  # type: ignore[operator]
             firsts = " / ".join(format_time(v) if v is not None else MISSING for v in (fc_base, fc_mode))
-            rows.append([label, device, what, cell, firsts, even])
+            rows.append([label, device, what, cell, firsts, even, format_time(warm) if warm is not None
+                         else MISSING, even_warm])
     for said, whats in missing.items():
         named = "; ".join(whats[:MISSING_NAMED]) + (f"; and {len(whats) - MISSING_NAMED} more"
                                                     if len(whats) > MISSING_NAMED else "")
         notes.append(f"no speed-up for {len(whats)} pair{'s' if len(whats) > 1 else ''} ({named}): {said}")
     return Table("compiler modes: speed-ups", ["case", "device", "speed-up", "x (95% interval)",
-                 "first call (baseline / mode)", "break-even steps"], rows,
+                 "first call (baseline / mode)", "break-even steps", "warm compile (mode)",
+                 "break-even steps (warm)"], rows,
                  heading="## Compiler modes: speed-ups", text_cols=(0, 1, 2))
+
+
+def break_even(extra_s: float, saved_s: float) -> str:
+    """Steps until the time a step saves pays back the extra first-call time."""
+    return "none (no extra first call)" if extra_s <= 0 else f"{extra_s / saved_s:,.0f}"
 
 
 def sections(data: ReportData) -> list[Section]:

@@ -5,12 +5,14 @@ The builders are the `<family>_mlp` modules beside this one.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from dlperf.workloads.base import Cost, Workload, WorkloadParams
+from dlperf.frameworks import Framework
+from dlperf.workloads import xla_compile
+from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 from dlperf.workloads.mlp import spec
 
 
@@ -51,3 +53,11 @@ class Mlp(Workload[MlpParams]):
 
     def cost(self, params: MlpParams) -> Cost:
         return spec.cost(params.dims(), 8 if params.dtype == "float64" else 4)
+
+    def build(self, fw: Framework, device: str, params: MlpParams) -> Step:
+        """The builder's step; an XLA mode's with its compiler cache (`xla_compile`: cold and warm compile)."""
+        return xla_compile.build(self, fw, device, params)
+
+    def extra_metrics(self, params: MlpParams, step: Step) -> dict[str, Any]:
+        """An XLA mode's cold and warm compile (`xla_compile.record`)."""
+        return dict(xla_compile.record(step))

@@ -29,19 +29,16 @@ records under `compile` in its metrics:
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from dlperf.core.scratch import scratch_dir
 from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.frameworks.compile_cache import CACHE_PREFIX, cache_folder, files_in, run_warm
 from dlperf.sources import Loaded
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, training
@@ -52,30 +49,17 @@ from dlperf.workloads.model.records import BreakReason, CompileRecord, ModelInfo
 from dlperf.workloads.model.step import ModelStep, first_output
 from dlperf.workloads.model.variants import inductor_mode
 
-#: The prefix of a case's compiler cache folder (under the temporary folder, `core.scratch`).
-CACHE_PREFIX = "dlperf-compile-"
+__all__ = ["CACHE_PREFIX", "build", "cache_env", "cache_folder", "check", "files_in", "main"]
+
 #: Seconds the warm compile's process may take.
 WARM_TIMEOUT_S = 900
 #: The cache counters recorded (torch._dynamo.utils.counters: group -> names).
 COUNTERS = {"inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass"),
             "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss")}
 
-_KEPT = contextlib.ExitStack()  # the cache folders of this process, removed when it exits
-atexit.register(_KEPT.close)
-
-
-def cache_folder() -> Path:
-    """A new, empty folder for one case's compiler caches, kept until this process exits (module doc)."""
-    return Path(_KEPT.enter_context(scratch_dir(CACHE_PREFIX)))
-
-
 def cache_env(folder: Path) -> dict[str, str]:
     """The environment that puts inductor's and triton's on-disk caches in `folder`."""
     return {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton")}
-
-
-def files_in(folder: Path) -> int:
-    return sum(len(files) for _, _, files in os.walk(folder))
 
 
 def check(p: ModelParams, dev_type: str, torch: Any) -> None:
@@ -208,16 +192,7 @@ def warm(p: ModelParams, seed: int, device: str, threads: int, folder: Path) -> 
     """The warm compile's figures from a fresh process on the filled `folder` (`main`), or its error."""
     argv = [sys.executable, "-m", "dlperf.workloads.model.torch_compiled", p.model_dump_json(), str(seed), device,
             str(threads), str(folder)]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=WARM_TIMEOUT_S,
-                              env=os.environ | OFFLINE | cache_env(folder))
-    except subprocess.TimeoutExpired:
-        return {"warm_error": f"the warm compile took over {WARM_TIMEOUT_S} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        said = done.stderr.strip().splitlines()
-        return {"warm_error": said[-1] if said else f"the warm compile's process exited {done.returncode}"}
-    return json.loads(lines[-1])
+    return cast(CompileRecord, run_warm(argv, os.environ | OFFLINE | cache_env(folder), WARM_TIMEOUT_S))
 
 
 def graph_breaks(torch: Any, net: Any, args: Any, kwargs: Any) -> CompileRecord:

@@ -21,9 +21,11 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from dlperf.frameworks import Framework
 from dlperf.models.transformer import PRESETS, TransformerConfig, get_config
 from dlperf.models.transformer import cost as tcost
-from dlperf.workloads.base import Cost, Workload, WorkloadParams
+from dlperf.workloads import xla_compile
+from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 
 #: The dtype each precision's peak is read for (MFU): autocast runs the matrix products in it.
 PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -125,6 +127,14 @@ class Transformer(Workload[TransformerParams]):
     def per_call_timing(self, params: TransformerParams) -> bool:
         """Generation is timed call by call (block 1): its tails are the point, and averaging hides them."""
         return params.task == "generate"
+
+    def build(self, fw: Framework, device: str, params: TransformerParams) -> Step:
+        """The builder's step; an XLA mode's with its compiler cache (`xla_compile`: cold and warm compile)."""
+        return xla_compile.build(self, fw, device, params)
+
+    def extra_metrics(self, params: TransformerParams, step: Step) -> dict[str, Any]:
+        """An XLA mode's cold and warm compile (`xla_compile.record`)."""
+        return dict(xla_compile.record(step))
 
 
 __all__ = ["PRECISION_DTYPE", "TASK_DEFAULTS", "Transformer", "TransformerParams"]
