@@ -31,7 +31,7 @@ def test_sweep_into_postgres(postgres_url):
     rows = store.results(summary.run_id)
     assert len(rows) == 12 and all(r.status == "ok" for r in rows)
     assert all(len(r.measurement["sample_times_s"]) >= 6 for r in rows)
-    assert store.run("latest")["status"] == "complete"
+    assert store.run("latest").status == "complete"
     assert store.resolve_run(summary.run_id[:12]) == summary.run_id
     # A second open finds the schema current and the data intact.
     assert len(Store(url).results(summary.run_id)) == 12
@@ -71,7 +71,7 @@ def test_a_v3_postgres_store_upgrades_and_holds_a_long_variant(postgres_url):
     store = Store(url)
     assert store.schema_version == SCHEMA_VERSION == 4
     run_id = _run(store, LONG_VARIANT)
-    assert store.run(run_id)["variant"] == LONG_VARIANT and store.run(old)["variant"] == "full"
+    assert store.run(run_id).variant == LONG_VARIANT and store.run(old).variant == "full"
     assert store.find_resumable(study="maxbatch", variant=LONG_VARIANT, study_hash="h", filters={},
                                 env_id=None) == run_id
     with store.engine.connect() as conn:

@@ -40,9 +40,9 @@ def test_each_way_of_setting_threads_is_recorded_with_the_run(tmp_path: Path) ->
     study = store.run(run_study(load_study(str(pinned)), store).run_id)
     assert study["derived"][SOURCE_KEY]["by"] == "study" and study["derived"][SOURCE_KEY]["chosen"] is False
     for run in (chosen, asked, study):
-        assert stored_source(run) == run["derived"][SOURCE_KEY]
+        assert stored_source(run) == run.derived[SOURCE_KEY]
         # how the threads came about is the run's, never the environment's identity nor its stored data
-        assert SOURCE_KEY not in IDENTITY_KEYS and SOURCE_KEY not in store.environment(run["env_id"])
+        assert SOURCE_KEY not in IDENTITY_KEYS and SOURCE_KEY not in store.environment(run.env_id)
 
 
 def test_a_run_stored_before_the_record_is_read_from_what_it_has() -> None:

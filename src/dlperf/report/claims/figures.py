@@ -44,8 +44,8 @@ class Trail:
     flagged: list[CaseResult] = field(default_factory=list)
 
     def use(self, data: ReportData) -> None:
-        if data.run["id"] not in self.run_ids:
-            self.run_ids.append(data.run["id"])
+        if data.run.id not in self.run_ids:
+            self.run_ids.append(data.run.id)
 
     def take(self, results: list[CaseResult]) -> list[CaseResult]:
         """The cases that may decide (ok, not invalid); the rest is remembered for the detail."""
@@ -86,7 +86,7 @@ def pick(data: ReportData, trail: Trail, what: str, *, workload: str, framework:
     if good:
         trail.use(data)
         return good
-    run = data.run["id"]
+    run = data.run.id
     if ok:  # every ok case was invalid
         raise CannotCheck(f"the only {what} figures in run {run} are invalid measurements "
                           f"({clip(ok[0].m.validity_reason, 120)})")

@@ -162,7 +162,7 @@ def _missing_ops(data: ReportData, pts: list[Point], ops: list[str], device: str
             continue
         other.append(f"{o}: every case {ABOVE_PEAK}")
     if none_at_all:
-        other.insert(0, f"{', '.join(none_at_all)}: no {dtype} case on {device} in run {data.run['id']}")
+        other.insert(0, f"{', '.join(none_at_all)}: no {dtype} case on {device} in run {data.run.id}")
     return "; ".join(other)
 
 
