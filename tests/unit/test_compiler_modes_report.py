@@ -90,7 +90,8 @@ def test_the_case_label_names_what_varies() -> None:
 
 def test_registered_for_both_studies_and_silent_without_mode_results() -> None:
     assert STUDIES["compilers_xla"] is cm.sections and STUDIES["compilers_xla_transformer"] is cm.sections
-    data = ReportData(run=run_row(study="compilers_xla"), env={}, results=[result("torch", 1e-3, 1)], plot_dir=Path("."))
+    data = ReportData(run=run_row(study="compilers_xla"), env={}, results=[result("torch", 1e-3, 1)],
+                      plot_dir=Path("."))
     assert cm.sections(data) == []
 
 

@@ -53,7 +53,8 @@ def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int
         finished_at=datetime(2026, 1, 2, 3, 5, 5), derived={})
 
 
-def data_of(results: list[CaseResult], tmp_path: Path, run: RunRow | None = None, env: dict | None = None) -> ReportData:
+def data_of(results: list[CaseResult], tmp_path: Path, run: RunRow | None = None,
+            env: dict | None = None) -> ReportData:
     env = env if env is not None else {"cpu_model": "Test CPU", "gpus": [], "frameworks": {"numpy": {"version": "2"}}}
     return report_data(results, run=run or run_row(n_cases=len(results)), env=env, plot_dir=tmp_path / "plots")
 

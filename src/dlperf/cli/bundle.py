@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,7 +12,6 @@ from dlperf.cli.options import db_option, open_store
 
 if TYPE_CHECKING:
     from dlperf.store.bundle import Bundle
-    from dlperf.store.rows import RunRow
 
 
 @click.group()
@@ -87,21 +86,21 @@ def import_cmd(file: Path, max_mb: float | None, db: str | None) -> None:
                    f"run that was {run['status']} when exported")
 
 
-def checked_study_text(run: RunRow) -> tuple[str | None, str]:
+def checked_study_text(run: dict[str, Any]) -> tuple[str | None, str]:
     """(the text of the file at the run's study path, where it was read) where that file still gives the run's
     study hash (loaded as the run's variant), else (None, why not): a file edited since, or another file at
     that path on this machine, is not what the run ran."""
     from dlperf.errors import DlperfError
     from dlperf.studies.loader import load_study
 
-    where, wanted = run.study_path, run.study_hash
+    where, wanted = str(run["study_path"]), run["study_hash"]
     path = Path(where).expanduser()
     rest = "the run row holds what the store has: the study's name, variant, hash and resolved settings"
     if not where or not path.is_file():
         return None, f"the study file {where!r} is not a file here; {rest}"
     try:
         text = path.read_text(encoding="utf-8")
-        got = load_study(str(path), quick=run.variant == "quick").study_hash
+        got = load_study(str(path), quick=run["variant"] == "quick").study_hash
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"the study file {path} could not be read ({exc}); {rest}"
     except DlperfError as exc:

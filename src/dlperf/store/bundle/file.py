@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import select
 
@@ -35,7 +35,6 @@ from dlperf.store.bundle.base import (
 )
 from dlperf.store.bundle.shape import Malformed, check_shape
 from dlperf.store.db import Store
-from dlperf.store.rows import RunRow
 from dlperf.store.schema import environments, results
 from dlperf.untrusted import MAX_DEPTH, deeper_than, not_regular
 
@@ -45,9 +44,10 @@ _CHUNK = 1 << 20
 
 
 # -- export ------------------------------------------------------------
-#: Reads the study file of a run row: (its text, where it was read) or (None, why not). The CLI's checks the
-#: file against the run's study hash (`dlperf.cli.bundle.checked_study_text`: the store cannot load a study).
-StudyReader = Callable[[RunRow], tuple[str | None, str]]
+#: Reads the study file of a run row (its columns, `RunRow.to_dict`): (its text, where it was read) or (None, why
+#: not). The CLI's checks the file against the run's study hash (`dlperf.cli.bundle.checked_study_text`: the store
+#: cannot load a study).
+StudyReader = Callable[[dict[str, Any]], tuple[str | None, str]]
 NOT_READ = ("the study file was not read at export (`dlperf bundle export` reads it, where it still gives the run's "
             "study hash); the run row holds what the store has: the study's name, variant, hash and resolved settings")
 
@@ -66,7 +66,7 @@ def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None 
     columns = row.to_dict()
     run = cast(BundleRun, {k: iso(columns[k]) if k in TIMES else columns[k] for k in RUN_FIELDS})  # the runs columns
     run["env_fingerprint_hash"] = hash_of[row.env_id]
-    text, note = study_reader(row) if study_reader is not None else (None, NOT_READ)
+    text, note = study_reader(columns) if study_reader is not None else (None, NOT_READ)
     return {
         "run": run,
         "environments": [{"fingerprint_hash": envs[i].fingerprint_hash, "data": envs[i].data,
