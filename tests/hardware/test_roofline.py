@@ -233,7 +233,7 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     assert "% FLOP peak" in ran.stdout and "% BW ceiling" in ran.stdout and "Table 2 layout" in ran.stdout
     run_id = Store(db).resolve_run("latest")
     assert list((tmp_path / "reports" / run_id).glob(f"roofline-{run_id}.png"))
-    stored = Store(db).run(run_id)["derived"]["ceilings"]
+    stored = Store(db).run(run_id).derived["ceilings"]
     cpu = stored["devices"]["cpu"]
     assert stored["version"] == 2
     points = cpu["curve"]["points"]

@@ -94,7 +94,7 @@ def test_a_v2_store_migrates_and_its_running_runs_have_no_owner(store_url):
     store = Store(store_url)
     assert store.run(run_id).status == "running" and store.lease(run_id) is None
     (row,) = store.list_runs()
-    assert row["lease"] is None and shown_status(row["status"], row["lease"]) == OWNER_GONE
+    assert row.lease is None and shown_status(row.status, row.lease) == OWNER_GONE
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(run_leases)).scalar() == 0
 

@@ -174,11 +174,11 @@ def test_a_search_shows_its_probes_and_a_killed_one_says_it_is_not_resumed(tmp_p
     out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", steps=1)
     assert [p.value for p in out.probes] == [1, 2, 4, 3]
     (row,) = store.list_runs()
-    assert shown_cases(row["study"], row["n_done"], row["n_cases"]) == "4 (search)"
+    assert shown_cases(row.study, row.n_done, row.n_cases) == "4 (search)"
     assert shown_cases("many_ok", 3, 12) == "3/12"
     store.set_run_status(out.run_id, "running")  # as a SIGKILL leaves it: running, its owner gone
     (row,) = store.list_runs()
-    assert shown_status(row["status"], row["lease"], study=row["study"]) == SEARCH_OWNER_GONE
-    assert shown_status(row["status"], row["lease"], study="many_ok") == "interrupted (owner gone)"
+    assert shown_status(row.status, row.lease, study=row.study) == SEARCH_OWNER_GONE
+    assert shown_status(row.status, row.lease, study="many_ok") == "interrupted (owner gone)"
     shown = run_cli("runs", db=db).stdout
     assert "4 (search)" in shown and "a search is not resumed: run it again" in shown and "4/0" not in shown
