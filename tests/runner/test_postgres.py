@@ -92,10 +92,10 @@ def test_maxbatch_with_parameters_into_postgres_and_its_bundle_back(postgres_url
     assert target.label == LONG_VARIANT
     pg = Store(new_database(postgres_url))
     out = maxbatch.search(pg, target, framework="numpy", device="cpu", steps=1, max_batch=8)
-    assert out.largest == 2 and pg.run(out.run_id)["variant"] == LONG_VARIANT
+    assert out.largest == 2 and pg.run(out.run_id).variant == LONG_VARIANT
     lite = Store(tmp_path / "r.sqlite")
     out = maxbatch.search(lite, target, framework="numpy", device="cpu", steps=1, max_batch=8)
     export_bundle(lite, out.run_id, tmp_path / "run.dlperf")
     into = Store(new_database(postgres_url))
     import_bundle(into, read_bundle(tmp_path / "run.dlperf"), lease_stale_s=120.0)
-    assert into.run(out.run_id)["variant"] == LONG_VARIANT and len(into.results(out.run_id)) == len(out.probes)
+    assert into.run(out.run_id).variant == LONG_VARIANT and len(into.results(out.run_id)) == len(out.probes)
