@@ -16,6 +16,7 @@ from typing import Any
 
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.report.study import ReportData
+from dlperf.store.rows import Environment, RunRow
 
 #: When every built case started and finished, unless a test says otherwise.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -66,18 +67,20 @@ def stored(key: str | None = None, *, workload: str = "ops", framework: str = "n
         "started_at": at, "finished_at": at})
 
 
-def run_row(run_id: str = "r", **fields: Any) -> dict[str, Any]:
-    """A run's row as `Store.run` gives it (the fields reports read), any field overridden or added by name."""
-    row: dict[str, Any] = {"id": run_id, "study": "test", "variant": "quick", "status": "complete", "n_cases": 1}
-    row.update(fields)
-    return row
+def run_row(run_id: str = "r", **fields: Any) -> RunRow:
+    """A run's row as `Store.run` gives it: a `RunRow` of study `test` (quick), complete, of one case, any field
+    overridden by name. The fields a test does not name are neutral: no path, hash or version, no filters."""
+    row: dict[str, Any] = {"id": run_id, "study": "test", "variant": "quick", "study_hash": "", "study_path": "",
+                           "filters": {}, "settings": {}, "env_id": 1, "status": "complete", "n_cases": 1,
+                           "dlperf_version": "", "started_at": T0}
+    return RunRow(**(row | fields))
 
 
-def report_data(results: Sequence[CaseResult] = (), *, run: Mapping[str, Any] | None = None,
-                env: Mapping[str, Any] | None = None, plot_dir: Path = NO_PLOTS,
+def report_data(results: Sequence[CaseResult] = (), *, run: RunRow | None = None,
+                env: Environment | None = None, plot_dir: Path = NO_PLOTS,
                 measured_peaks: tuple[dict[str, dict[str, float]], str | None] | None = None) -> ReportData:
     """What a study report is given: these results, `run` (default `run_row()`) and `env` (default none known),
     plots under `plot_dir` (give a tmp path where the report draws)."""
     extra = {"measured_peaks": measured_peaks} if measured_peaks is not None else {}
-    return ReportData(run=dict(run) if run is not None else run_row(), env=dict(env or {}), results=list(results),
+    return ReportData(run=run if run is not None else run_row(), env=env or {}, results=list(results),
                       plot_dir=plot_dir, **extra)

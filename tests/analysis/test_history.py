@@ -23,8 +23,8 @@ from tests.history_store import KEY, STUDY, add_run, environment, levels, series
 def read(store: Store, study: str = STUDY, **kwargs: object) -> StudyHistory:
     """The history of `study` as the CLI reads it (every run, its environment and results)."""
     runs = store.runs_of_study(study)
-    return build_history(study, runs, {r["id"]: store.run_environment(r["id"]) for r in runs},
-                         {r["id"]: store.results(r["id"]) for r in runs}, **kwargs)  # type: ignore[arg-type]
+    return build_history(study, runs, {r.id: store.run_environment(r.id) for r in runs},
+                         {r.id: store.results(r.id) for r in runs}, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -100,8 +100,8 @@ def test_two_machines_are_two_timelines_and_two_matrix_columns(store):
     assert [t.machine_id for t in read(store, machine=m2.machine_id[:6]).timelines] == [m2.machine_id]
 
     runs = store.runs_of_study(STUDY)
-    results = {r["id"]: store.results(r["id"]) for r in runs}
-    mat = build_matrix(STUDY, runs, {r["id"]: store.run_environment(r["id"]) for r in runs}, results,
+    results = {r.id: store.results(r.id) for r in runs}
+    mat = build_matrix(STUDY, runs, {r.id: store.run_environment(r.id) for r in runs}, results,
                        result_environments(store, runs, (r for rs in results.values() for r in rs)))
     assert {c.machine_id for c in mat.columns} == ids
     assert mat.cells[(KEY.format(2), m1.machine_id)].status == "not run"

@@ -156,7 +156,7 @@ def test_the_run_report_has_its_studys_history_on_its_machine(dlperf_main, fleet
     a machine with one run of the study gets no history part."""
     store = Store(fleet_db)
     runs = store.runs_of_study(STUDY)
-    m1_run = next(r["id"] for r in runs if machine_id(store.run_environment(r["id"])) == M1)
+    m1_run = next(r.id for r in runs if machine_id(store.run_environment(r.id)) == M1)
     res = dlperf_main("report", m1_run, "--format", "html", "-o", str(tmp_path / "r.html"), db=fleet_db)
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "r.html").read_text()

@@ -80,9 +80,9 @@ def test_the_estimate_is_the_median_stored_wall_time_of_each_case(dlperf_main, t
     store = Store(db)
     walls: dict[str, list[float]] = {}
     for run in store.list_runs(limit=1000):
-        if run["study"] != "many_ok" or run["settings"]["budget_s"] != 0.2:
+        if run.study != "many_ok" or run.settings["budget_s"] != 0.2:
             continue  # (a run another test may add with other settings is not the plan's)
-        for row in store.results(run["id"]):
+        for row in store.results(run.id):
             walls.setdefault(row.case_key, []).append(row.wall_s)
     expected_s = sum(statistics.median(w) for w in walls.values())
     res = dlperf_main("plan", str(STUDIES / "many_ok.yaml"), "--budget", "0.2", "--format", "json", db=db)

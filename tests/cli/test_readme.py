@@ -167,9 +167,9 @@ class Session:
             else:
                 store = self.store()
                 latest = store.run("latest")
-                ids = [r["id"] for r in store.runs_of_study(latest["study"])]
-                out.append({"RUN": latest["id"], "RUN_B": ids[0], "RUN_A": ids[min(1, len(ids) - 1)]}.get(tok)
-                           or store.results(latest["id"])[0].case_key)
+                ids = [r.id for r in store.runs_of_study(latest.study)]
+                out.append({"RUN": latest.id, "RUN_B": ids[0], "RUN_A": ids[min(1, len(ids) - 1)]}.get(tok)
+                           or store.results(latest.id)[0].case_key)
         return out, file
 
     def prepare(self, item: Planned, index: int) -> tuple[list[str], Path | None]:

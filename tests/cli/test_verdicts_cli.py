@@ -79,7 +79,7 @@ def test_an_empty_newer_run_is_passed_over_and_named_when_given(store: tuple[Pat
     shutil.copy(db, copy)
     s = Store(copy)
     empty = s.create_run(study="backends", variant="full", study_hash="h", study_path="p", filters={}, settings={},
-                         env_id=int(s.run(run_id)["env_id"]), n_cases=5, dlperf_version="0")
+                         env_id=int(s.run(run_id).env_id), n_cases=5, dlperf_version="0")
     s.set_run_status(empty, "complete")
     s.engine.dispose()
     res = dlperf_main("verdicts", db=copy)

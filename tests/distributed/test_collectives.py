@@ -170,7 +170,7 @@ def tiny(tmp_path_factory):
     db = tmp_path_factory.mktemp("collectives") / "r.sqlite"
     result = run_cli("run", str(STUDIES / "collectives_tiny.yaml"), db=db, timeout=150)
     store = Store(db)
-    run_id = store.runs_of_study("collectives_tiny")[0]["id"]
+    run_id = store.runs_of_study("collectives_tiny")[0].id
     return result, store.results(run_id)
 
 

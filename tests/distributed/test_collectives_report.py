@@ -227,8 +227,7 @@ def test_the_run_table_heads_a_collectives_bytes_rate_algbw_never_bare_gb_s():
                                                        reason="no result within 120 s")]
     algbw, busbw = bandwidths("all_gather", MIB, 2, results[0].m.median_s)
     assert algbw == pytest.approx(2 * busbw)  # the 2x that a bare label hides
-    run = {"id": "r", "study": "collectives", "variant": "quick", "status": "complete", "n_cases": 2,
-           "started_at": datetime.now(UTC)}
+    run = run_row("r", study="collectives", n_cases=2, started_at=datetime.now(UTC))
     buf = io.StringIO()
     run_table(run, {}, results, Console(file=buf, width=200, color_system=None))
     header = next(line for line in buf.getvalue().splitlines() if line.startswith("┃"))

@@ -125,7 +125,7 @@ def stored_rows(db: str) -> list[tuple[str, int, str, str | None, str]]:
     try:
         out = []
         for run in store.list_runs(100):
-            for r in store.results(run["id"]):
+            for r in store.results(run.id):
                 fleet = (r.metrics.model_extra or {}).get("fleet") if r.metrics else None
                 out.append((r.case_key, r.repetition, fleet["worker"] if fleet else "",
                             store.environment(r.env_id).get("machine_label"), r.run_id))
@@ -213,8 +213,8 @@ def test_every_case_once_with_its_machine_after_a_worker_killed_mid_case_and_a_c
 
     store = Store(db)
     run = store.run(run_id)
-    assert run["status"] == "complete" and run["filters"]["executor"] == "dask"
-    assert "machine_label" not in store.environment(run["env_id"])  # the run's own: the submitting machine's
+    assert run.status == "complete" and run.filters["executor"] == "dask"
+    assert "machine_label" not in store.environment(run.env_id)  # the run's own: the submitting machine's
     store.engine.dispose()
 
 
@@ -271,8 +271,8 @@ def test_a_device_no_worker_has_is_not_sent_and_the_run_stays_interrupted(fleet:
 
     store = Store(db)
     run = store.run(rows[0][4])
-    assert run["status"] == "interrupted" and run["settings"].get("threads") is None
-    row = store.results(run["id"])[0]
+    assert run.status == "interrupted" and run.settings.get("threads") is None
+    row = store.results(run.id)[0]
     chosen = row.metrics.model_extra["fleet"]["threads"]  # the worker chose them, and fingerprinted with them
     assert chosen >= 1 and store.environment(row.env_id)["threads"] == chosen
     store.engine.dispose()

@@ -29,8 +29,8 @@ ID1, ID2, ID3 = machine_id(M1), machine_id(M2), machine_id(M3)
 def read(store: Store, **kwargs: object) -> StudyHistory:
     """The history of STUDY as `dlperf history` reads it (every environment its results name)."""
     runs = store.runs_of_study(STUDY)
-    results = {r["id"]: store.results(r["id"]) for r in runs}
-    envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
+    results = {r.id: store.results(r.id) for r in runs}
+    envs = {r.id: store.run_environment(r.id) for r in runs}
     return build_history(STUDY, runs, envs, results, result_envs=result_environments(
         store, runs, (r for rs in results.values() for r in rs)), **kwargs)  # type: ignore[arg-type]
 
@@ -80,8 +80,8 @@ def test_a_machine_is_picked_by_label_or_id_and_no_result_is_put_on_a_machine_it
     assert [t.machine_id for t in read(store, machine=ID1[:6]).timelines] == [ID1]
     runs = store.runs_of_study(STUDY)
     with pytest.raises(KeyError):  # without the results' own environments M2's rows have no machine: refused
-        build_history(STUDY, runs, {r["id"]: store.run_environment(r["id"]) for r in runs},
-                      {r["id"]: store.results(r["id"]) for r in runs})
+        build_history(STUDY, runs, {r.id: store.run_environment(r.id) for r in runs},
+                      {r.id: store.results(r.id) for r in runs})
 
 
 def test_the_gate_judges_each_machine_of_a_fleet_run_on_its_own(tmp_path: Path):

@@ -54,7 +54,7 @@ def test_a_fleet_runs_results_split_by_the_machine_that_ran_them(fleet):
     assert sorted((r.case_key, r.repetition) for r in m1.results) == [(K1, 0), (K2, 1)]
     assert sorted((r.case_key, r.repetition) for r in m2.results) == [(K1, 1), (K2, 0)]
     assert m2.env["machine_label"] == "w2" and m2.name == "w2"
-    assert m1.env["cpu_model"] == "Test CPU m1" and m1.env_ids == (run["env_id"],)
+    assert m1.env["cpu_model"] == "Test CPU m1" and m1.env_ids == (run.env_id,)
     names = share_names(shares)
     assert names == {m1.env_ids[0]: m1.name, m2.env_ids[0]: "w2"}
     # a run on one machine: one share, and no machine column
@@ -93,8 +93,8 @@ def test_an_ambiguous_id_prefix_or_label_is_refused():
 def test_the_matrix_counts_a_fleet_run_for_each_of_its_machines(fleet):
     store, ids = fleet
     runs = store.runs_of_study(STUDY)
-    results = {r["id"]: store.results(r["id"]) for r in runs}
-    envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
+    results = {r.id: store.results(r.id) for r in runs}
+    envs = {r.id: store.run_environment(r.id) for r in runs}
     mat = build_matrix(STUDY, runs, envs, results,
                        result_environments(store, runs, (r for rs in results.values() for r in rs)))
     cols = {c.machine_id: c for c in mat.columns}
@@ -125,8 +125,8 @@ def test_a_machine_whose_newest_run_is_an_incomplete_fleet_run_is_named(tmp_path
     add_rows_run(store, 0, M1, [(K1, 0, M1, 1e-3)], seed=1)
     fleet = add_rows_run(store, 1, M1, [(K1, 0, M1, 1e-3), (K1, 1, M2, 1e-3)], seed=2, status="interrupted")
     runs = store.runs_of_study(STUDY)
-    results = {r["id"]: store.results(r["id"]) for r in runs}
-    mat = build_matrix(STUDY, runs, {r["id"]: store.run_environment(r["id"]) for r in runs}, results,
+    results = {r.id: store.results(r.id) for r in runs}
+    mat = build_matrix(STUDY, runs, {r.id: store.run_environment(r.id) for r in runs}, results,
                        result_environments(store, runs, (r for rs in results.values() for r in rs)))
     assert [c.machine_id for c in mat.columns] == [machine_id(M1)]
     assert mat.incomplete == [(machine_id(M2), machine_label(M2), fleet, "interrupted")]

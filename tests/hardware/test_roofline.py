@@ -111,7 +111,7 @@ def test_measured_peaks_newest_per_framework_best_per_device(tmp_path):
     _peaks_run(store, host, [("numpy", "copy", 20e9), ("torch", "copy", 30e9)], datetime(2026, 1, 1, tzinfo=UTC))
     _peaks_run(store, host, [("torch", "copy", 25e9), ("torch", "gemm", 100e9)], datetime(2026, 1, 2, tzinfo=UTC))
     _peaks_run(store, other, [("torch", "copy", 999e9)], datetime(2026, 1, 3, tzinfo=UTC))
-    every = [(store.run_environment(r["id"]), store.results(r["id"])) for r in store.runs_of_study("peaks")]
+    every = [(store.run_environment(r.id), store.results(r.id)) for r in store.runs_of_study("peaks")]
     best, used = measured_peaks(every, host)
     # torch's newest copy (25) replaces its older 30; numpy's 20 stays; best of the two = 25.
     assert best == {"cpu": {"copy": 25e9, "gemm": 100e9}}
@@ -233,7 +233,7 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     assert "% FLOP peak" in ran.stdout and "% BW ceiling" in ran.stdout and "Table 2 layout" in ran.stdout
     run_id = Store(db).resolve_run("latest")
     assert list((tmp_path / "reports" / run_id).glob(f"roofline-{run_id}.png"))
-    stored = Store(db).run(run_id)["derived"]["ceilings"]
+    stored = Store(db).run(run_id).derived["ceilings"]
     cpu = stored["devices"]["cpu"]
     assert stored["version"] == 2
     points = cpu["curve"]["points"]

@@ -16,6 +16,7 @@ from dlperf.report.registry import STUDIES
 from dlperf.report.sections import Note, Table
 from dlperf.report.study import ReportData
 from dlperf.studies import load_study
+from tests.factories import run_row
 
 PARAMS = {"variant": "tensors", "size": "small", "iterations": 500, "lr": 1e-6, "dtype": "float32"}
 
@@ -37,7 +38,7 @@ def result(framework: str, scale_s: float, seed: int, *, first_s: float = 0.1, s
 
 
 def report(results: list[CaseResult]) -> tuple[Table, Table, list[str]]:
-    data = ReportData(run={"study": "compilers_xla"}, env={}, results=results, plot_dir=Path("."))
+    data = ReportData(run=run_row(study="compilers_xla"), env={}, results=results, plot_dir=Path("."))
     out = cm.sections(data)
     times, speedups = (s for s in out if isinstance(s, Table))
     return times, speedups, [s.text for s in out if isinstance(s, Note)]
@@ -114,7 +115,8 @@ def test_the_case_label_names_what_varies() -> None:
 
 def test_registered_for_both_studies_and_silent_without_mode_results() -> None:
     assert STUDIES["compilers_xla"] is cm.sections and STUDIES["compilers_xla_transformer"] is cm.sections
-    data = ReportData(run={"study": "compilers_xla"}, env={}, results=[result("torch", 1e-3, 1)], plot_dir=Path("."))
+    data = ReportData(run=run_row(study="compilers_xla"), env={}, results=[result("torch", 1e-3, 1)],
+                      plot_dir=Path("."))
     assert cm.sections(data) == []
 
 

@@ -25,6 +25,7 @@ from dlperf.report.plots.samples import MAX_BOXES
 from dlperf.report.sections import Figure, Heading, Note, Table
 from dlperf.report.study import ReportData
 from dlperf.report.verdict import CANNOT_CHECK, DOES_NOT_HOLD, HOLDS, Verdict
+from dlperf.store.rows import RunRow
 from tests import factories
 from tests.factories import case, report_data
 
@@ -44,7 +45,7 @@ def samples(scale: float, seed: int, n: int = 30) -> list[float]:
     return list(scale * np.random.default_rng(seed).lognormal(0.0, 0.05, n))
 
 
-def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int = 1) -> dict:
+def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int = 1) -> RunRow:
     return factories.run_row(
         run_id, study="synthetic", study_hash="abc", study_path=study_path,
         filters={"frameworks": ["numpy"], "devices": [], "overrides": {"timeout_s": 30.0, "threads": 2}},
@@ -52,7 +53,8 @@ def run_row(run_id: str = "r1", study_path: str = "studies/x.yaml", n_cases: int
         finished_at=datetime(2026, 1, 2, 3, 5, 5), derived={})
 
 
-def data_of(results: list[CaseResult], tmp_path: Path, run: dict | None = None, env: dict | None = None) -> ReportData:
+def data_of(results: list[CaseResult], tmp_path: Path, run: RunRow | None = None,
+            env: dict | None = None) -> ReportData:
     env = env if env is not None else {"cpu_model": "Test CPU", "gpus": [], "frameworks": {"numpy": {"version": "2"}}}
     return report_data(results, run=run or run_row(n_cases=len(results)), env=env, plot_dir=tmp_path / "plots")
 

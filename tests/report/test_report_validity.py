@@ -16,12 +16,12 @@ def _result(key: str, validity: str | None, workload: str = "mlp") -> CaseResult
 def test_a_study_with_contended_or_noisy_cases_says_which() -> None:
     results = [_result("mlp/torch/cpu/size=small", "contended"), _result("mlp/torch/cpu/size=large", "noisy"),
                _result("mlp/numpy/cpu/size=small", "valid"), _result("mlp/numpy/cpu/size=large", None)]
-    data = report_data(results, run={})
+    data = report_data(results)
     (note,) = validity_note("mlp", data)
     assert isinstance(note, Note)
     assert "1 contended, 1 noisy of the mlp figures" in note.text
     assert "torch/cpu/size=small" in note.text and "numpy" not in note.text
-    assert validity_note("mlp", report_data(results[2:], run={})) == []
+    assert validity_note("mlp", report_data(results[2:])) == []
 
 
 class _P:  # the part of an OpsPoint validity_mark reads

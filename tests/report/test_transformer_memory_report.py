@@ -90,4 +90,4 @@ def test_no_training_case_no_section(tmp_path):
     data = _stored(tmp_path, [("torch", "cpu", {"model": "gpt2-tiny", "task": "infer", "seq_len": 8}, "ok",
                                {"peak_rss_bytes": MIB})])
     assert TM.sections(data) == []
-    assert TM.sections(report_data(run={}, plot_dir=tmp_path)) == []
+    assert TM.sections(report_data(plot_dir=tmp_path)) == []

@@ -149,4 +149,4 @@ def test_a_search_takes_a_probe_that_died_importing_for_one_too_large(tmp_path, 
     died = {r.params["size_mb"]: r for r in store.results(out.run_id) if r.status != "ok"}
     assert list(died) == [4] and died[4].status == "oom"
     assert "SystemError: error return without exception set" in died[4].reason
-    assert store.run(out.run_id)["status"] == "complete"
+    assert store.run(out.run_id).status == "complete"

@@ -154,10 +154,10 @@ def test_store_refuses_an_unknown_run_status(tmp_path):
                               env_id=env_id, n_cases=1, dlperf_version="0")
     for status in RUN_STATUSES:
         store.set_run_status(run_id, status)
-        assert store.run(run_id)["status"] == status
+        assert store.run(run_id).status == status
     with pytest.raises(ValueError, match="unknown run status 'done'"):
         store.set_run_status(run_id, "done")  # type: ignore[arg-type]
-    assert store.run(run_id)["status"] == RUN_STATUSES[-1]
+    assert store.run(run_id).status == RUN_STATUSES[-1]
 
 
 # -- one run lifecycle for `run` and `maxbatch` ----------------------------------------------------
@@ -203,13 +203,13 @@ def test_interrupted_sweep_is_marked_interrupted(tmp_path, monkeypatch):
                                                      r"rerun the same command to resume$"):
         sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store)
     (run,) = store.list_runs(5)
-    assert run["status"] == "interrupted"
-    stored_settings = store.run(run["id"])["settings"]
+    assert run.status == "interrupted"
+    stored_settings = store.run(run.id).settings
     assert stored_settings["threads"] >= 1 and "energy_estimate_tdp_w" not in stored_settings
 
     again = sweep.run_study(load_study(str(STUDIES / "many_ok.yaml")), store)
-    assert again.run_id == run["id"] and again.resumed and again.n_skipped == 2 and len(seen) == 3 + 10
-    assert store.run(run["id"])["status"] == "complete"
+    assert again.run_id == run.id and again.resumed and again.n_skipped == 2 and len(seen) == 3 + 10
+    assert store.run(run.id).status == "complete"
 
 
 def _maxbatch(store, **kw):
@@ -231,11 +231,11 @@ def test_maxbatch_run_ends_complete_or_failed(tmp_path, monkeypatch, outcome, st
     store = Store(tmp_path / "r.sqlite")
     result = _maxbatch(store)
     run = store.run(result.run_id)
-    assert run["status"] == status
+    assert run.status == status
     # the stored settings are maxbatch's own, as they have always been
-    assert run["settings"] == {"steps": 1, "warmup": 1, "timeout_s": 1800.0, "mem_limit_mb": 600,
-                               "threads": run["settings"]["threads"], "energy": False, "seed": 0}
-    assert list(run["settings"]) == list(maxbatch.STORED_SETTINGS)
+    assert run.settings == {"steps": 1, "warmup": 1, "timeout_s": 1800.0, "mem_limit_mb": 600,
+                            "threads": run.settings["threads"], "energy": False, "seed": 0}
+    assert list(run.settings) == list(maxbatch.STORED_SETTINGS)
     if status == "complete":
         assert (result.largest, result.first_oom, result.stopped) == (8, 9, None)
     else:
@@ -255,7 +255,7 @@ def test_interrupted_maxbatch_is_marked_interrupted_not_failed(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):  # `dlperf maxbatch` prints "dlperf: interrupted", as ever
         _maxbatch(store)
     (run,) = store.list_runs(5)
-    assert run["status"] == "interrupted" and run["n_done"] == 2
+    assert run.status == "interrupted" and run.n_done == 2
 
 
 def test_a_sweep_stores_case_results_as_rows(tmp_path):

@@ -92,9 +92,9 @@ def test_a_v2_store_migrates_and_its_running_runs_have_no_owner(store_url):
     v2.engine.dispose()
     assert open_at_once(store_url, 4) == [("ok", SCHEMA_VERSION)] * 4
     store = Store(store_url)
-    assert store.run(run_id)["status"] == "running" and store.lease(run_id) is None
+    assert store.run(run_id).status == "running" and store.lease(run_id) is None
     (row,) = store.list_runs()
-    assert row["lease"] is None and shown_status(row["status"], row["lease"]) == OWNER_GONE
+    assert row.lease is None and shown_status(row.status, row.lease) == OWNER_GONE
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(run_leases)).scalar() == 0
 
@@ -195,14 +195,14 @@ def test_open_run_gives_the_lease_back_on_every_way_out(store_url):
     store.environment_id({"cpu_model": "x"}, "hash-x")
     with open_run(store, _new_run()) as run:
         assert store.lease(run.run_id).owner == leases.Owner.me()
-    assert store.lease(run.run_id) is None and store.run(run.run_id)["status"] == "complete"
+    assert store.lease(run.run_id) is None and store.run(run.run_id).status == "complete"
     with pytest.raises(KeyboardInterrupt), open_run(store, _new_run(), resume_id=run.run_id) as again:
         raise KeyboardInterrupt
-    assert store.lease(again.run_id) is None and store.run(again.run_id)["status"] == "interrupted"
+    assert store.lease(again.run_id) is None and store.run(again.run_id).status == "interrupted"
     with pytest.raises(ZeroDivisionError), open_run(store, _new_run()) as broken:
         1 / 0  # noqa: B018
     assert store.lease(broken.run_id) is None  # an error in this process: the run is resumable, and says so
-    assert shown_status(store.run(broken.run_id)["status"], None) == "interrupted"
+    assert shown_status(store.run(broken.run_id).status, None) == "interrupted"
 
 
 def test_a_run_taken_over_stops_and_leaves_its_status_to_the_new_owner(store_url):
@@ -212,7 +212,7 @@ def test_a_run_taken_over_stops_and_leaves_its_status_to_the_new_owner(store_url
         with store.engine.begin() as conn:
             conn.execute(run_leases.update().values(token="theirs"))
         run.store_result(result_row(run.run_id))
-    assert store.run(run.run_id)["status"] == "running" and store.lease(run.run_id).token == "theirs"
+    assert store.run(run.run_id).status == "running" and store.lease(run.run_id).token == "theirs"
     assert store.done_cases(run.run_id) == set()
 
 
@@ -232,7 +232,7 @@ def test_a_process_that_lost_its_run_never_marks_it(store_url, how):
             raise KeyboardInterrupt
         if how == "error":
             1 / 0  # noqa: B018
-    assert store.run(run.run_id)["status"] == "running" and store.lease(run.run_id).token == "theirs"
+    assert store.run(run.run_id).status == "running" and store.lease(run.run_id).token == "theirs"
 
 
 def test_an_in_memory_store_opens():

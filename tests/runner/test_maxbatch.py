@@ -134,8 +134,8 @@ def test_the_search_varies_the_workloads_own_axis(tmp_path, monkeypatch, toy):
     assert [c.params["size_mb"] for c in seen] == [5, 10, 20, 40, 80, 60, 50, 45, 42, 41]
     assert all(c.workload == "toy" and c.params["width"] == 3 for c in seen)
     run = store.run(out.run_id)
-    assert (run["study"], run["variant"], run["status"]) == ("maxbatch", "toy width=3", "complete")
-    assert run["filters"] == {"framework": "numpy", "device": "cpu", "start": 5, "max_batch": 1000,
+    assert (run.study, run.variant, run.status) == ("maxbatch", "toy width=3", "complete")
+    assert run.filters == {"framework": "numpy", "device": "cpu", "start": 5, "max_batch": 1000,
                               "workload": "toy", "axis": "size_mb"}
     stored = store.results(out.run_id)
     assert sorted(r.params["size_mb"] for r in stored) == sorted(c.params["size_mb"] for c in seen)
@@ -148,7 +148,7 @@ def test_a_failure_other_than_memory_stops_the_search_and_names_the_axis(tmp_pat
     store = Store(tmp_path / "r.sqlite")
     out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", steps=1)
     assert out.largest == 2 and out.stopped == "size_mb 4 ended error: boom"
-    assert store.run(out.run_id)["status"] == "failed"
+    assert store.run(out.run_id).status == "failed"
 
 
 def test_the_cnn_form_stores_its_run_as_it_always_did(tmp_path, monkeypatch):
@@ -157,7 +157,7 @@ def test_the_cnn_form_stores_its_run_as_it_always_did(tmp_path, monkeypatch):
     store = Store(tmp_path / "r.sqlite")
     out = maxbatch.search(store, resolve_target("lenet5"), framework="torch", device="cpu", steps=1)
     run = store.run(out.run_id)
-    assert (run["variant"], run["filters"]) == ("lenet5", {"framework": "torch", "device": "cpu", "start": 1,
+    assert (run.variant, run.filters) == ("lenet5", {"framework": "torch", "device": "cpu", "start": 1,
                                                            "max_batch": 8192})
     assert seen[0].params == {"model": "lenet5", "precision": "fp32", "batch": 1} and out.largest == 4
 
@@ -174,11 +174,11 @@ def test_a_search_shows_its_probes_and_a_killed_one_says_it_is_not_resumed(tmp_p
     out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", steps=1)
     assert [p.value for p in out.probes] == [1, 2, 4, 3]
     (row,) = store.list_runs()
-    assert shown_cases(row["study"], row["n_done"], row["n_cases"]) == "4 (search)"
+    assert shown_cases(row.study, row.n_done, row.n_cases) == "4 (search)"
     assert shown_cases("many_ok", 3, 12) == "3/12"
     store.set_run_status(out.run_id, "running")  # as a SIGKILL leaves it: running, its owner gone
     (row,) = store.list_runs()
-    assert shown_status(row["status"], row["lease"], study=row["study"]) == SEARCH_OWNER_GONE
-    assert shown_status(row["status"], row["lease"], study="many_ok") == "interrupted (owner gone)"
+    assert shown_status(row.status, row.lease, study=row.study) == SEARCH_OWNER_GONE
+    assert shown_status(row.status, row.lease, study="many_ok") == "interrupted (owner gone)"
     shown = run_cli("runs", db=db).stdout
     assert "4 (search)" in shown and "a search is not resumed: run it again" in shown and "4/0" not in shown

@@ -31,7 +31,7 @@ def test_sweep_into_postgres(postgres_url):
     rows = store.results(summary.run_id)
     assert len(rows) == 12 and all(r.status == "ok" for r in rows)
     assert all(len(r.measurement["sample_times_s"]) >= 6 for r in rows)
-    assert store.run("latest")["status"] == "complete"
+    assert store.run("latest").status == "complete"
     assert store.resolve_run(summary.run_id[:12]) == summary.run_id
     # A second open finds the schema current and the data intact.
     assert len(Store(url).results(summary.run_id)) == 12
@@ -71,7 +71,7 @@ def test_a_v3_postgres_store_upgrades_and_holds_a_long_variant(postgres_url):
     store = Store(url)
     assert store.schema_version == SCHEMA_VERSION == 4
     run_id = _run(store, LONG_VARIANT)
-    assert store.run(run_id)["variant"] == LONG_VARIANT and store.run(old)["variant"] == "full"
+    assert store.run(run_id).variant == LONG_VARIANT and store.run(old).variant == "full"
     assert store.find_resumable(study="maxbatch", variant=LONG_VARIANT, study_hash="h", filters={},
                                 env_id=None) == run_id
     with store.engine.connect() as conn:
@@ -92,10 +92,10 @@ def test_maxbatch_with_parameters_into_postgres_and_its_bundle_back(postgres_url
     assert target.label == LONG_VARIANT
     pg = Store(new_database(postgres_url))
     out = maxbatch.search(pg, target, framework="numpy", device="cpu", steps=1, max_batch=8)
-    assert out.largest == 2 and pg.run(out.run_id)["variant"] == LONG_VARIANT
+    assert out.largest == 2 and pg.run(out.run_id).variant == LONG_VARIANT
     lite = Store(tmp_path / "r.sqlite")
     out = maxbatch.search(lite, target, framework="numpy", device="cpu", steps=1, max_batch=8)
     export_bundle(lite, out.run_id, tmp_path / "run.dlperf")
     into = Store(new_database(postgres_url))
     import_bundle(into, read_bundle(tmp_path / "run.dlperf"), lease_stale_s=120.0)
-    assert into.run(out.run_id)["variant"] == LONG_VARIANT and len(into.results(out.run_id)) == len(out.probes)
+    assert into.run(out.run_id).variant == LONG_VARIANT and len(into.results(out.run_id)) == len(out.probes)

@@ -154,7 +154,7 @@ def test_resume_after_a_peaks_override(tmp_path, monkeypatch, name, value):
     assert len(after) == N_CASES and len({k for k, _ in after}) == N_CASES and after[: len(before)] == before
     assert _run_ids(db) == [run_id]
     store = Store(db)
-    assert store.run(run_id)["status"] == "complete"
+    assert store.run(run_id).status == "complete"
     assert store.run_environment(run_id) == created_under  # the peaks it was created under
 
 
@@ -192,8 +192,8 @@ def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
         run_study(load_study(STUDY), store, overrides=FAST)
     monkeypatch.setattr(sweep, "run_case", real)
     run = store.run("latest")
-    assert run["status"] == "interrupted" and len(store.done_cases(run["id"])) == after_cases
-    return run["id"]
+    assert run.status == "interrupted" and len(store.done_cases(run.id)) == after_cases
+    return run.id
 
 
 def _edit_catalog(monkeypatch):
@@ -231,6 +231,6 @@ def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_p
 
     summary = run_study(load_study(STUDY), store, resume=run_id, overrides=FAST)
     assert (summary.run_id, summary.resumed, summary.n_skipped) == (run_id, True, 3)
-    assert len(store.done_cases(run_id)) == N_CASES and store.run(run_id)["status"] == "complete"
-    assert [r["id"] for r in store.list_runs()] == [run_id]
+    assert len(store.done_cases(run_id)) == N_CASES and store.run(run_id).status == "complete"
+    assert [r.id for r in store.list_runs()] == [run_id]
     assert store.run_environment(run_id) == created_under  # the run keeps what it was created under

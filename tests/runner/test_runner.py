@@ -32,7 +32,7 @@ def _mode(params):
 def test_every_case_is_recorded(faults_results):
     rows, store, summary = faults_results
     assert len(rows) == 18  # 9 cases x {cpu, cuda}
-    assert store.run(summary.run_id)["status"] == "complete"
+    assert store.run(summary.run_id).status == "complete"
 
 
 def test_ok_case_has_samples_and_metrics(faults_results):

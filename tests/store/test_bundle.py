@@ -137,7 +137,8 @@ def test_round_trip_is_exact_and_the_file_is_versioned(tmp_path):
     got = dst.results(run_id)[1].measurement["sample_times_s"]
     assert _bits(got) == _bits(AWKWARD)
     src_run, dst_run = src.run(run_id), dst.run(run_id)
-    assert {k: v for k, v in dst_run.items() if k != "env_id"} == {k: v for k, v in src_run.items() if k != "env_id"}
+    assert ({k: v for k, v in dst_run.to_dict().items() if k != "env_id"}
+            == {k: v for k, v in src_run.to_dict().items() if k != "env_id"})
     assert dst.run_environment(run_id) == src.run_environment(run_id)
     assert [r.env_id for r in dst.results(run_id)] == [1, 2, 2]
 
@@ -175,10 +176,10 @@ def test_a_newer_bundle_of_a_resumed_run_adds_only_what_is_missing(tmp_path):
     outcome = _import(dst, tmp_path / "second.gz")
     assert (outcome.new, outcome.already, outcome.status_before, outcome.status_after) == (2, 2, "running", "complete")
     assert outcome.line() == f"run {run_id}: 2 new results (2 already stored); status running -> complete"
-    assert _raw(dst, run_id) == _raw(src, run_id) and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
+    assert _raw(dst, run_id) == _raw(src, run_id) and dst.run(run_id).finished_at == src.run(run_id).finished_at
     stale = _import(dst, tmp_path / "first.gz")  # the older bundle again: nothing goes back
     assert (stale.new, stale.already, stale.status_after) == (0, 2, "complete")
-    assert dst.run(run_id)["status"] == "complete" and _count(dst, results) == 4
+    assert dst.run(run_id).status == "complete" and _count(dst, results) == 4
 
 
 def test_a_later_rerun_of_a_stored_case_replaces_it(tmp_path):
@@ -311,8 +312,8 @@ def test_a_run_being_executed_is_left_to_its_executor_until_its_lease_is_gone(tm
     line = str(err.value)
     assert line.startswith(f"run {run_id} is being executed by pid 4242 on bench since ") and "\n" not in line
     assert line.endswith("; import after it ends; nothing was imported")
-    assert dst.run(run_id)["status"] == "running" and _count(dst, results) == 1
-    assert dst.add_result(case_1.model_copy(update={"env_id": dst.run(run_id)["env_id"]}), lease_token=token)
+    assert dst.run(run_id).status == "running" and _count(dst, results) == 1
+    assert dst.add_result(case_1.model_copy(update={"env_id": dst.run(run_id).env_id}), lease_token=token)
     with dst.engine.begin() as conn:  # the owner stopped beating long ago: gone
         conn.execute(run_leases.update().values(heartbeat_at=T0))
     outcome = _import(dst, tmp_path / "more.gz")
@@ -330,7 +331,7 @@ def test_a_later_end_of_the_run_is_followed_even_without_a_new_result(tmp_path):
     _import(dst, tmp_path / "interrupted.gz")
     outcome = _import(dst, tmp_path / "complete.gz")
     assert outcome.line() == f"run {run_id}: 0 new results (4 already stored); status interrupted -> complete"
-    assert dst.run(run_id)["status"] == "complete" and dst.run(run_id)["finished_at"] == src.run(run_id)["finished_at"]
+    assert dst.run(run_id).status == "complete" and dst.run(run_id).finished_at == src.run(run_id).finished_at
     assert _import(dst, tmp_path / "interrupted.gz").status_after == "complete"  # an earlier end does not win back
 
 

@@ -177,7 +177,7 @@ def test_a_known_run_with_another_study_name_is_refused(bundle_file, tmp_path):
     before = _count(dst, runs)
     with pytest.raises(BundleError, match="already in this store with another study name"):
         _import(dst, renamed)
-    assert _count(dst, runs) == before and dst.run(read_bundle(bundle_file).run["id"])["study"] == "s"
+    assert _count(dst, runs) == before and dst.run(read_bundle(bundle_file).run["id"]).study == "s"
 
 
 # -- finding 4: size, depth, FIFOs -------------------------------------------------------------------------

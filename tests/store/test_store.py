@@ -82,7 +82,7 @@ def test_a_run_reports_the_derived_data_it_was_created_with(db_path):
         env_id = store.environment_id(fp, identity_hash(fp))
         runs.append(store.create_run(study="s", variant="full", study_hash="h", study_path="p", filters={},
                                      settings={}, env_id=env_id, n_cases=1, dlperf_version="0", derived=derived(fp)))
-    assert store.run(runs[0])["env_id"] == store.run(runs[1])["env_id"]
+    assert store.run(runs[0]).env_id == store.run(runs[1]).env_id
     assert store.run_environment(runs[0]) == ENV_A and store.run_environment(runs[1]) == ENV_B
     assert store.run_environment(make_run(store)) == {"cpu_model": "x"}  # no derived data: the environment's
     with pytest.raises(UnknownRunError, match="unknown run 'nope'"):
@@ -179,7 +179,7 @@ def test_a_run_id_drawn_twice_in_one_second_is_drawn_again(tmp_path, monkeypatch
                   n_cases=1, dlperf_version="0")
     first, second = store.create_run(**kwargs), store.create_run(**kwargs)
     assert first == "s-20261123-120000-abcd" and second == "s-20261123-120000-ef01"
-    assert {r["id"] for r in store.runs_of_study("s")} == {first, second}
+    assert {r.id for r in store.runs_of_study("s")} == {first, second}
 
 
 @pytest.mark.postgres

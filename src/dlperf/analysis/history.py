@@ -55,6 +55,7 @@ from dlperf.analysis.machines import (
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
 from dlperf.runner.canary import local_times
+from dlperf.store.rows import Environment, RunRow
 from dlperf.timing import Measurement
 from dlperf.units import format_time
 
@@ -253,10 +254,10 @@ def _log_half_width(p: Point) -> float | None:
     return (math.log(p.ci_high_s) - math.log(p.ci_low_s)) / 2
 
 
-def build_history(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
+def build_history(study: str, runs: Sequence[RunRow], envs: Mapping[str, Environment],
                   results: Mapping[str, Sequence[CaseResult]], *, min_effect: float = DEFAULT_MIN_EFFECT,
                   fail_pct: float | None = None, case_filter: str | None = None, machine: str | None = None,
-                  metric: str = "time", result_envs: Mapping[int, Mapping[str, Any]] | None = None) -> StudyHistory:
+                  metric: str = "time", result_envs: Mapping[int, Environment] | None = None) -> StudyHistory:
     """The history of `study` from its runs (store rows), their environments (`Store.run_environment`, by run
     id), typed results (by run id) and every environment the results name (`result_envs`, by env id; the
     machine that ran each: `cli.readers.result_environments`; None: only the runs' own, so a result of another
@@ -266,10 +267,10 @@ def build_history(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[s
         raise DlperfError(f"--metric {metric!r}: history follows {', '.join(METRICS)}")
     if not runs:
         raise DlperfError(f"no runs of study {study!r} in this store (see 'dlperf runs')")
-    known_envs = result_envs if result_envs is not None else {int(r["env_id"]): envs[r["id"]] for r in runs}
-    by_machine: dict[str, list[tuple[Mapping[str, Any], MachineShare, int]]] = {}
-    for run in sorted(runs, key=lambda r: (r["started_at"], r["id"])):
-        shares = split_by_machine(results.get(run["id"], []), known_envs, int(run["env_id"]), envs[run["id"]])
+    known_envs = result_envs if result_envs is not None else {int(r.env_id): envs[r.id] for r in runs}
+    by_machine: dict[str, list[tuple[RunRow, MachineShare, int]]] = {}
+    for run in sorted(runs, key=lambda r: (r.started_at, r.id)):
+        shares = split_by_machine(results.get(run.id, []), known_envs, int(run.env_id), envs[run.id])
         for share in shares:
             by_machine.setdefault(share.machine_id, []).append((run, share, len(shares)))
     if machine is not None:
@@ -287,14 +288,14 @@ def build_history(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[s
     return StudyHistory(study, metric, min_effect, fail_pct, timelines)
 
 
-def _timeline(mid: str, entries: list[tuple[Mapping[str, Any], MachineShare, int]], min_effect: float,
+def _timeline(mid: str, entries: list[tuple[RunRow, MachineShare, int]], min_effect: float,
               fail_pct: float | None, case_filter: str | None) -> Timeline:
     """One machine's timeline from its runs' shares (run row, this machine's share, the run's machine count)."""
     infos: list[RunInfo] = []
     for i, (run, share, n_machines) in enumerate(entries):
         soft = software(share.env)
         changes = software_changes(infos[-1].software, soft) if infos else []
-        infos.append(RunInfo(run["id"], i + 1, run["started_at"], str(run["status"]), soft, changes, n_machines))
+        infos.append(RunInfo(run.id, i + 1, run.started_at, str(run.status), soft, changes, n_machines))
     grouped: dict[tuple[int, str, Any], list[CaseResult]] = {}
     for i, (_, share, _) in enumerate(entries):
         run_threads = share.env.get("threads")

@@ -30,10 +30,11 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict, cast
 
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
+from dlperf.store.rows import Environment
 
 #: Fingerprint fields that make a machine (besides `ram_bytes`, compared in whole GiB).
 MACHINE_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "machine", "hostname_sha256")
@@ -69,7 +70,7 @@ class MachineIdentity(TypedDict):
     gpus: list[GpuIdentity]
 
 
-def machine_identity(env: dict[str, Any]) -> MachineIdentity:
+def machine_identity(env: Environment) -> MachineIdentity:
     """The hardware part of an environment (module doc): what a machine is for history and the matrix."""
     out: MachineIdentity = {  # MACHINE_KEYS, in their order
         "cpu_model": env.get("cpu_model"), "cpu_physical_cores": env.get("cpu_physical_cores"),
@@ -79,19 +80,20 @@ def machine_identity(env: dict[str, Any]) -> MachineIdentity:
         out[LABEL_KEY] = str(env[LABEL_KEY])
     ram = env.get("ram_bytes")
     out["ram_gib"] = round(ram / GIB) if isinstance(ram, int | float) else None
-    gpus = env.get("gpus") if isinstance(env.get("gpus"), list) else []
+    found = env.get("gpus")
+    gpus = found if isinstance(found, list) else []
     out["gpus"] = [{"index": g.get("index"), "name": g.get("name"), "memory_bytes": g.get("memory_bytes")}
                    for g in gpus if isinstance(g, dict)]  # GPU_MACHINE_KEYS, in their order
     return out
 
 
-def machine_id(env: dict[str, Any]) -> str:
+def machine_id(env: Environment) -> str:
     """A short stable id of the machine an environment belongs to (SHA-256 of `machine_identity`)."""
     text = json.dumps(machine_identity(env), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def machine_label(env: dict[str, Any]) -> str:
+def machine_label(env: Environment) -> str:
     """A name a person recognises: its label where it has one, then CPU model and cores / GPUs / host hash."""
     ident = machine_identity(env)
     cpu = f"{ident['cpu_model'] or 'unknown CPU'}"
@@ -103,13 +105,13 @@ def machine_label(env: dict[str, Any]) -> str:
     return f"{ident[LABEL_KEY]}: {text}" if ident.get(LABEL_KEY) else text
 
 
-def short_name(env: dict[str, Any]) -> str:
+def short_name(env: Environment) -> str:
     """The shortest name that tells a machine apart in a column: its label, else the first 8 of its id."""
     label = machine_identity(env).get(LABEL_KEY)
     return str(label) if label else machine_id(env)[:8]
 
 
-def describe_machine(env: dict[str, Any]) -> str:
+def describe_machine(env: Environment) -> str:
     """Every field of the machine's identity on one line, for the notes that keep two machines apart."""
     ident = machine_identity(env)
     gpus = "; ".join(f"#{g['index']} {g['name']} {_gib(g['memory_bytes'])}" for g in ident["gpus"]) or "none"
@@ -127,7 +129,7 @@ class MachineShare:
     machine_id: str
     label: str  # machine_label(env)
     name: str  # short_name(env): what a column or a RUN@MACHINE shows
-    env: dict[str, Any]
+    env: Environment
     env_ids: tuple[int, ...]
     results: list[CaseResult]
 
@@ -136,12 +138,12 @@ class MachineShare:
         return f"{self.machine_id} ({self.label}), {len(self.results)} result{'s' * (len(self.results) != 1)}"
 
 
-def split_by_machine(results: Sequence[CaseResult], envs: Mapping[int, Mapping[str, Any]], run_env_id: int,
-                     run_env: Mapping[str, Any]) -> list[MachineShare]:
+def split_by_machine(results: Sequence[CaseResult], envs: Mapping[int, Environment], run_env_id: int,
+                     run_env: Environment) -> list[MachineShare]:
     """A run's results by the machine that ran them (each row's `env_id`; `envs`: every environment they name,
     by id), ordered by short name; a run with no results is one share: its own machine's. An env id missing
     from `envs` is a KeyError: results are never put on a machine they did not run on."""
-    all_envs = {**{k: dict(v) for k, v in envs.items()}, run_env_id: dict(run_env)}
+    all_envs = {k: cast(Environment, dict(v)) for k, v in {**envs, run_env_id: run_env}.items()}
     groups: dict[str, list[CaseResult]] = {}
     for r in results:
         groups.setdefault(machine_id(all_envs[r.env_id]), []).append(r)
@@ -191,7 +193,7 @@ def _gib(nbytes: Any) -> str:
     return f"{nbytes / GIB:.0f} GiB" if isinstance(nbytes, int | float) else "?"
 
 
-def software(env: dict[str, Any]) -> dict[str, str]:
+def software(env: Mapping[str, Any]) -> dict[str, str]:
     """The software an environment ran (module doc), flat: {'numpy': '2.4.6', 'numpy.blas': ..., 'kernel': ...}.
 
     A framework's version is keyed by its name alone; its other scalar facts as NAME.FIELD."""

@@ -49,14 +49,12 @@ def fmt_x(value: float) -> str:
 def not_run(claim: Claim, datas: Sequence[ReportData] = ()) -> str:
     """Why no run given holds the claim's workload: none of its study was given, or the ones given stored no
     case of it (an empty or aborted run)."""
-    empty = [d.run for d in datas if d.run.get("study") == claim.study]
+    empty = [d.run for d in datas if d.run.study == claim.study]
     if not empty:
         return f"no {claim.study} run given; run `{claim.run}`"
     said = []
     for r in empty:
-        planned = f" of {r['n_cases']}" if r.get("n_cases") is not None else ""
-        said.append(f"run {r['id']} has no {claim.workload} results ({r.get('status', 'status unknown')}, "
-                    f"0{planned} cases stored)")
+        said.append(f"run {r.id} has no {claim.workload} results ({r.status}, 0 of {r.n_cases} cases stored)")
     return f"{'; '.join(said)}; run `{claim.run}`"
 
 

@@ -32,8 +32,8 @@ def mlp_speedup(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str,
     p = claim.params
     what = f"{p['framework']} {p['variant']} {p['size']}"
     kw = {"workload": "mlp", "framework": p["framework"], "match": _mlp_match(p["variant"], p["size"])}
-    gpu = pick(data.results, data.run["id"], trail, f"{what} on cuda", device="cuda", **kw)
-    cpu = pick(data.results, data.run["id"], trail, f"{what} on cpu", device="cpu", **kw)
+    gpu = pick(data.results, data.run.id, trail, f"{what} on cuda", device="cuda", **kw)
+    cpu = pick(data.results, data.run.id, trail, f"{what} on cpu", device="cpu", **kw)
     t_cpu, t_gpu = times(cpu), times(gpu)
     ratio = t_cpu / t_gpu
     verdict, detail = judge_band(claim, ratio, float(p["value"]), float(p["factor"]))
@@ -60,8 +60,8 @@ def mlp_edp(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, str
     for variant in p["variants"]:
         try:
             kw = {"workload": "mlp", "framework": fw, "match": _mlp_match(variant)}
-            gpu = pick(data.results, data.run["id"], trail, f"{fw} {variant} on cuda", device="cuda", **kw)
-            cpu = pick(data.results, data.run["id"], trail, f"{fw} {variant} on cpu", device="cpu", **kw)
+            gpu = pick(data.results, data.run.id, trail, f"{fw} {variant} on cuda", device="cuda", **kw)
+            cpu = pick(data.results, data.run.id, trail, f"{fw} {variant} on cpu", device="cpu", **kw)
             sizes = sorted({r.params["size"] for r in gpu} & {r.params["size"] for r in cpu})
             if not sizes:
                 raise CannotCheck(f"{fw} {variant}: no size ran on both the CPU and the GPU")
@@ -101,7 +101,7 @@ def backends_ratio(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, s
     model, num, den = p["model"], p["numerator"], p["denominator"]
     got: dict[str, list[CaseResult]] = {}
     for fw in sorted((num, den), key=lambda f: _backend_device(f) != "cuda"):  # a missing GPU is said first
-        got[fw] = pick(data.results, data.run["id"], trail, f"{fw} ({model})", workload="backends",
+        got[fw] = pick(data.results, data.run.id, trail, f"{fw} ({model})", workload="backends",
                        framework=fw, device=_backend_device(fw), match=lambda q: q.get("model") == model)
     t_num, t_den = times(got[num]), times(got[den])
     ratio = t_num / t_den
@@ -118,7 +118,7 @@ ABOVE_PEAK = ("above the FP32 compute peak: the peak or the precision is wrong, 
 def _efficiencies(data: ReportData, trail: Trail, ops: list[str], device: str,
                   dtype: str) -> tuple[list[Point], list[Point]]:
     """The usable cases placed against the FP32 peak, and those above it (a wrong peak or precision)."""
-    cases = pick(data.results, data.run["id"], trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None,
+    cases = pick(data.results, data.run.id, trail, f"{dtype} {'/'.join(ops)}", workload="ops", framework=None,
                  device=device, match=lambda q: q.get("op") in ops and q.get("dtype", "float32") == dtype)
     usable = {id(r.metrics) for r in cases}
     out, above = [], []
@@ -150,7 +150,7 @@ def _missing_ops(data: ReportData, pts: list[Point], ops: list[str], device: str
         if o in placed:
             continue
         try:
-            pick(data.results, data.run["id"], Trail(), f"{dtype} {o}", workload="ops", framework=None,
+            pick(data.results, data.run.id, Trail(), f"{dtype} {o}", workload="ops", framework=None,
                  device=device, match=lambda q, o=o: q.get("op") == o and q.get("dtype", "float32") == dtype)
         except CannotCheck as exc:
             if not any(r.params.get("op") == o and r.params.get("dtype", "float32") == dtype and on_device(r, device)
@@ -161,7 +161,7 @@ def _missing_ops(data: ReportData, pts: list[Point], ops: list[str], device: str
             continue
         other.append(f"{o}: every case {ABOVE_PEAK}")
     if none_at_all:
-        other.insert(0, f"{', '.join(none_at_all)}: no {dtype} case on {device} in run {data.run['id']}")
+        other.insert(0, f"{', '.join(none_at_all)}: no {dtype} case on {device} in run {data.run.id}")
     return "; ".join(other)
 
 

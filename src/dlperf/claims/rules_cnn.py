@@ -45,9 +45,9 @@ def _pair(claim: Claim, data: ReportData, trail: Trail, device: str) -> tuple[di
     """The usable training cases of the slower and the faster framework on one device, by point (slower first);
     the study's claims are of training steps, so an inference case (`task: infer`) never enters."""
     p = claim.params
-    slow = pick(data.results, data.run["id"], trail, f"{p['slower']} on {device}", workload="cnn",
+    slow = pick(data.results, data.run.id, trail, f"{p['slower']} on {device}", workload="cnn",
                 framework=p["slower"], device=device, match=_training)
-    fast = pick(data.results, data.run["id"], trail, f"{p['faster']} on {device}", workload="cnn",
+    fast = pick(data.results, data.run.id, trail, f"{p['faster']} on {device}", workload="cnn",
                 framework=p["faster"], device=device, match=_training)
     return _by_point(slow), _by_point(fast)
 
@@ -63,7 +63,7 @@ def _time_ratios(claim: Claim, data: ReportData, trail: Trail) -> dict[Point, fl
             out[pt] = statistics.median(ts) / statistics.median(tf)
     if not out:
         raise CannotCheck(f"{claim.params['slower']} and {claim.params['faster']} share no (model, image size, "
-                          f"precision, batch) on {claim.params['device']} in run {data.run['id']}")
+                          f"precision, batch) on {claim.params['device']} in run {data.run.id}")
     return out
 
 
@@ -122,7 +122,7 @@ def cnn_memory(claim: Claim, data: ReportData, trail: Trail) -> tuple[str, str, 
     left_out = (f"; {dropped} memory reading(s) at or below zero left out (peak under the baseline)"
                 if dropped else "")
     if not ratios:
-        raise CannotCheck(("; ".join(reasons) or f"no point with memory measured for both in run {data.run['id']}")
+        raise CannotCheck(("; ".join(reasons) or f"no point with memory measured for both in run {data.run.id}")
                           + left_out)
     wins = sum(v > 1 for v in ratios.values())
     lo, hi = min(ratios.values()), max(ratios.values())
@@ -175,7 +175,7 @@ def cnn_ranking(claim: Claim, datas: list[ReportData]) -> Outcome:
     trail = Trail()
     results = [r for d in runs for r in trail.take([r for r in d.of("cnn") if r.ok and _training(r.params)
                                                     and r.params.get("model") == p["model"]])]
-    envs = {d.run["id"]: d.env for d in runs}
+    envs = {d.run.id: d.env for d in runs}
     rows = best_per_setup(cnn_rows(results, envs, []))
     listed = [p["first"], *p["others"]]
     mine = [r for r in rows if r["entry"] is not None and r["entry"].id in listed and r["share"] == 1.0]

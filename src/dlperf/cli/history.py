@@ -18,24 +18,27 @@ from dlperf.cli.results import REGRESSION_EXIT, Percent
 from dlperf.untrusted import path_component
 
 if TYPE_CHECKING:
+    from dlperf.core.result import CaseResult
     from dlperf.report.history_report import HistoryDoc
     from dlperf.report.matrix import MatrixDoc
+    from dlperf.store import Store
+    from dlperf.store.rows import Environment, RunRow
 
 FORMATS = ["terminal", "markdown", "json", "html"]
 
 
-def study_runs(store: Any, study: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, list[Any]]]:
+def study_runs(store: Store, study: str) -> tuple[list[RunRow], dict[str, Environment], dict[str, list[CaseResult]]]:
     """Every run of `study` (any status), each run's environment (`Store.run_environment`) and typed results,
     by run id. No run of it: DlperfError naming the studies the store holds."""
     from dlperf.errors import DlperfError
 
     runs = store.runs_of_study(study)
     if not runs:
-        studies = sorted({r["study"] for r in store.list_runs(10_000)})
+        studies = sorted({r.study for r in store.list_runs(10_000)})
         raise DlperfError(f"no runs of study {study!r} in {store.url} (its studies: "
                           f"{', '.join(studies) if studies else 'none yet'})")
-    envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
-    results = {r["id"]: store.results(r["id"]) for r in runs}
+    envs = {r.id: store.run_environment(r.id) for r in runs}
+    results = {r.id: store.results(r.id) for r in runs}
     return runs, envs, results
 
 

@@ -15,6 +15,7 @@ from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
 from dlperf.report.study import ReportData
 from dlperf.store import Store
+from dlperf.store.rows import Environment, RunRow
 from dlperf.untrusted import path_component
 
 
@@ -26,39 +27,39 @@ def report_data(store: Store, run_ref: str, plot_dir: Path | None) -> ReportData
     run_id = store.resolve_run(run_ref)
     run_row, env = store.run(run_id), store.run_environment(run_id)
     results = store.results(run_id)
-    stored = (run_row.get("derived") or {}).get("ceilings") or {}
+    stored = (run_row.derived or {}).get("ceilings") or {}
     peaks: tuple[dict[str, dict[str, float]], str | None] = ({}, None)
     if any(r.workload == "ops" for r in results) and not stored.get("devices"):
-        peaks = measured_peaks(peaks_runs(store, [env], finished_before=run_row["started_at"]), env)
+        peaks = measured_peaks(peaks_runs(store, [env], finished_before=run_row.started_at), env)
     return ReportData(run_row, env, results, plot_dir or Path("reports") / path_component(run_id), peaks)
 
 
-def result_environments(store: Store, runs: Iterable[dict[str, Any]], results: Iterable[CaseResult]
-                        ) -> dict[int, dict[str, Any]]:
+def result_environments(store: Store, runs: Iterable[RunRow], results: Iterable[CaseResult]
+                        ) -> dict[int, Environment]:
     """Every environment these results name, by env id: a run's own as `Store.run_environment` gives it (its
     derived figures laid over), any other (the machine that ran a fleet case, fingerprinted there) as stored."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, Environment] = {}
     for run in runs:
-        out.setdefault(int(run["env_id"]), store.run_environment(run["id"]))
+        out.setdefault(int(run.env_id), store.run_environment(run.id))
     for r in results:
         if r.env_id not in out:
             out[r.env_id] = store.environment(r.env_id)
     return out
 
 
-def run_shares(store: Store, run_ref: str) -> tuple[dict[str, Any], list[CaseResult], list[MachineShare]]:
+def run_shares(store: Store, run_ref: str) -> tuple[RunRow, list[CaseResult], list[MachineShare]]:
     """A run (row), its typed results in the store's order, and the same results by the machine that ran them
     (`analysis.machines.split_by_machine`)."""
     run_row = store.run(run_ref)
-    results = store.results(run_row["id"])
+    results = store.results(run_row.id)
     envs = result_environments(store, [run_row], results)
-    return run_row, results, split_by_machine(results, envs, int(run_row["env_id"]), envs[int(run_row["env_id"])])
+    return run_row, results, split_by_machine(results, envs, int(run_row.env_id), envs[int(run_row.env_id)])
 
 
 def run_machines(store: Store, data: ReportData) -> list[MachineShare]:
     """A report's run's results by the machine that ran them (its table's machine column)."""
     envs = result_environments(store, [data.run], data.results)
-    return split_by_machine(data.results, envs, int(data.run["env_id"]), data.env)
+    return split_by_machine(data.results, envs, int(data.run.env_id), data.env)
 
 
 def machine_reports(store: Store, data: ReportData, shares: list[MachineShare] | None = None
@@ -79,10 +80,10 @@ def _share_data(store: Store, data: ReportData, share: MachineShare) -> ReportDa
     host's `peaks` runs where it has ops cases), plots in its own subfolder."""
     env = share.env
     peaks = data.measured_peaks
-    if int(data.run["env_id"]) not in share.env_ids:  # another machine: never the submitting one's peaks
+    if int(data.run.env_id) not in share.env_ids:  # another machine: never the submitting one's peaks
         peaks = ({}, None)
         if any(r.workload == "ops" for r in share.results) and not (env.get("ceilings") or {}).get("devices"):
-            peaks = measured_peaks(peaks_runs(store, [env], finished_before=data.run["started_at"]), env)
+            peaks = measured_peaks(peaks_runs(store, [env], finished_before=data.run.started_at), env)
     return ReportData(data.run, env, share.results, data.plot_dir / f"machine-{share.machine_id}", peaks)
 
 
@@ -99,11 +100,11 @@ def share_report(store: Store, ref: str, plot_dir: Path | None) -> ReportData:
     run_ref, selector = split_ref(ref)
     data = report_data(store, run_ref, plot_dir)
     shares = run_machines(store, data)
-    share = pick_share(shares, selector, str(data.run["id"]))
+    share = pick_share(shares, selector, str(data.run.id))
     return _share_data(store, data, share) if len(shares) > 1 else data
 
 
-def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]], finished_before: datetime | None = None) -> PeaksRuns:
+def peaks_runs(store: Store, hosts: Iterable[Environment], finished_before: datetime | None = None) -> PeaksRuns:
     """The `peaks` runs of any of these environments' hosts (only those finished before `finished_before`,
     where given), newest first, each as (the environment it ran in, its result rows) for
     `hardware.roofline.measured_peaks`."""
@@ -112,16 +113,16 @@ def peaks_runs(store: Store, hosts: Iterable[dict[str, Any]], finished_before: d
         return []
     out = []
     for run in store.runs_of_study("peaks"):  # newest first
-        if finished_before is not None and (run.get("finished_at") is None or run["finished_at"] >= finished_before):
+        if finished_before is not None and (run.finished_at is None or run.finished_at >= finished_before):
             continue
-        env = store.run_environment(run["id"])
+        env = store.run_environment(run.id)
         if any(same_host(env, host) for host in hosts):
-            out.append((env, store.results(run["id"])))
+            out.append((env, store.results(run.id)))
     return out
 
 
 def cnn_inputs(store: Store, run_ids: list[str] | None = None
-               ) -> tuple[list[CaseResult], dict[str, dict[str, Any]], PeaksRuns]:
+               ) -> tuple[list[CaseResult], dict[str, Environment], PeaksRuns]:
     """What `hardware.measured.cnn_rows` takes: every stored ok `cnn` result (of these runs, or all),
     oldest first; the environment of each of their runs, by run id; the `peaks` runs of their hosts."""
     results = store.results_of_workload("cnn", run_ids)
@@ -144,28 +145,28 @@ def run_histories(store: Any, datas: list[Any], machines: dict[str, list[Any]] |
 
     out: dict[str, list[Any]] = {}
     results: dict[str, list[Any]] = {}
-    for study in dict.fromkeys(str(d.run["study"]) for d in datas):
+    for study in dict.fromkeys(str(d.run.study) for d in datas):
         runs = store.runs_of_study(study)
-        envs = {r["id"]: store.run_environment(r["id"]) for r in runs}
-        result_envs = {int(r["env_id"]): envs[r["id"]] for r in runs}
+        envs = {r.id: store.run_environment(r.id) for r in runs}
+        result_envs = {int(r.env_id): envs[r.id] for r in runs}
         touched: dict[str, set[str]] = {}  # run id -> the machines its results came from (its own if none)
-        env_ids = _result_env_ids(store, [r["id"] for r in runs])
+        env_ids = _result_env_ids(store, [r.id for r in runs])
         for run in runs:
-            for env_id in env_ids.get(run["id"], set()) - set(result_envs):
+            for env_id in env_ids.get(run.id, set()) - set(result_envs):
                 result_envs[env_id] = store.environment(env_id)
-            touched[run["id"]] = {machine_id(result_envs[e]) for e in env_ids.get(run["id"], set())} or {
-                machine_id(envs[run["id"]])}
-        for data in (d for d in datas if str(d.run["study"]) == study):
-            shares = (machines or {}).get(data.run["id"]) or run_machines(store, data)
+            touched[run.id] = {machine_id(result_envs[e]) for e in env_ids.get(run.id, set())} or {
+                machine_id(envs[run.id])}
+        for data in (d for d in datas if str(d.run.study) == study):
+            shares = (machines or {}).get(data.run.id) or run_machines(store, data)
             mids = {s.machine_id for s in shares}
-            mine = [r for r in runs if touched[r["id"]] & mids]
+            mine = [r for r in runs if touched[r.id] & mids]
             for r in mine:
-                if r["id"] not in results:
-                    results[r["id"]] = store.results(r["id"])
-            hist = build_history(study, mine, envs, {r["id"]: results[r["id"]] for r in mine},
+                if r.id not in results:
+                    results[r.id] = store.results(r.id)
+            hist = build_history(study, mine, envs, {r.id: results[r.id] for r in mine},
                                  result_envs=result_envs)
             kept = [t for t in hist.timelines if t.machine_id in mids and len(t.runs) > 1]
-            out[data.run["id"]] = (history_sections(replace(hist, timelines=kept), plot_dir=data.plot_dir / "history")
+            out[data.run.id] = (history_sections(replace(hist, timelines=kept), plot_dir=data.plot_dir / "history")
                                    if kept else [])
     return out
 

@@ -5,7 +5,7 @@ choice."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -17,6 +17,7 @@ from dlperf.untrusted import path_component, printable
 
 if TYPE_CHECKING:
     from dlperf.analysis.machines import MachineShare
+    from dlperf.store.rows import Environment, RunRow
 
 
 @click.command()
@@ -37,9 +38,9 @@ def runs(limit: int, db: str | None) -> None:
     for col in ("run", "study", "variant", "status", "cases", "ok", "started (UTC)"):
         table.add_column(col)
     for r in rows:
-        status = shown_status(r["status"], r["lease"], stale_s, study=r["study"])
-        cells = (r["id"], r["study"], r["variant"], status, shown_cases(r["study"], r["n_done"] or 0, r["n_cases"]),
-                 str(r["n_ok"] or 0), f"{r['started_at']:%Y-%m-%d %H:%M:%S}")
+        status = shown_status(r.status, r.lease, stale_s, study=r.study)
+        cells = (r.id, r.study, r.variant, status, shown_cases(r.study, r.n_done or 0, r.n_cases),
+                 str(r.n_ok or 0), f"{r.started_at:%Y-%m-%d %H:%M:%S}")
         table.add_row(*(escape(printable(c)) for c in cells))  # ids may come from a bundle: shown as data
     new_console().print(table)
 
@@ -63,10 +64,10 @@ def show(run_ref: str, errors: bool, cases: tuple[str, ...], db: str | None) -> 
     store = open_store(db, create=False)
     run_row, results, shares = run_shares(store, run_ref)
     if errors or cases:
-        _show_cases(run_row["id"], results, errors, cases)
+        _show_cases(run_row.id, results, errors, cases)
         return
-    run_row["status"] = shown_status(run_row["status"], store.lease(run_row["id"]), study=run_row["study"])
-    render_terminal(run_row, store.run_environment(run_row["id"]), results, new_console(), machines=shares)
+    run_row = replace(run_row, status=shown_status(run_row.status, store.lease(run_row.id), study=run_row.study))
+    render_terminal(run_row, store.run_environment(run_row.id), results, new_console(), machines=shares)
 
 
 def _show_cases(run_id: str, results: list[Any], errors: bool, cases: tuple[str, ...]) -> None:
@@ -152,7 +153,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     if fmt == "json":
         import json
 
-        doc = {"run_a": ra["id"], "run_b": rb["id"], "machine_a": _machine_doc(share_a),
+        doc = {"run_a": ra.id, "run_b": rb.id, "machine_a": _machine_doc(share_a),
                "machine_b": _machine_doc(share_b), "min_effect_pct": min_effect, "confidence": CONFIDENCE,
                "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs], "threads": threads,
                "derived_diffs": derived, "drift": drift if isinstance(drift, str) else asdict(drift),
@@ -160,7 +161,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
-        _print_compare(_side_name(ra["id"], share_a, run_a), _side_name(rb["id"], share_b, run_b), diffs, derived,
+        _print_compare(_side_name(ra.id, share_a, run_a), _side_name(rb.id, share_b, run_b), diffs, derived,
                        rows, summary, min_effect, fail_pct, failed, threads_lines,
                        drift if isinstance(drift, str) else drift.line())
     unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
@@ -175,7 +176,7 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
         raise click.exceptions.Exit(REGRESSION_EXIT)
 
 
-def _threads_note(ra: dict[str, Any], rb: dict[str, Any], env_a: dict[str, Any], env_b: dict[str, Any],
+def _threads_note(ra: RunRow, rb: RunRow, env_a: Environment, env_b: Environment,
                   diffs: list[Any]) -> tuple[dict[str, Any], list[Any], list[str]]:
     """Each side's threads and how they came about (JSON), the environment differences left once the threads are
     taken out where dlperf chose them for a side, and the lines that say so.
@@ -201,7 +202,7 @@ def _threads_note(ra: dict[str, Any], rb: dict[str, Any], env_a: dict[str, Any],
     return doc, [d for d in diffs if d[0] != "threads"], lines
 
 
-def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
+def _run_share(store: Any, ref: str) -> tuple[RunRow, Any]:
     """RUN or RUN@MACHINE: the run's row and the results of the machine named (a plain RUN: its only machine;
     a run on several machines without @MACHINE, an unknown or ambiguous machine: DlperfError, one line)."""
     from dlperf.analysis.machines import pick_share
@@ -209,7 +210,7 @@ def _run_share(store: Any, ref: str) -> tuple[dict[str, Any], Any]:
 
     run_ref, machine = split_ref(ref)
     run_row, _, shares = run_shares(store, run_ref)
-    return run_row, pick_share(shares, machine, run_row["id"])
+    return run_row, pick_share(shares, machine, run_row.id)
 
 
 class MachineDoc(TypedDict):
@@ -299,8 +300,8 @@ def export(run_ref: str, fmt: str, output: Path | None, db: str | None) -> None:
 
     store = open_store(db, create=False)
     run_row = store.run(run_ref)
-    results = store.results(run_row["id"])
-    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row["id"]), results)
+    results = store.results(run_row.id)
+    text = to_csv(results) if fmt == "csv" else to_json(run_row, store.run_environment(run_row.id), results)
     write_output(text, output)
 
 
@@ -361,9 +362,9 @@ def html_report(run_refs: tuple[str, ...], output: Path | None, plot_dir: Path |
         datas = [report_data(store, run_id,
                              base / path_component(run_id) if plot_dir is None or len(run_ids) > 1 else base)
                  for run_id in run_ids]
-        machines = {d.run["id"]: run_machines(store, d) for d in datas}  # a fleet run: its results by machine
-        per_machine = {d.run["id"]: machine_reports(store, d, machines[d.run["id"]]) for d in datas}
-        judged = [d for d in datas if not per_machine[d.run["id"]]]  # never a claim on two machines pooled
+        machines = {d.run.id: run_machines(store, d) for d in datas}  # a fleet run: its results by machine
+        per_machine = {d.run.id: machine_reports(store, d, machines[d.run.id]) for d in datas}
+        judged = [d for d in datas if not per_machine[d.run.id]]  # never a claim on two machines pooled
         page = render_page(datas, evaluate(judged), histories=run_histories(store, datas, machines),
                            machines=machines, per_machine=per_machine)
     more = f"+{len(run_ids) - 1}" if len(run_ids) > 1 else ""

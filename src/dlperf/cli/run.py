@@ -216,10 +216,10 @@ def check_resume(loaded: Any, resume: str, db: str | None) -> None:
     except DlperfError as exc:
         raise type(exc)(f"--resume {resume}: {exc}") from None
     existing = store.run(run_id)
-    if (existing["study"], existing["variant"], existing["study_hash"]) != (
+    if (existing.study, existing.variant, existing.study_hash) != (
             loaded.name, loaded.variant, loaded.study_hash):
-        raise ResumeMismatch(f"--resume {resume}: run {run_id} is of study {existing['study']} "
-                             f"({existing['variant']}), or of another version of its file; it cannot be resumed with "
+        raise ResumeMismatch(f"--resume {resume}: run {run_id} is of study {existing.study} "
+                             f"({existing.variant}), or of another version of its file; it cannot be resumed with "
                              f"{loaded.name} ({loaded.variant})", run_id, existing)
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dlperf.cli.options import db_option, new_console, open_store
+
+if TYPE_CHECKING:
+    from dlperf.store.rows import RunRow
 
 #: The shipped studies whose runs the claims are judged on, in claims order.
 CLAIM_STUDIES = ("mlp", "cnn", "ops", "backends")
@@ -34,26 +37,26 @@ def default_runs(store: Any) -> tuple[list[str], list[str], list[str], list[str]
     chosen, never, skipped, several = [], [], [], []
     for study in CLAIM_STUDIES:
         run = None
-        for r in (r for r in store.runs_of_study(study) if r["status"] == "complete"):  # newest first
-            _, results, shares = run_shares(store, str(r["id"]))
+        for r in (r for r in store.runs_of_study(study) if r.status == "complete"):  # newest first
+            _, results, shares = run_shares(store, str(r.id))
             if not any(c.ok for c in results):
-                skipped.append(str(r["id"]))
+                skipped.append(str(r.id))
             elif len(shares) > 1:
-                several.append(str(r["id"]))
+                several.append(str(r.id))
             else:
                 run = r
                 break
         if run is None:
             never.append(study)
         else:
-            chosen.append(str(run["id"]))
+            chosen.append(str(run.id))
     return chosen, never, skipped, several
 
 
-def runs_line(runs: list[dict[str, Any]], never: list[str], given: bool, skipped: list[str] | None = None,
+def runs_line(runs: list[RunRow], never: list[str], given: bool, skipped: list[str] | None = None,
               several: list[str] | None = None) -> str:
     """Which runs were judged, and how they were chosen."""
-    used = ", ".join(f"{r['id']} ({r['study']}{', ' + r['variant'] if r.get('variant') else ''}, {r['status']})"
+    used = ", ".join(f"{r.id} ({r.study}{', ' + r.variant if r.variant else ''}, {r.status})"
                      for r in runs) or "none"
     how = "the runs given" if given else "the newest complete run of each study with an ok case"
     line = f"runs judged ({how}): {used}"
@@ -92,12 +95,14 @@ def verdicts(run_refs: tuple[str, ...], fmt: str, long_: bool, db: str | None) -
     named: dict[tuple[str, str], Any] = {}
     for ref in refs:  # a run (or one machine's share) given twice is judged once
         data = share_report(store, ref, None)
-        named.setdefault((str(data.run["id"]), split_ref(ref)[1] or ""), data)
+        named.setdefault((str(data.run.id), split_ref(ref)[1] or ""), data)
     datas = list(named.values())
     found = evaluate(datas)
-    runs = [{**d.run, "id": f"{run_id}@{machine}"} if machine else d.run for (run_id, machine), d in named.items()]
+    runs = [dataclasses.replace(d.run, id=f"{run_id}@{machine}") if machine else d.run
+            for (run_id, machine), d in named.items()]
     if fmt == "json":
-        click.echo(json.dumps({"runs": [{k: r.get(k) for k in ("id", "study", "variant", "status")} for r in runs],
+        shown = [{"id": r.id, "study": r.study, "variant": r.variant, "status": r.status} for r in runs]
+        click.echo(json.dumps({"runs": shown,
                                "studies_never_run": never, "passed_over": skipped,
                                "passed_over_several_machines": several,
                                "verdicts": [dataclasses.asdict(v) for v in found]}, indent=2, default=str))

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import psutil
@@ -108,7 +109,7 @@ def fingerprint(framework_names: list[str], threads: int | None = None) -> dict[
     return fp
 
 
-def identity(fp: dict[str, Any]) -> dict[str, Any]:
+def identity(fp: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a fingerprint that identify its environment (`IDENTITY_KEYS`; GPUs by `GPU_IDENTITY_KEYS`)."""
     out = {k: fp[k] for k in IDENTITY_KEYS if k in fp}
     if isinstance(out.get("gpus"), list):
@@ -130,7 +131,7 @@ def identity_hash(fp: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity(fp), sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+def diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
     """Fields that differ between two fingerprints, as (dotted key, a, b)."""
     out: list[tuple[str, Any, Any]] = []
     for key in sorted(set(a) | set(b)):

@@ -23,6 +23,7 @@ from dlperf.hardware.catalog import Device, match
 from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey
 from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
+from dlperf.store.rows import Environment
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class CnnRow(TypedDict):
     iqr_rel: float | None
 
 
-def device_of(device: str, env: dict[str, Any]) -> MeasuredDevice:
+def device_of(device: str, env: Environment) -> MeasuredDevice:
     """The device a result ran on (`cpu`, `cuda`, `cuda:N`) as its environment saw it."""
     peaks = device_theoretical(env, device)
     if device == "cpu":
@@ -112,7 +113,7 @@ def _price(dev: MeasuredDevice, price_usd: float | None) -> tuple[float | None, 
     return None, "unknown (not in the catalog, or unknown there; pass --price-usd)"
 
 
-def cnn_rows(results: list[CaseResult], envs: Mapping[str, dict[str, Any]], peaks_runs: PeaksRuns, *,
+def cnn_rows(results: list[CaseResult], envs: Mapping[str, Environment], peaks_runs: PeaksRuns, *,
              tdp_w: float | None = None, price_usd: float | None = None) -> list[CnnRow]:
     """One row per ok `cnn` training result (the latest when a case was measured in several runs; an inference
     case, `task: infer`, is not a training step and is left out).

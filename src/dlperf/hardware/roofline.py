@@ -22,7 +22,7 @@ derived figures) and the peaks runs in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
@@ -30,6 +30,7 @@ from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
 from dlperf.hardware.catalog_peaks import DevicePeaks
 from dlperf.hardware.peaks import flop_peak, flop_peak_origin
+from dlperf.store.rows import Environment
 from dlperf.units import format_size
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.
@@ -94,18 +95,18 @@ class Ceilings:
         return self.levels[-1]
 
 
-def same_host(env_a: dict[str, Any], env_b: dict[str, Any]) -> bool:
-    def gpus(env: dict[str, Any]) -> list[Any]:
+def same_host(env_a: Environment, env_b: Environment) -> bool:
+    def gpus(env: Environment) -> list[Any]:
         return [g.get("name") for g in env.get("gpus") or []]
 
     return all(env_a.get(k) == env_b.get(k) for k in HOST_KEYS) and gpus(env_a) == gpus(env_b)
 
 
 #: `peaks` runs as `measured_peaks` reads them: (the run's environment, its result rows), newest first.
-PeaksRuns = list[tuple[dict[str, Any], list[CaseResult]]]
+PeaksRuns = list[tuple[Environment, list[CaseResult]]]
 
 
-def measured_peaks(peaks_runs: PeaksRuns, env: dict[str, Any]) -> tuple[dict[str, dict[str, float]], str | None]:
+def measured_peaks(peaks_runs: PeaksRuns, env: Environment) -> tuple[dict[str, dict[str, float]], str | None]:
     """Best measured gemm/copy/triad per device on this host.
 
     Takes the newest ok result of each (device, framework, kind) over the `peaks`
@@ -131,16 +132,17 @@ def measured_peaks(peaks_runs: PeaksRuns, env: dict[str, Any]) -> tuple[dict[str
     return best, ", ".join(used) or None
 
 
-def env_gpu(env: dict[str, Any], device: str) -> dict[str, Any]:
+def env_gpu(env: Environment, device: str) -> dict[str, Any]:
     """The stored environment's record of the GPU `cuda:N` names ({} where it has none)."""
     index = int(device.partition(":")[2] or 0)
     return next((g for g in env.get("gpus") or [] if g.get("index") == index), {})
 
 
-def device_theoretical(env: dict[str, Any], device: str) -> DevicePeaks:
+def device_theoretical(env: Environment, device: str) -> DevicePeaks:
     """The theoretical peaks the stored environment recorded for `device` ({} where it has none)."""
-    found: DevicePeaks | None = (env_gpu(env, device).get("peaks_theoretical") if device.startswith("cuda")
-                                 else env.get("cpu_peaks_theoretical"))
+    stored = (env_gpu(env, device).get("peaks_theoretical") if device.startswith("cuda")
+              else env.get("cpu_peaks_theoretical"))
+    found = cast("DevicePeaks | None", stored)  # as `hardware.peaks` recorded it in the fingerprint
     return found or {}
 
 
@@ -190,7 +192,7 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
     return tuple(out)
 
 
-def cpu_share(peak: float, env: dict[str, Any], device: str, threads: int | None) -> tuple[float, str]:
+def cpu_share(peak: float, env: Environment, device: str, threads: int | None) -> tuple[float, str]:
     """(peak, what share) of a CPU peak that `threads` of its cores compute on: the used cores' share, with
     "the T of C cores the run's threads use"; the whole peak and "" on a GPU, with all cores or no thread count."""
     cores = env.get("cpu_physical_cores")
@@ -199,7 +201,7 @@ def cpu_share(peak: float, env: dict[str, Any], device: str, threads: int | None
     return peak, ""
 
 
-def ceilings(env: dict[str, Any], device: str, dtype: str, measured: dict[str, dict[str, float]],
+def ceilings(env: Environment, device: str, dtype: str, measured: dict[str, dict[str, float]],
              peaks_run: str | None, stored: dict[str, Any] | None = None) -> Ceilings:
     """The ceilings a case of `device` and `dtype` is judged against: those measured with its run
     (`stored`: the run's derived["ceilings"]) where it has them, else the DRAM ceiling of `measured`

@@ -146,7 +146,7 @@ def paper_sections(data: ReportData) -> list[Section]:
                                 header, rows, heading="### Study 003 as published, beside this run",
                                 intro=f"Paper: {ref.citation}", text_cols=(3, 4)),
                           Note(f"paper: {ref.citation}", markdown="")]
-    paths = speedup_plot(points, data.plot_dir, f"speedups-{data.run.get('id', 'run')}")
+    paths = speedup_plot(points, data.plot_dir, f"speedups-{data.run.id}")
     if paths:
         out.append(Figure(paths, "study 003 speedups, paper (hatched) and this run (solid)",
                           label="speedup plot (paper hatched, this run solid)"))

@@ -135,7 +135,7 @@ def sections(data: ReportData) -> list[Section]:
     """Study 001's layout over the training cases: time per image (table and Figure 1), the largest batch, the
     kernel families; then the inference cases (unless the run's study is `inference`, whose report has them)."""
     out = training_sections(data)
-    if data.run.get("study") != inference_report.STUDY:
+    if data.run.study != inference_report.STUDY:
         out += inference_report.sections_for(data, ("cnn",))
     return out
 

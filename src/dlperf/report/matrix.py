@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from dlperf.analysis.history import Point, pooled_point
 from dlperf.analysis.machines import MachineShare, describe_machine, software, split_by_machine
@@ -24,6 +24,7 @@ from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
 from dlperf.report.history_report import CellDoc, cell_doc
 from dlperf.report.sections import Heading, Note, Section, Table
+from dlperf.store.rows import Environment, RunRow
 
 
 @dataclass(frozen=True)
@@ -86,30 +87,30 @@ class MatrixDoc(TypedDict):
     incomplete: list[IncompleteDoc]
 
 
-def build_matrix(study: str, runs: Sequence[Mapping[str, Any]], envs: Mapping[str, Mapping[str, Any]],
-                 results: Mapping[str, Sequence[CaseResult]], result_envs: Mapping[int, Mapping[str, Any]]
+def build_matrix(study: str, runs: Sequence[RunRow], envs: Mapping[str, Environment],
+                 results: Mapping[str, Sequence[CaseResult]], result_envs: Mapping[int, Environment]
                  ) -> StudyMatrix:
     """The matrix of `study` from its runs (store rows), their environments (by run id), typed results (by run
     id) and every environment the results name (by env id: the machine that ran each). No run of the study, or
     no complete one on any machine: DlperfError (one line)."""
     if not runs:
         raise DlperfError(f"no runs of study {study!r} in this store (see 'dlperf runs')")
-    newest_first = sorted(runs, key=lambda r: (r["started_at"], r["id"]), reverse=True)
-    chosen: dict[str, tuple[Mapping[str, Any], MachineShare, int]] = {}
-    newest_any: dict[str, tuple[Mapping[str, Any], MachineShare]] = {}
+    newest_first = sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)
+    chosen: dict[str, tuple[RunRow, MachineShare, int]] = {}
+    newest_any: dict[str, tuple[RunRow, MachineShare]] = {}
     for run in newest_first:
-        shares = split_by_machine(results.get(run["id"], []), result_envs, int(run["env_id"]), envs[run["id"]])
+        shares = split_by_machine(results.get(run.id, []), result_envs, int(run.env_id), envs[run.id])
         for share in shares:
             newest_any.setdefault(share.machine_id, (run, share))
-            if run["status"] == "complete":
+            if run.status == "complete":
                 chosen.setdefault(share.machine_id, (run, share, len(shares)))
-    incomplete = [(mid, share.label, r["id"], str(r["status"]))
+    incomplete = [(mid, share.label, r.id, str(r.status))
                   for mid, (r, share) in newest_any.items() if mid not in chosen]
     if not chosen:
         raise DlperfError(f"no complete run of study {study!r} on any machine in this store (newest: "
-                          f"{newest_first[0]['id']}, {newest_first[0]['status']}); finish one with "
+                          f"{newest_first[0].id}, {newest_first[0].status}); finish one with "
                           f"'dlperf run {study} --resume'")
-    columns = [MachineColumn(mid, share.label, describe_machine(share.env), run["id"], run["started_at"],
+    columns = [MachineColumn(mid, share.label, describe_machine(share.env), run.id, run.started_at,
                              software(share.env), n) for mid, (run, share, n) in chosen.items()]
     columns.sort(key=lambda c: (c.label, c.machine_id))
     grouped: dict[tuple[str, str], list[CaseResult]] = {}

@@ -58,7 +58,7 @@ def ops_points(data: ReportData) -> list[OpsPoint]:
     """Roofline figures of every ok case (rates from the median; see hardware.roofline), against the
     ceilings stored with the run, else those of the peaks runs the reader pinned (finished before it)."""
     measured, peaks_run = data.measured_peaks
-    stored = (data.run.get("derived") or {}).get("ceilings")
+    stored = (data.run.derived or {}).get("ceilings")
     from dlperf.workloads.ops import OpsParams
 
     points = []
@@ -252,7 +252,7 @@ def efficiency_figure(points: list[OpsPoint], data: ReportData) -> list[Section]
         text = ("this run has no GPU case: study 002's figures are three GPUs' (GT710M, K40, GTX980), so the rows of "
                 "this machine above are CPU figures set beside them for scale, not a like-for-like comparison")
         out.append(Note(text, markdown=text[0].upper() + text[1:] + "."))
-    paths = efficiency_plot(panels, data.plot_dir, f"study002-efficiency-{data.run.get('id', 'run')}")
+    paths = efficiency_plot(panels, data.plot_dir, f"study002-efficiency-{data.run.id}")
     if paths:
         out.append(Figure(paths, "study 002 efficiency against size: paper dashed, this run solid",
                           label="efficiency plot (paper dashed, this run solid)"))
@@ -354,8 +354,8 @@ def sections(data: ReportData) -> list[Section]:
     set_now = sorted(name for name in OVERRIDES if os.environ.get(name, "").strip())  # as set: never judged here
     overrides = OVERRIDES_NOTE + (f" (set now: {', '.join(set_now)})" if set_now else "")
     paths = roofline_plot(points, OP_ORDER, data.plot_dir,
-                          f"roofline of run {data.run['id']} ({len(points)} cases)",
-                          stem="roofline-" + path_component(data.run["id"]))
+                          f"roofline of run {data.run.id} ({len(points)} cases)",
+                          stem="roofline-" + path_component(data.run.id))
     if not paths:
         notes = [*notes, "no roofline plot: no case has both a FLOP/s rate and an arithmetic intensity"]
     # Markdown: the heading, the plot, the ceilings, then the table; the terminal: the table, then the rest.
@@ -375,8 +375,8 @@ def sections(data: ReportData) -> list[Section]:
     out.append(Figure(paths, "roofline", label="roofline plot", only="terminal",
                       notes=["ceilings:", *[f"  {line}" for line in lines], overrides]))  # no paths: no file named
     curve_paths = bandwidth_curve_plot(points, OP_ORDER, data.plot_dir,
-                                       f"bandwidth against working set, run {data.run['id']}: the curve measured "
-                                       "with the run and every case", stem=f"bandwidth-curve-{data.run['id']}")
+                                       f"bandwidth against working set, run {data.run.id}: the curve measured "
+                                       "with the run and every case", stem=f"bandwidth-curve-{data.run.id}")
     if curve_paths:
         out.append(Figure(curve_paths, "bandwidth curve with the cases", label="bandwidth curve plot"))
     return out

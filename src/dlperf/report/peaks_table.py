@@ -52,5 +52,5 @@ def sections(data: ReportData) -> list[Section]:
         gp = g.get("peaks_theoretical") or {}
         notes.append(f"cuda:{g['index']} {g['name']}: {gp.get('assumptions', 'no theoretical peak')}")
     notes.append("GEMM: 2 n^3 FLOPs; copy 2N and triad 3N bytes (STREAM's counting); rates from the median.")
-    return [Heading("## Peaks"), Table(f"peaks of this machine (run {data.run['id']})", header, rows),
+    return [Heading("## Peaks"), Table(f"peaks of this machine (run {data.run.id})", header, rows),
             *[Note(line, markdown=f"- {line}") for line in notes]]

@@ -35,7 +35,7 @@ def study_sections(data: ReportData) -> list[Section]:
     study's report is drawn too (the `inference` study's tables are of cnn and transformer cases), those lines
     come after it, so that "the figures above" are above them."""
     present = {r.workload for r in data.results}
-    study = STUDIES.get(str(data.run.get("study")))
+    study = STUDIES.get(str(data.run.study))
     defer = study is not None and study not in [build for w, build in REPORTS.items() if w in present]
     out: list[Section] = []
     notes: list[Section] = []

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dlperf.core.result import CaseResult
+from dlperf.store.rows import Environment, RunRow
 
 
 @dataclass(frozen=True)
 class ReportData:
-    run: dict[str, Any]
-    env: dict[str, Any]
+    run: RunRow
+    env: Environment
     results: list[CaseResult]
     #: Where plots are written.
     plot_dir: Path

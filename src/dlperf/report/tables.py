@@ -22,6 +22,7 @@ from dlperf.core.validity import short_reason
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.report.run_columns import ALGBW_WORKLOADS, COLUMNS, all_algbw, column_titles, columns, header_len
+from dlperf.store.rows import Environment, RunRow
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 from dlperf.untrusted import printable
 
@@ -148,7 +149,7 @@ def validity_line(results: list[CaseResult]) -> str:
     return line
 
 
-def environment_lines(env: dict[str, Any]) -> list[str]:
+def environment_lines(env: Environment) -> list[str]:
     fws = env.get("frameworks") or {}
     fw_text = ", ".join(
         f"{name} {info.get('version') or 'missing'}"
@@ -260,11 +261,11 @@ def _note_width(rows: list[dict[str, str]], console_width: int, cols: tuple[str,
     return min(longest, max(NOTE_MIN_WIDTH, console_width - others - 4))
 
 
-def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
+def render_terminal(run: RunRow, env: Environment, results: list[CaseResult],
                     console: Console, machines: Sequence[MachineShare] | None = None) -> None:
     """The run table, its notes and the environment; `machines`: the run's shares by machine (a machine
     column where there is more than one)."""
-    table = Table(title=shown(f"run {run['id']} - study {run['study']} ({run['variant']}), {run['status']}"),
+    table = Table(title=shown(f"run {run.id} - study {run.study} ({run.variant}), {run.status}"),
                   title_justify="left")
     names = share_names(machines or [])
     cols = columns(names)
@@ -289,7 +290,7 @@ def render_terminal(run: dict[str, Any], env: dict[str, Any], results: list[Case
     failed = sum(r.status in FAILED for r in results)
     if failed:
         console.print(shown(f"{failed} failed case{'s' * (failed != 1)}: each one's whole reason and stored "
-                             f"traceback: {ERRORS_HINT.format(run=run['id'])}"), highlight=False, soft_wrap=True)
+                             f"traceback: {ERRORS_HINT.format(run=run.id)}"), highlight=False, soft_wrap=True)
     console.print(f"{stored_text(run, results)}; times are per call (median, IQR/median, "
                   f"samples x calls per sample)", highlight=False)
     console.print(shown(validity_line(results)), highlight=False)
@@ -322,10 +323,10 @@ def shown(text: str) -> str:
 FAILED = ("error", "timeout", "oom", "crashed")
 
 
-def stored_text(run: dict[str, Any], results: list[CaseResult]) -> str:
+def stored_text(run: RunRow, results: list[CaseResult]) -> str:
     """'12 of 12 cases stored', and the processes --precision added beyond the planned ones where it did."""
     added = sum(1 for r in results if (r.m.get("precision") or {}).get("added"))
-    text = f"{len(results) - added} of {run['n_cases']} cases stored"
+    text = f"{len(results) - added} of {run.n_cases} cases stored"
     return text + (f" (and {added} processes added to reach --precision)" if added else "")
 
 
@@ -350,14 +351,14 @@ def case_details(results: list[CaseResult]) -> list[str]:
     return lines
 
 
-def render_markdown(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult],
+def render_markdown(run: RunRow, env: Environment, results: list[CaseResult],
                     machines: Sequence[MachineShare] | None = None) -> str:
     """The run table as Markdown, the environment first (and the machines, for a run on several)."""
     names = share_names(machines or [])
     cols = columns(names)
-    out = [f"# dlperf run `{run['id']}`", "",
-           f"Study **{run['study']}** ({run['variant']}), status {run['status']}, "
-           f"started {run['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+    out = [f"# dlperf run `{run.id}`", "",
+           f"Study **{run.study}** ({run.variant}), status {run.status}, "
+           f"started {run.started_at:%Y-%m-%d %H:%M:%S} UTC, "
            f"{stored_text(run, results)}.", "", "## Environment", ""]
     out += [f"- {line}" for line in environment_lines(env) + machine_lines(machines)]
     out += [f"- energy: {reason}" for reason in energy_reasons(results)]

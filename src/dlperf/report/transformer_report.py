@@ -27,6 +27,7 @@ from dlperf.report import transformer_memory
 from dlperf.report.plots.transformer import latency_percentiles_plot, throughput_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
+from dlperf.store.rows import Environment
 from dlperf.timing import Measurement
 from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import MISSING, format_pct, format_rate, format_time
@@ -36,7 +37,7 @@ from dlperf.workloads.transformer import PRECISION_DTYPE, TASK_DEFAULTS
 _DTYPE_SHORT = {"float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "int8": "int8"}
 
 
-def peak_for(env: dict[str, Any], device: str, dtype: str, threads: int | None = None) -> tuple[float | None, str]:
+def peak_for(env: Environment, device: str, dtype: str, threads: int | None = None) -> tuple[float | None, str]:
     """(FLOP/s, where it comes from) of `device` for `dtype` in the run's environment; (None, why) without one.
 
     On a CPU the peak is the share of the cores the case's own threads use (`threads`, the framework's count as

@@ -132,15 +132,15 @@ def run_study(
     if resume:
         run_id = store.resolve_run(resume)
         existing = store.run(run_id)
-        if (existing["study"], existing["variant"], existing["study_hash"]) != (
+        if (existing.study, existing.variant, existing.study_hash) != (
             study.name, study.variant, study.study_hash
         ):
             raise StudyError(
-                f"--resume {resume}: run {run_id} is of study {existing['study']} ({existing['variant']}), or of "
+                f"--resume {resume}: run {run_id} is of study {existing.study} ({existing.variant}), or of "
                 f"another version of its file; it cannot be resumed with {study.name} ({study.variant})"
             )
-        if existing["env_id"] != env_id:
-            changed = [key for key, _, _ in diff(identity(store.environment(existing["env_id"])), identity(fp))]
+        if existing.env_id != env_id:
+            changed = [key for key, _, _ in diff(identity(store.environment(existing.env_id)), identity(fp))]
             raise StudyError(
                 f"--resume {resume}: run {run_id} was measured in another environment ({', '.join(changed[:4])} "
                 f"differ); results are never merged across environments: start a new run with --new"

@@ -23,6 +23,7 @@ from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, Activity, assess
 from dlperf.hardware.probe import default_threads
 from dlperf.meters.activity import IdleWait, busy_cores_now
 from dlperf.store import Store
+from dlperf.store.rows import RunRow
 from dlperf.studies import Study
 from dlperf.timing.measurement import Measurement
 
@@ -50,15 +51,15 @@ def source(by: str, why: str) -> ThreadsSource:
     return {"chosen": by in CHOSEN, "by": by, "why": why}
 
 
-def stored_source(run: Mapping[str, Any]) -> ThreadsSource:
+def stored_source(run: RunRow) -> ThreadsSource:
     """How a stored run's (a `runs` row's) threads came about, as `source` gives it; for a run stored before
     this was recorded: --threads where its filters hold it, each worker's choice for a fleet run that set none,
     else `chosen` None ("not recorded": the study file's or the load's, which cannot be told apart now)."""
-    rec = (run.get("derived") or {}).get(SOURCE_KEY)
+    rec = (run.derived or {}).get(SOURCE_KEY)
     if isinstance(rec, dict) and rec.get("by") in ASKED + CHOSEN:
         return source(str(rec["by"]), str(rec.get("why") or ""))
-    filters = run.get("filters") or {}
-    settings = run.get("settings") or {}
+    filters = run.filters or {}
+    settings = run.settings or {}
     if (filters.get("overrides") or {}).get("threads") is not None:
         return source("--threads", "given on the command line")
     if filters.get("executor") and settings.get("threads") is None:
@@ -108,7 +109,7 @@ def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resum
                                    filters=filters, env_id=None)
     if ref is not None:
         try:
-            stored = store.run(store.resolve_run(ref))["settings"].get("threads")
+            stored = store.run(store.resolve_run(ref)).settings.get("threads")
         except Exception:  # an unknown --resume reference is reported where the run is resolved
             stored = None
         if stored:

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, case, exists, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -18,6 +18,7 @@ from dlperf.errors import LeaseLostError, StoreError, UnknownRunError
 from dlperf.store import leases, schema
 from dlperf.store.engines import migration_lock, open_engine
 from dlperf.store.nonfinite import finite_metrics, nonfinite
+from dlperf.store.rows import Environment, ListedRun, RunRow
 from dlperf.store.schema import MIGRATIONS, environments, meta, results, run_leases, runs
 from dlperf.store.urls import sqlite_path
 
@@ -167,13 +168,13 @@ class Store:
                 return int(conn.execute(
                     select(environments.c.id).where(environments.c.fingerprint_hash == fp_hash)).scalar_one())
 
-    def environment(self, env_id: int) -> dict[str, Any]:
+    def environment(self, env_id: int) -> Environment:
         """An environment's data as first stored (its identity, and the derived fields of its first run)."""
         with self.engine.connect() as conn:
             data = conn.execute(select(environments.c.data).where(environments.c.id == env_id)).scalar()
-        return data or {}
+        return cast(Environment, data or {})
 
-    def run_environment(self, run_id: str) -> dict[str, Any]:
+    def run_environment(self, run_id: str) -> Environment:
         """The environment a run ran in, as its reports see it: the environment's data with the run's own
         derived figures (peaks, overrides, dlperf's version and commit, recorded at its creation) laid over
         it, so that a report of an old run keeps the peaks it ran under."""
@@ -185,7 +186,7 @@ class Store:
             ).first()
         if row is None:
             raise UnknownRunError(f"unknown run {run_id!r} in {self.url} (see 'dlperf runs')")
-        return {**(row.data or {}), **(row.derived or {})}
+        return cast(Environment, {**(row.data or {}), **(row.derived or {})})
 
     # -- runs ----------------------------------------------------------
     def create_run(self, *, study: str, variant: str, study_hash: str, study_path: str,
@@ -268,19 +269,21 @@ class Store:
             raise UnknownRunError(f"unknown run {ref!r} in {self.url} (see 'dlperf runs')")
         raise UnknownRunError(f"run {ref!r} is ambiguous: {', '.join(sorted(ids)[:5])}")
 
-    def run(self, ref: str) -> dict[str, Any]:
+    def run(self, ref: str) -> RunRow:
+        """The run `ref` names (`resolve_run`)."""
         run_id = self.resolve_run(ref)
         with self.engine.connect() as conn:
             row = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().one()
-        return dict(row)
+        return RunRow.from_row(row)
 
-    def runs_of_study(self, study: str) -> list[dict[str, Any]]:
+    def runs_of_study(self, study: str) -> list[RunRow]:
         """Runs of one study, newest first."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(runs).where(runs.c.study == study).order_by(runs.c.started_at.desc()))
-            return [dict(r) for r in rows.mappings()]
+            return [RunRow.from_row(r) for r in rows.mappings()]
 
-    def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 20) -> list[ListedRun]:
+        """The newest `limit` runs, newest first, each with its counts of stored and ok cases and its lease."""
         counts = (
             select(results.c.run_id, func.count().label("n_done"),
                    func.sum(case((results.c.status == "ok", 1), else_=0)).label("n_ok"))
@@ -292,13 +295,12 @@ class Store:
             .order_by(runs.c.started_at.desc()).limit(limit)
         )
         with self.engine.connect() as conn:
-            rows = [dict(r) for r in conn.execute(q).mappings()]
+            rows = [(RunRow.from_row(r), r["n_done"], r["n_ok"]) for r in conn.execute(q).mappings()]
             read_at = leases.db_now(conn)
             held = {lease.run_id: lease for lease in (leases.Lease.from_row(row, read_at) for row in conn.execute(
-                select(run_leases).where(run_leases.c.run_id.in_([r["id"] for r in rows]))))}
-        for r in rows:
-            r["lease"] = held.get(r["id"])  # a store.leases.Lease, or None where nobody executes the run
-        return rows
+                select(run_leases).where(run_leases.c.run_id.in_([r.id for r, _, _ in rows]))))}
+        return [ListedRun(**vars(r), n_done=None if done is None else int(done), n_ok=None if ok is None else int(ok),
+                          lease=held.get(r.id)) for r, done, ok in rows]
 
     def lease(self, run_id: str) -> leases.Lease | None:
         """Who is executing the run (None: nobody)."""

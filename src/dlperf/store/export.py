@@ -10,6 +10,7 @@ from typing import Any
 from dlperf.core.payloads import LoadgenMetric, LoadgenSummary
 from dlperf.core.result import CaseResult
 from dlperf.core.status import SHORTENED
+from dlperf.store.rows import Environment, RunRow
 
 #: Metric columns of the CSV, in order (all per call; rates from the median).
 CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "max_s", "ci95_low_s", "ci95_high_s",
@@ -27,10 +28,10 @@ FIXED = ("run_id", "case_key", "repetition", "workload", "framework", "device", 
          *VALIDITY_COLUMNS, "env_id", *LOADGEN_COLUMNS)
 
 
-def to_json(run: dict[str, Any], env: dict[str, Any], results: list[CaseResult]) -> str:
+def to_json(run: RunRow, env: Environment, results: list[CaseResult]) -> str:
     """Everything: the run, its environment, and each result with its raw samples and recomputed statistics."""
     rows = [r.as_row() for r in results]
-    return json.dumps({"run": run, "environment": env, "results": rows}, indent=2, default=str) + "\n"
+    return json.dumps({"run": run.to_dict(), "environment": env, "results": rows}, indent=2, default=str) + "\n"
 
 
 def to_csv(results: list[CaseResult]) -> str:

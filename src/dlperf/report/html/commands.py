@@ -14,19 +14,21 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-#: Override key stored in run["filters"]["overrides"] -> the `dlperf run` option that sets it.
+from dlperf.store.rows import Environment, RunRow
+
+#: Override key stored in run.filters["overrides"] -> the `dlperf run` option that sets it.
 OPTIONS = {"timeout_s": "--timeout", "mem_limit_mb": "--mem-limit", "threads": "--threads", "budget_s": "--budget",
            "steps": "--steps"}
 
 
-def study_argument(run: dict[str, Any]) -> tuple[str, bool]:
+def study_argument(run: RunRow) -> tuple[str, bool]:
     """(what to give `dlperf run`, whether it is a shipped study's name): a shipped study by its name,
     a user's file by the path stored (as it was given, relative to the folder the run started in)."""
     from dlperf.studies.loader import shipped_studies
 
-    path = run.get("study_path") or ""
+    path = run.study_path or ""
     shipped = shipped_studies()
-    name = run.get("study") or ""
+    name = run.study or ""
     if path and Path(path).parent.name == "studies" and Path(path).parent.parent.name == "dlperf" \
             and Path(path).stem in shipped:
         return Path(path).stem, True
@@ -39,13 +41,13 @@ def _number(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def run_command(run: dict[str, Any]) -> list[str]:
+def run_command(run: RunRow) -> list[str]:
     """`dlperf run ...` as an argument list, from the stored study, variant, filters and overrides."""
     study, _ = study_argument(run)
     args = ["dlperf", "run", study]
-    if run.get("variant") == "quick":
+    if run.variant == "quick":
         args.append("--quick")
-    filters = run.get("filters") or {}
+    filters = run.filters or {}
     for fw in filters.get("frameworks") or []:
         args += ["--framework", str(fw)]
     for dev in filters.get("devices") or []:
@@ -63,12 +65,12 @@ def run_command(run: dict[str, Any]) -> list[str]:
     return [*args, "--new"]
 
 
-def reproduce(run: dict[str, Any], env: dict[str, Any]) -> tuple[list[str], list[str]]:
+def reproduce(run: RunRow, env: Environment) -> tuple[list[str], list[str]]:
     """(shell commands, caveats): check out the commit, run the study again, report it; and each thing the
     store does not say (so the commands cannot)."""
     commands: list[str] = []
     caveats: list[str] = []
-    commit = env.get("dlperf_git_commit") or (run.get("derived") or {}).get("dlperf_git_commit")
+    commit = env.get("dlperf_git_commit") or (run.derived or {}).get("dlperf_git_commit")
     if commit and str(commit).endswith("-dirty"):
         commit = str(commit).removesuffix("-dirty")
         commands.append(f"git checkout {shlex.quote(commit)}   # the commit under the run's checkout")
@@ -77,17 +79,17 @@ def reproduce(run: dict[str, Any], env: dict[str, Any]) -> tuple[list[str], list
     elif commit:
         commands.append(f"git checkout {shlex.quote(str(commit))}   # the dlperf commit the run was measured with")
     else:
-        caveats.append(f"dlperf's commit was not recorded (version {run.get('dlperf_version') or 'unknown'}): "
+        caveats.append(f"dlperf's commit was not recorded (version {run.dlperf_version or 'unknown'}): "
                        "check out that release")
     commands.append(shlex.join(run_command(run)))
-    commands.append(f"dlperf report latest --format html -o {shlex.quote(str(run.get('study') or 'run'))}.html")
+    commands.append(f"dlperf report latest --format html -o {shlex.quote(str(run.study or 'run'))}.html")
     study, shipped = study_argument(run)
     if not shipped:
         caveats.append(f"the study file is the one at {study!r} when the run started (relative to the folder it "
-                       f"started in); its hash was {run.get('study_hash') or 'not stored'}: a changed file is "
+                       f"started in); its hash was {run.study_hash or 'not stored'}: a changed file is "
                        "another study")
-    settings = run.get("settings") or {}
-    overrides = (run.get("filters") or {}).get("overrides") or {}
+    settings = run.settings or {}
+    overrides = (run.filters or {}).get("overrides") or {}
     if settings.get("threads") is not None and overrides.get("threads") is None:
         n = settings["threads"]
         caveats.append(f"dlperf chose {n} thread{'' if n == 1 else 's'} for this run (the physical cores other "

@@ -47,8 +47,8 @@ def document(datas: list[ReportData], verdicts: list[Verdict], generated_at: dat
     environment ids its results name and its environment (a result's `env_id` names its machine)."""
     runs = []
     for d in datas:
-        run = {"run": d.run, "environment": d.env, "results": [r.as_row() for r in d.results]}
-        shares = list((machines or {}).get(d.run["id"]) or [])
+        run = {"run": d.run.to_dict(), "environment": d.env, "results": [r.as_row() for r in d.results]}
+        shares = list((machines or {}).get(d.run.id) or [])
         if len(shares) > 1:
             run["machines"] = [{"machine_id": s.machine_id, "label": s.label, "name": s.name,
                                 "env_ids": list(s.env_ids), "environment": s.env} for s in shares]

@@ -94,7 +94,7 @@ def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[Machin
     machines: how many, and their names as its table's machine column gives them)."""
     rows, classes = [], []
     for d in datas:
-        names = share_names((machines or {}).get(d.run["id"]) or [])
+        names = share_names((machines or {}).get(d.run.id) or [])
         res = d.results
         ok = sum(r.ok for r in res)
         failed = sum(r.status in FAILED for r in res)
@@ -102,9 +102,9 @@ def overview_blocks(datas: list[ReportData], machines: dict[str, Sequence[Machin
         gpus = ", ".join(str(g.get("name")) for g in d.env.get("gpus") or []) or "no GPU"
         where = (f"{len(set(names.values()))} machines: {', '.join(sorted(set(names.values())))}" if names
                  else f"{d.env.get('cpu_model')}; {gpus}")
-        started = d.run.get("started_at")
-        rows.append([str(d.run["id"]), f"{d.run.get('study')} ({d.run.get('variant')})", str(d.run.get("status")),
-                     f"{len(res)}/{d.run.get('n_cases')}", str(ok), str(failed), str(flagged),
+        started = d.run.started_at
+        rows.append([str(d.run.id), f"{d.run.study} ({d.run.variant})", str(d.run.status),
+                     f"{len(res)}/{d.run.n_cases}", str(ok), str(failed), str(flagged),
                      where, f"{started:%Y-%m-%d %H:%M} UTC" if isinstance(started, datetime) else str(started)])
         classes.append("st-error" if failed else "")
     return [table_block(["run", "study", "status", "stored", "ok", "failed", "not valid", "machine",
@@ -122,7 +122,7 @@ def run_part(index: int, data: ReportData, history: list[Section] | None = None,
     anchor = f"run-{index}"
     commands, caveats = reproduce(data.run, data.env)
     study = blocks(machine_sections(data, per_machine), prefix=f"r{index}s")
-    samples = blocks(sample_sections(data.results, data.plot_dir, f"samples-{data.run['id']}"), prefix=f"r{index}b")
+    samples = blocks(sample_sections(data.results, data.plot_dir, f"samples-{data.run.id}"), prefix=f"r{index}b")
     subsections = [
         ("results", "Results", parts.run_table_blocks(data.run, data.results, machines)),
         ("study", "Study report", study or [{"kind": "p", "text": "no study report for this run's workloads"}]),
@@ -134,7 +134,7 @@ def run_part(index: int, data: ReportData, history: list[Section] | None = None,
         where = "its machines" if share_names(machines or []) else "this machine"
         subsections.append(("history", f"History of this study on {where}", blocks(history, prefix=f"r{index}h")))
     return {"anchor": anchor, "run": data.run,
-            "title": f"Run {data.run['id']}: study {data.run.get('study')} ({data.run.get('variant')})",
+            "title": f"Run {data.run.id}: study {data.run.study} ({data.run.variant})",
             "subsections": [{"anchor": f"{anchor}-{key}", "title": title, "html": render_blocks(items)}
                             for key, title, items in subsections],
             "commands": commands, "caveats": caveats}
@@ -167,13 +167,13 @@ def render_page(datas: list[ReportData], verdicts: list[Verdict], *, generated_a
     when = generated_at or datetime.now(UTC)
     shares = machines or {}
     several = per_machine or {}
-    runs = [run_part(i, d, (histories or {}).get(d.run["id"]), shares.get(d.run["id"]), several.get(d.run["id"], ()))
+    runs = [run_part(i, d, (histories or {}).get(d.run.id), shares.get(d.run.id), several.get(d.run.id, ()))
             for i, d in enumerate(datas, 1)]
-    title = f"dlperf report: run {datas[0].run['id']}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
+    title = f"dlperf report: run {datas[0].run.id}" if len(datas) == 1 else f"dlperf report: {len(datas)} runs"
     return _page("page.html.j2", title, document(datas, verdicts, when, shares), when, runs=runs,
                  overview=render_blocks(overview_blocks(datas, shares)),
                  verdicts=render_blocks(verdict_blocks(
-                     verdicts, [d.run["id"] for d in datas if len(several.get(d.run["id"], ())) > 1],
+                     verdicts, [d.run.id for d in datas if len(several.get(d.run.id, ())) > 1],
                      workloads={r.workload for d in datas for r in d.results},
                      n_runs=len(datas))),
                  n_results=sum(len(d.results) for d in datas))

@@ -24,6 +24,7 @@ from dlperf.report.tables import (
     stored_text,
     validity_line,
 )
+from dlperf.store.rows import Environment, RunRow
 from dlperf.timing.measurement import Measurement
 from dlperf.units import format_iqr
 
@@ -35,7 +36,7 @@ def status_class(r: CaseResult) -> str:
     return f"st-{r.status}"
 
 
-def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
+def run_table_blocks(run: RunRow, results: list[CaseResult],
                      machines: Sequence[MachineShare] | None = None) -> list[Block]:
     """The run table with every note whole, the validity counts, repetitions across processes, energy;
     `machines`: the run's shares by machine (a machine column where there is more than one)."""
@@ -50,7 +51,7 @@ def run_table_blocks(run: dict[str, Any], results: list[CaseResult],
     failed = sum(r.status in FAILED for r in results)
     if failed:
         out += text_blocks([f"{failed} failed case{'s' * (failed != 1)}: their reasons are under Validity and "
-                            f"noise flags; `dlperf show {run['id']} --errors` prints their stored tracebacks"])
+                            f"noise flags; `dlperf show {run.id} --errors` prints their stored tracebacks"])
     across = across_processes(results, names)
     if across:
         out.append(table_block(list(across_columns(names)), across,
@@ -110,7 +111,7 @@ def _rate(value: Any, unit: str, scale: float) -> str:
     return f"{value / scale:,.1f} {unit}" if isinstance(value, int | float) and value else "not known"
 
 
-def environment_rows(env: dict[str, Any]) -> list[list[str]]:
+def environment_rows(env: Environment) -> list[list[str]]:
     """(what, value, where it came from) rows: the machine, the software, the clocks and the peaks used."""
     rows = []
     for line in environment_lines(env):
@@ -151,7 +152,7 @@ def environment_rows(env: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def environment_blocks(env: dict[str, Any], machines: Sequence[MachineShare] | None = None
+def environment_blocks(env: Environment, machines: Sequence[MachineShare] | None = None
                        ) -> list[Block]:
     """The environment table; the whole stored record is in the embedded JSON (and the details below it).
     For a run on several machines: the run's own environment (the machine that submitted it), a table of the

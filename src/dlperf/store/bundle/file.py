@@ -44,8 +44,9 @@ _CHUNK = 1 << 20
 
 
 # -- export ------------------------------------------------------------
-#: Reads the study file of a run row: (its text, where it was read) or (None, why not). The CLI's checks the
-#: file against the run's study hash (`dlperf.cli.bundle.checked_study_text`: the store cannot load a study).
+#: Reads the study file of a run row (its columns, `RunRow.to_dict`): (its text, where it was read) or (None, why
+#: not). The CLI's checks the file against the run's study hash (`dlperf.cli.bundle.checked_study_text`: the store
+#: cannot load a study).
 StudyReader = Callable[[dict[str, Any]], tuple[str | None, str]]
 NOT_READ = ("the study file was not read at export (`dlperf bundle export` reads it, where it still gives the run's "
             "study hash); the run row holds what the store has: the study's name, variant, hash and resolved settings")
@@ -57,21 +58,22 @@ def bundle_content(store: Store, run_ref: str, study_reader: StudyReader | None 
     file's text where `study_reader` gives it."""
     row = store.run(run_ref)
     with store.engine.connect() as conn:
-        rows = conn.execute(select(results).where(results.c.run_id == row["id"])
+        rows = conn.execute(select(results).where(results.c.run_id == row.id)
                             .order_by(results.c.id)).mappings().all()
-        env_ids = list(dict.fromkeys([row["env_id"], *(r["env_id"] for r in rows)]))
+        env_ids = list(dict.fromkeys([row.env_id, *(r["env_id"] for r in rows)]))
         envs = {e.id: e for e in conn.execute(select(environments).where(environments.c.id.in_(env_ids)))}
     hash_of = {i: envs[i].fingerprint_hash for i in env_ids}
-    run = cast(BundleRun, {k: iso(row[k]) if k in TIMES else row[k] for k in RUN_FIELDS})  # the runs columns
-    run["env_fingerprint_hash"] = hash_of[row["env_id"]]
-    text, note = study_reader(row) if study_reader is not None else (None, NOT_READ)
+    columns = row.to_dict()
+    run = cast(BundleRun, {k: iso(columns[k]) if k in TIMES else columns[k] for k in RUN_FIELDS})  # the runs columns
+    run["env_fingerprint_hash"] = hash_of[row.env_id]
+    text, note = study_reader(columns) if study_reader is not None else (None, NOT_READ)
     return {
         "run": run,
         "environments": [{"fingerprint_hash": envs[i].fingerprint_hash, "data": envs[i].data,
                           "created_at": iso(envs[i].created_at)} for i in env_ids],
         "results": [cast(BundleResult, {**{k: iso(r[k]) if k in TIMES else r[k] for k in RESULT_FIELDS},
                                         "env_fingerprint_hash": hash_of[r["env_id"]]}) for r in rows],
-        "study": {"path": row["study_path"], "yaml": text, "note": note},
+        "study": {"path": row.study_path, "yaml": text, "note": note},
     }
 
 
