@@ -8,9 +8,9 @@ from rich.console import Console
 
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.report.tables import render_terminal
-from tests.factories import case
+from tests.factories import case, run_row
 
-RUN = {"id": "r1", "study": "ddp", "variant": "quick", "status": "complete", "n_cases": 3}
+RUN = run_row("r1", study="ddp", n_cases=3)
 ENV = {"cpu_model": "Test CPU", "cpu_physical_cores": 2, "cpu_logical_cores": 2, "threads": 2, "ram_bytes": 2**34,
        "os": "Linux", "kernel": "6", "python": "3.11", "frameworks": {}, "gpus": []}
 
