@@ -111,7 +111,7 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
     exclude = compiler_cases(source, fws, named)
     preflight(first)
-    grid = point | ({"input": [point["input"]]} if "input" in point else {})  # a list value: one grid value
+    grid: dict[str, object] = point | ({"input": [point["input"]]} if "input" in point else {})  # a list: one value
     grid |= {"batch": sorted(set(what.batches or (1,))), "precision": list(what.precisions or ("fp32",))}
     if named:  # only with a compiler variant: a plain bench's case keys stay as they were
         grid["variant"] = named
