@@ -136,7 +136,7 @@ def test_plan_counts_a_huge_grid_without_building_it(tmp_path):
 
 
 def test_run_names_the_count_and_the_limit(dlperf_main, tmp_path):
-    from dlperf.cli.run import check_case_limit
+    from dlperf.cli.execute import check_case_limit
     from dlperf.studies import load_study
 
     study = write(tmp_path, SMALL + "repetitions: 5001\n")

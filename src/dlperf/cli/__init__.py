@@ -1,7 +1,9 @@
 """The `dlperf` command. Thin: parse, call, print. Heavy imports happen inside commands.
 
 One module per command group; every command is registered here, in `_register`:
-    run.py      run, peaks, maxbatch           results.py  runs, show, compare, export, report
+    run.py      run, peaks                     results.py  runs, show, compare, export, report
+    maxbatch.py maxbatch (the largest batch that fits)
+    execute.py  the run-a-study glue that run, peaks, serve, bench and maxbatch share; run_options.py RunOptions
     serve.py    serve (the serving study: LoadGen's scenarios; serve_select.py picks its cases)
     plan.py     plan (a study's cases, their count, an estimate of their time; runs nothing)
     history.py  history, matrix (a study over time per machine, and across machines)
@@ -36,10 +38,24 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command and command group of `dlperf`, in one place."""
-    from dlperf.cli import bench, bundle, doctor, fleet, history, hw, plan, recommend, results, run, serve, verdicts
+    from dlperf.cli import (
+        bench,
+        bundle,
+        doctor,
+        fleet,
+        history,
+        hw,
+        maxbatch,
+        plan,
+        recommend,
+        results,
+        run,
+        serve,
+        verdicts,
+    )
 
     for command in (doctor.doctor, doctor.list_cmd,
-                    plan.plan, run.run, run.peaks, run.maxbatch, serve.serve, bench.bench,
+                    plan.plan, run.run, run.peaks, maxbatch.maxbatch, serve.serve, bench.bench,
                     results.runs, results.show, results.compare, results.export, results.report,
                     hw.hw, recommend.recommend, verdicts.verdicts,
                     history.history, history.matrix, bundle.bundle, fleet.fleet):
@@ -95,7 +111,7 @@ def _is_damaged_store(exc: Exception) -> bool:
 
 def _signal_exit() -> int:
     """128 + the signal that stopped the command (143 for SIGTERM, 129 for SIGHUP); 130 for Ctrl-C."""
-    from dlperf.cli.run import STOPPED_BY
+    from dlperf.cli.execute import STOPPED_BY
 
     return 128 + STOPPED_BY[-1] if STOPPED_BY else 130
 

@@ -3,20 +3,47 @@
 The source's text is checked here (nothing imported), then in a fresh process (`workloads.model.check`: the
 source loaded, the task checked, one forward pass at batch 1), so a bad source is one `dlperf: error:` line and
 exit 2 before any store is opened. The cases (framework x device x batch x precision) then run through `dlperf
-run`'s path (`run.execute_study`: workers, store, resume), and the run table and the model report are printed.
-`--variant` adds the variants (`workloads.model.variants`: torch's compilers, onnxruntime's optimisation levels,
-OpenVINO's hints) as an axis, each on its own framework (the others' cases of it are left out; eager, the
-reference, runs with them), and the model report adds the variants' table (`report.compiler_report`).
+run`'s path (`execute.execute_study`: workers, store, resume), and the run table and the model report are
+printed (`execute.print_run`). `--variant` adds the variants (`workloads.model.variants`: torch's compilers,
+onnxruntime's optimisation levels, OpenVINO's hints) as an axis, each on its own framework (the others' cases of
+it are left out; eager, the reference, runs with them), and the model report adds the variants' table
+(`report.compiler_report`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
-from dlperf.cli.options import FiniteFloatRange, db_option
+from dlperf.cli.execute import execute_study, print_run
+from dlperf.cli.options import FiniteFloatRange, db_option, grouped
+from dlperf.cli.run_options import RunOptions
+from dlperf.cli.serve_select import check_frameworks
 from dlperf.errors import DlperfError
 
 STUDY = "bench"
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What `dlperf bench` measures of SOURCE: the frameworks and devices (the study's own, not a filter of one),
+    the task and its inputs, the batches, precisions and variants (each an axis), and the timer's budget and
+    repetitions. How the run goes (--threads, --new, --db) is its `RunOptions`."""
+
+    task: str = "infer"
+    frameworks: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    batches: tuple[int, ...] = ()
+    seq: int | None = None
+    input_specs: tuple[str, ...] = ()
+    inputs_fn: str | None = None
+    precisions: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    prompt_len: int | None = None
+    new_tokens: int | None = None
+    budget_s: float = 1.0
+    repetitions: int = 1
 
 
 @click.command()
@@ -46,10 +73,8 @@ STUDY = "bench"
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @db_option
-def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[str, ...], batches: tuple[int, ...],
-          seq: int | None, input_specs: tuple[str, ...], inputs_fn: str | None, precisions: tuple[str, ...],
-          variants: tuple[str, ...], prompt_len: int | None, new_tokens: int | None, budget_s: float,
-          repetitions: int, threads: int | None, new: bool, db: str | None) -> None:
+@grouped(what=BenchOptions, options=RunOptions)
+def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     """Measure SOURCE: dlperf:NAME, hf:ARCH[,key=value...], hf:PATH, FILE.onnx, path/to/file.py:NAME or
     package.module:NAME.
 
@@ -57,60 +82,46 @@ def bench(source: str, task: str, frameworks: tuple[str, ...], devices: tuple[st
     FILE.onnx, on onnxruntime and openvino by default: against onnxruntime's unoptimised fp32 outputs)."""
     from pydantic import ValidationError
 
-    from dlperf.cli.readers import machine_reports, report_data, run_machines
-    from dlperf.cli.run import check_threads, execute_study
-    from dlperf.cli.serve_select import check_frameworks
     from dlperf.core.settings import RunSettings
-    from dlperf.report.registry import machine_sections
-    from dlperf.report.sections import render_terminal as render_sections
-    from dlperf.report.tables import render_terminal
     from dlperf.runner.cases import check_devices
     from dlperf.sources import canonical, check_text
     from dlperf.studies.loader import Study
     from dlperf.workloads.model.check import ModelParams, preflight
 
-    check_threads(threads)
     onnx = source.endswith(".onnx")
-    fws = list(frameworks) or (["onnxruntime", "openvino"] if onnx else ["torch"])
+    fws = list(what.frameworks) or (["onnxruntime", "openvino"] if onnx else ["torch"])
     if onnx and "torch" in fws:
         raise DlperfError(f"{source}: an ONNX file runs on onnxruntime and openvino, not on torch")
     check_frameworks(fws)
-    check_devices(list(devices))
+    check_devices(list(what.devices))
     check_text(source)
     source = canonical(source)  # one spelling of a file (`./m.onnx`, `/here/m.onnx`): two runs of it compare
-    inputs_fn = canonical(inputs_fn) if inputs_fn and ".py:" in inputs_fn else inputs_fn
-    point = {"source": source, "task": task, "seq": seq, "input": list(input_specs) or None, "inputs_fn": inputs_fn,
-             "prompt_len": prompt_len, "new_tokens": new_tokens}
+    inputs_fn = canonical(what.inputs_fn) if what.inputs_fn and ".py:" in what.inputs_fn else what.inputs_fn
+    point = {"source": source, "task": what.task, "seq": what.seq, "input": list(what.input_specs) or None,
+             "inputs_fn": inputs_fn, "prompt_len": what.prompt_len, "new_tokens": what.new_tokens}
     point = {k: v for k, v in point.items() if v is not None}
     try:
         first = ModelParams.model_validate(point | {"batch": 1})
-        for name in variants:
+        for name in what.variants:
             ModelParams.model_validate(point | {"batch": 1, "variant": name})
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DlperfError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
-    named = list(dict.fromkeys(variants))
+    named = list(dict.fromkeys(what.variants))
     named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
     exclude = compiler_cases(source, fws, named)
     preflight(first)
-    grid = point | ({"input": [point["input"]]} if "input" in point else {})  # a list value: one grid value
-    grid |= {"batch": sorted(set(batches or (1,))), "precision": list(precisions or ("fp32",))}
+    grid: dict[str, object] = point | ({"input": [point["input"]]} if "input" in point else {})  # a list: one value
+    grid |= {"batch": sorted(set(what.batches or (1,))), "precision": list(what.precisions or ("fp32",))}
     if named:  # only with a compiler variant: a plain bench's case keys stay as they were
         grid["variant"] = named
-    settings = RunSettings(frameworks=fws, devices=list(devices or ("cpu",)), params=grid, budget_s=budget_s,
-                           min_run_time_s=min(0.2, budget_s), repetitions=repetitions, warmup=3, timeout_s=900,
+    budget_s = what.budget_s
+    settings = RunSettings(frameworks=fws, devices=list(what.devices or ("cpu",)), params=grid, budget_s=budget_s,
+                           min_run_time_s=min(0.2, budget_s), repetitions=what.repetitions, warmup=3, timeout_s=900,
                            exclude=exclude)
     loaded = Study(name=STUDY, description=f"dlperf bench {source}", workload="model", variant="full",
                    path="(dlperf bench)", settings=settings)
-    store, console, summary = execute_study(STUDY, loaded, frameworks=[], devices=[], new=new, resume=None, db=db,
-                                            overrides={"threads": threads})
-    data = report_data(store, summary.run_id, None)
-    machines = run_machines(store, data)
-    render_terminal(data.run, data.env, data.results, console, machines)
-    render_sections(machine_sections(data, machine_reports(store, data, machines)), console)
-    console.print(f"results: run [bold]{summary.run_id}[/] in {store.url}", highlight=False)
-    console.print(f"next: dlperf show {summary.run_id} | dlperf report {summary.run_id} --format html",
-                  highlight=False)
+    print_run(execute_study(STUDY, loaded, options), ["show RUN", "report RUN --format html"])
 
 
 def compiler_cases(source: str, frameworks: list[str], variants: list[str]) -> list[dict[str, object]]:

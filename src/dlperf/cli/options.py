@@ -1,17 +1,20 @@
 """What every `dlperf` command module shares: the console, the store, the --db option, the memory-size
-parameter type, KEY=VALUE options and writing a command's text to stdout or a file (-o).
+parameter type, KEY=VALUE options, options grouped into dataclasses (`grouped`) and writing a command's text to
+stdout or a file (-o).
 
 Light at import time (click only): every command module imports it when `dlperf --help` runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -80,6 +83,24 @@ def study_selection(quick_help: str) -> Callable[[F], F]:
         ]):
             f = option(f)
         return f
+
+    return apply
+
+
+def grouped(**groups: type[Any]) -> Callable[[F], F]:
+    """A command's click parameters gathered into dataclasses before it is called: `grouped(options=RunOptions)`
+    calls the command with `options=RunOptions(...)` made of the parameters named as its fields, instead of each
+    one as an argument. Groups take their fields in the order given (a name goes to the first group that has it);
+    making a group runs its checks, so a usage error is raised before the command's body starts."""
+    def apply(f: F) -> F:
+        @functools.wraps(f)
+        def call(**params: Any) -> Any:
+            for arg, cls in groups.items():
+                names = {field.name for field in dataclasses.fields(cls)}
+                params[arg] = cls(**{k: params.pop(k) for k in list(params) if k in names})
+            return f(**params)
+
+        return cast(F, call)  # click calls it with keywords only, as it would call `f`
 
     return apply
 

@@ -1,21 +1,27 @@
 """`dlperf serve`: models served to MLPerf's LoadGen in its scenarios, as the shipped `serving` study (issue 17).
 
-It runs that study (or its quick variant) through `dlperf run`'s path (`run.execute_study`: the same checks, store,
-progress lines and resume), narrowed and overridden by `serve_select`, then prints one line per case from what
+It runs that study (or its quick variant) through `dlperf run`'s path (`execute.execute_study`: the same checks,
+store, progress lines and resume), narrowed and overridden by `serve_select`, then prints one line per case from what
 the case stored (`metrics["loadgen"]`, `metrics["server_search"]`): LoadGen's verdict and why, the scenario's
 metric, and whether the run was shorter than MLPerf's rules.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import click
+from rich.markup import escape
 
-from dlperf.cli.options import FiniteFloatRange, db_option
-from dlperf.cli.serve_select import SCENARIOS, ScenarioType
+from dlperf.cli.execute import ResumeMismatch, execute_study, results_line
+from dlperf.cli.options import FiniteFloatRange, db_option, grouped
+from dlperf.cli.run_options import RunOptions
+from dlperf.cli.serve_select import SCENARIOS, ScenarioType, check_frameworks, select
+from dlperf.errors import StudyError
 from dlperf.report.serving_text import verdict_text
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
+from dlperf.store.rows import RunRow
 
 STUDY = "serving"
 #: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
@@ -25,6 +31,26 @@ MIN_LATENCY_MS = 0.001
 MAX_QPS = 1e7
 MAX_QUERY_COUNT = 2**63 - 1
 MAX_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class ServeSelection:
+    """What `dlperf serve` narrows the serving study to (models, scenarios) and the case parameters it sets, each
+    None where not given (the study's then)."""
+
+    models: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    target_latency_ms: float | None = None
+    target_qps: float | None = None
+    max_batch: int | None = None
+    min_duration_s: float | None = None
+    min_query_count: int | None = None
+
+    def case_overrides(self) -> dict[str, float | int | None]:
+        """The case parameters given, for `serve_select.select` (None: the study's)."""
+        return {"target_latency_ms": self.target_latency_ms, "target_qps": self.target_qps,
+                "max_batch": self.max_batch, "min_duration_s": self.min_duration_s,
+                "min_query_count": self.min_query_count}
 
 
 @click.command()
@@ -56,55 +82,42 @@ MAX_BATCH = 4096
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @click.option("--resume", metavar="RUN", default=None, help="resume this run id explicitly")
 @db_option
-def serve(models: tuple[str, ...], scenarios: tuple[str, ...], frameworks: tuple[str, ...],
-          devices: tuple[str, ...], quick: bool, target_latency_ms: float | None, target_qps: float | None,
-          max_batch: int | None, min_duration_s: float | None, min_query_count: int | None, threads: int | None,
-          timeout_s: float | None, new: bool, resume: str | None, db: str | None) -> None:
+@grouped(selection=ServeSelection, options=RunOptions)
+def serve(quick: bool, selection: ServeSelection, options: RunOptions) -> None:
     """Serve MODELs (default: the study's) to MLPerf's LoadGen in its scenarios and store its verdicts.
 
     Runs the shipped `serving` study (`--quick`: its quick variant) narrowed to the models, scenarios, frameworks
     and devices given; a server case without --target-qps searches for the highest rate that meets its latency
     bound. A case parameter set here (--target-latency-ms, --target-qps, --max-batch, --min-duration-s,
     --min-query-count) makes another run, never merged with runs made without it."""
-    from rich.markup import escape
-
-    from dlperf.cli.run import ResumeMismatch, check_resume_or_new, check_threads, execute_study
-    from dlperf.cli.serve_select import check_frameworks, select
-    from dlperf.errors import StudyError
     from dlperf.runner.cases import check_devices
     from dlperf.studies import load_study
 
-    check_resume_or_new(resume, new)
-    check_threads(threads)
-    check_frameworks(list(frameworks))
-    check_devices(list(devices))
-    loaded = select(load_study(STUDY, quick=quick), models=list(models), scenarios=list(scenarios),
-                    frameworks=list(frameworks),
-                    overrides={"target_latency_ms": target_latency_ms, "target_qps": target_qps,
-                               "max_batch": max_batch, "min_duration_s": min_duration_s,
-                               "min_query_count": min_query_count})
+    check_frameworks(list(options.frameworks))
+    check_devices(list(options.devices))
+    loaded = select(load_study(STUDY, quick=quick), models=list(selection.models),
+                    scenarios=list(selection.scenarios), frameworks=list(options.frameworks),
+                    overrides=selection.case_overrides())
     try:
-        store, console, summary = execute_study(STUDY, loaded, frameworks=list(frameworks), devices=list(devices),
-                                                new=new, resume=resume, db=db,
-                                                overrides={"threads": threads, "timeout_s": timeout_s})
+        store, console, summary = execute_study(STUDY, loaded, options)
     except ResumeMismatch as exc:
-        raise StudyError(resume_mismatch(str(resume), exc.run_id, exc.existing, quick)) from None
+        raise StudyError(resume_mismatch(str(options.resume), exc.run_id, exc.existing, quick)) from None
     order = {case.key: i for i, case in enumerate(loaded.cases)}
     rows = sorted(store.results(summary.run_id), key=lambda r: (order.get(r.case_key, len(order)), r.repetition))
     for row in rows:
         console.print(escape(case_line(row)), highlight=False)
-    console.print(f"results: run [bold]{summary.run_id}[/] in {escape(store.url)}", highlight=False)
+    results_line(console, summary.run_id, store.url)
     console.print(f"next: dlperf report {summary.run_id} (latency percentiles, rates, validity per scenario) | "
                   f"dlperf show {summary.run_id}", highlight=False)
 
 
-def resume_mismatch(resume: str, run_id: str, existing: dict[str, Any], quick: bool) -> str:
+def resume_mismatch(resume: str, run_id: str, existing: RunRow, quick: bool) -> str:
     """Why --resume RUN cannot continue that run with these words: another study's run, the other variant, or
     other models, scenarios or case parameters than it started with."""
-    if existing.get("study") != STUDY:
-        return (f"--resume {resume}: run {run_id} is a run of study {existing.get('study')}, not of dlperf serve's "
+    if existing.study != STUDY:
+        return (f"--resume {resume}: run {run_id} is a run of study {existing.study}, not of dlperf serve's "
                 f"{STUDY} study")
-    if (existing.get("variant") == "quick") != quick:
+    if (existing.variant == "quick") != quick:
         return (f"--resume {resume}: run {run_id} was started {'with' if not quick else 'without'} --quick; give the "
                 f"same words as it started with to resume it")
     return (f"--resume {resume}: run {run_id} was started with other models, scenarios or overrides (--target-latency-"
