@@ -9,7 +9,7 @@ metric, and whether the run was shorter than MLPerf's rules.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -21,7 +21,9 @@ from dlperf.cli.serve_select import SCENARIOS, ScenarioType, check_frameworks, s
 from dlperf.errors import StudyError
 from dlperf.report.serving_text import verdict_text
 from dlperf.serving.settings import MAX_DURATION_S, MAX_LATENCY_MS
-from dlperf.store.rows import RunRow
+
+if TYPE_CHECKING:
+    from dlperf.store.rows import RunRow
 
 STUDY = "serving"
 #: The sane ranges of the case parameters set here, checked before any store exists (a value past them would
