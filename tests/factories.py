@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.report.study import ReportData
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 
 #: When every built case started and finished, unless a test says otherwise.
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

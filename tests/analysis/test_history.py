@@ -10,9 +10,9 @@ import pytest
 
 from dlperf.analysis.changepoints import detect
 from dlperf.analysis.history import StudyHistory, build_history
-from dlperf.analysis.machines import machine_id
 from dlperf.cli.readers import result_environments
 from dlperf.errors import DlperfError
+from dlperf.hardware.identity import machine_id
 from dlperf.report.history_report import history_json, history_sections
 from dlperf.report.matrix import build_matrix, matrix_sections
 from dlperf.report.sections import Figure, Table, render_markdown

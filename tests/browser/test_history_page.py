@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.analysis.machines import machine_id
+from dlperf.hardware.identity import machine_id
 from dlperf.store import Store
 from tests.browser.harness import assert_not_blank
 from tests.conftest import run_cli

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.analysis.machines import machine_id
+from dlperf.hardware.identity import machine_id
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
 from tests.fleet_store import K1, K2, M1, M2, FleetStore, add_rows_run, fleet_store

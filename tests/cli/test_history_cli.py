@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.analysis.machines import machine_id
 from dlperf.cli.results import REGRESSION_EXIT
+from dlperf.hardware.identity import machine_id
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
 from tests.history_store import KEY, STUDY, add_run, environment, levels, series_store

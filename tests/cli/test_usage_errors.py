@@ -103,7 +103,7 @@ def test_resume_across_environments_is_refused(dlperf_main, two_runs):
     db, _, _ = two_runs
     # the same study with another thread count is another environment (threads are part of the fingerprint)
     # (the default thread count depends on the machine's load when a run starts: take another one than stored)
-    stored = Store(db).run(Store(db).resolve_run("latest"))["settings"]["threads"]
+    stored = Store(db).run(Store(db).resolve_run("latest")).settings["threads"]
     other = 2 if stored == 1 else 1  # within the machine's cores (more are refused up front)
     res = dlperf_main("run", str(STUDIES / "many_ok.yaml"), "--resume", "latest", "--threads", str(other), db=db)
     assert_one_line_error(res, "was measured in another environment", "threads")

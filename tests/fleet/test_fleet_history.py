@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from dlperf.analysis.history import StudyHistory, build_history
-from dlperf.analysis.machines import machine_id
 from dlperf.cli import cli
 from dlperf.cli.readers import result_environments
 from dlperf.cli.results import REGRESSION_EXIT
+from dlperf.hardware.identity import machine_id
 from dlperf.report.history_report import FLEET_NOTE, history_json, history_sections
 from dlperf.report.html.embed import extract
 from dlperf.report.sections import Table

@@ -8,17 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.analysis.machines import (
-    MachineShare,
-    describe_machine,
-    machine_id,
-    machine_label,
-    pick_share,
-    share_names,
-    short_name,
-)
+from dlperf.analysis.machines import MachineShare, pick_share, share_names
 from dlperf.cli.readers import result_environments, run_shares
 from dlperf.errors import DlperfError
+from dlperf.hardware.identity import describe_machine, machine_id, machine_label, short_name
 from dlperf.report.matrix import build_matrix, matrix_json, matrix_sections
 from dlperf.report.sections import render_markdown
 from dlperf.store import Store

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.analysis.machines import machine_id, share_names
+from dlperf.analysis.machines import share_names
 from dlperf.cli.readers import machine_reports, report_data, run_machines, share_report
 from dlperf.errors import DlperfError
+from dlperf.hardware.identity import machine_id
 from dlperf.report import registry
 from dlperf.report.repetitions import across_columns, across_processes
 from dlperf.report.sections import Heading, Note

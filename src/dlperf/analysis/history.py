@@ -43,19 +43,13 @@ from datetime import datetime
 from typing import Any
 
 from dlperf.analysis.changepoints import DEFAULT_MIN_EFFECT, Detection, detect
-from dlperf.analysis.machines import (
-    LABEL_KEY,
-    MachineShare,
-    describe_machine,
-    machine_label,
-    software,
-    software_changes,
-    split_by_machine,
-)
+from dlperf.analysis.machines import MachineShare, software, software_changes, split_by_machine
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
+from dlperf.hardware.identity import LABEL_KEY, describe_machine, machine_label
 from dlperf.runner.canary import local_times
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 from dlperf.timing import Measurement
 from dlperf.units import format_time
 

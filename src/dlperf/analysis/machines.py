@@ -3,7 +3,7 @@
 `hardware.identity.identity_hash` keys an *environment*: CPU, cores, threads, RAM, OS, GPUs and the
 framework versions. History needs a coarser key: a framework upgrade on the same machine is exactly the
 change a CI wants to see on one timeline, not the start of a new one. So a machine is keyed by
-`MACHINE_KEYS` only (and each GPU by `GPU_MACHINE_KEYS`):
+`MACHINE_KEYS` only (and each GPU by `GPU_MACHINE_KEYS`; both, and `machine_id`, in `hardware.identity`):
 
 - CPU model, physical and logical cores, RAM rounded to whole GiB (the kernel's MemTotal moves by a few
   MiB between kernel versions, which must not split a machine), the architecture, the host name's hash
@@ -30,96 +30,15 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, TypedDict, cast
+from typing import Any, cast
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
-from dlperf.store.rows import Environment
+from dlperf.hardware.identity import LABEL_KEY, machine_id, machine_label, short_name
 
-#: Fingerprint fields that make a machine (besides `ram_bytes`, compared in whole GiB).
-MACHINE_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "machine", "hostname_sha256")
-#: Fields of each GPU record that make it part of a machine (its driver is software).
-GPU_MACHINE_KEYS = ("index", "name", "memory_bytes")
 #: Top-level software fields whose change history marks on a timeline (frameworks and GPU drivers too).
 SOFTWARE_KEYS = ("dlperf_version", "dlperf_git_commit", "os", "kernel", "python", "threads")
-
-GIB = 2**30
-#: The fingerprint field that names a machine (hardware.identity.MACHINE_LABEL_ENV), part of it where set.
-LABEL_KEY: Final = "machine_label"
-
-
-class GpuIdentity(TypedDict):
-    """A GPU as part of a machine (`GPU_MACHINE_KEYS`), as the fingerprint recorded it (None: not recorded)."""
-
-    index: int | None
-    name: str | None
-    memory_bytes: int | None
-
-
-class MachineIdentity(TypedDict):
-    """The hardware part of an environment (`MACHINE_KEYS`, RAM in whole GiB, the GPUs; the label only where
-    set), as the fingerprint recorded it (None: not recorded)."""
-
-    cpu_model: str | None
-    cpu_physical_cores: int | None
-    cpu_logical_cores: int | None
-    machine: str | None
-    hostname_sha256: str | None
-    machine_label: NotRequired[str]
-    ram_gib: int | None
-    gpus: list[GpuIdentity]
-
-
-def machine_identity(env: Environment) -> MachineIdentity:
-    """The hardware part of an environment (module doc): what a machine is for history and the matrix."""
-    out: MachineIdentity = {  # MACHINE_KEYS, in their order
-        "cpu_model": env.get("cpu_model"), "cpu_physical_cores": env.get("cpu_physical_cores"),
-        "cpu_logical_cores": env.get("cpu_logical_cores"), "machine": env.get("machine"),
-        "hostname_sha256": env.get("hostname_sha256"), "ram_gib": None, "gpus": []}
-    if env.get(LABEL_KEY):  # only where set: an unlabelled machine's id does not change
-        out[LABEL_KEY] = str(env[LABEL_KEY])
-    ram = env.get("ram_bytes")
-    out["ram_gib"] = round(ram / GIB) if isinstance(ram, int | float) else None
-    found = env.get("gpus")
-    gpus = found if isinstance(found, list) else []
-    out["gpus"] = [{"index": g.get("index"), "name": g.get("name"), "memory_bytes": g.get("memory_bytes")}
-                   for g in gpus if isinstance(g, dict)]  # GPU_MACHINE_KEYS, in their order
-    return out
-
-
-def machine_id(env: Environment) -> str:
-    """A short stable id of the machine an environment belongs to (SHA-256 of `machine_identity`)."""
-    text = json.dumps(machine_identity(env), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def machine_label(env: Environment) -> str:
-    """A name a person recognises: its label where it has one, then CPU model and cores / GPUs / host hash."""
-    ident = machine_identity(env)
-    cpu = f"{ident['cpu_model'] or 'unknown CPU'}"
-    if ident["cpu_physical_cores"]:
-        cpu += f" ({ident['cpu_physical_cores']} cores)"
-    gpus = ", ".join(str(g.get("name") or "GPU") for g in ident["gpus"]) or "no GPU"
-    host = ident["hostname_sha256"]
-    text = f"{cpu} / {gpus} / host {str(host)[:6] if host else 'unknown'}"
-    return f"{ident[LABEL_KEY]}: {text}" if ident.get(LABEL_KEY) else text
-
-
-def short_name(env: Environment) -> str:
-    """The shortest name that tells a machine apart in a column: its label, else the first 8 of its id."""
-    label = machine_identity(env).get(LABEL_KEY)
-    return str(label) if label else machine_id(env)[:8]
-
-
-def describe_machine(env: Environment) -> str:
-    """Every field of the machine's identity on one line, for the notes that keep two machines apart."""
-    ident = machine_identity(env)
-    gpus = "; ".join(f"#{g['index']} {g['name']} {_gib(g['memory_bytes'])}" for g in ident["gpus"]) or "none"
-    label = f"label {ident[LABEL_KEY]}, " if ident.get(LABEL_KEY) else ""
-    return (f"{label}CPU {ident['cpu_model']}, {ident['cpu_physical_cores']} physical / {ident['cpu_logical_cores']} "
-            f"logical cores, {ident['ram_gib']} GiB RAM, {ident['machine']}, host sha256 {ident['hostname_sha256']}"
-            f", GPUs: {gpus}")
-
 
 @dataclass(frozen=True)
 class MachineShare:
@@ -189,10 +108,6 @@ def pick_share(shares: Sequence[MachineShare], selector: str | None, run_id: str
     raise DlperfError(f"{run_id}@{selector}: {selector!r} {what} of run {run_id} (its machines: {known})")
 
 
-def _gib(nbytes: Any) -> str:
-    return f"{nbytes / GIB:.0f} GiB" if isinstance(nbytes, int | float) else "?"
-
-
 def software(env: Mapping[str, Any]) -> dict[str, str]:
     """The software an environment ran (module doc), flat: {'numpy': '2.4.6', 'numpy.blas': ..., 'kernel': ...}.
 
@@ -236,6 +151,5 @@ def format_change(key: str, old: str | None, new: str | None) -> str:
     return f"{name} {short(old)} -> {short(new)}"
 
 
-__all__ = ["GPU_MACHINE_KEYS", "LABEL_KEY", "MACHINE_KEYS", "SOFTWARE_KEYS", "MachineShare", "describe_machine",
-           "format_change", "machine_id", "machine_identity", "machine_label", "pick_share", "share_names",
-           "short_name", "software", "software_changes", "split_by_machine"]
+__all__ = ["SOFTWARE_KEYS", "MachineShare", "format_change", "pick_share", "share_names", "software",
+           "software_changes", "split_by_machine"]

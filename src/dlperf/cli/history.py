@@ -18,11 +18,12 @@ from dlperf.cli.results import REGRESSION_EXIT, Percent
 from dlperf.untrusted import path_component
 
 if TYPE_CHECKING:
+    from dlperf.core.environment import Environment
     from dlperf.core.result import CaseResult
     from dlperf.report.history_report import HistoryDoc
     from dlperf.report.matrix import MatrixDoc
     from dlperf.store import Store
-    from dlperf.store.rows import Environment, RunRow
+    from dlperf.store.rows import RunRow
 
 FORMATS = ["terminal", "markdown", "json", "html"]
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.analysis.machines import MachineShare, pick_share, split_by_machine
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.hardware.roofline import PeaksRuns, measured_peaks, same_host
 from dlperf.report.study import ReportData
 from dlperf.store import Store
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 from dlperf.untrusted import path_component
 
 
@@ -140,7 +141,7 @@ def run_histories(store: Any, datas: list[Any], machines: dict[str, list[Any]] |
     from dataclasses import replace
 
     from dlperf.analysis.history import build_history
-    from dlperf.analysis.machines import machine_id
+    from dlperf.hardware.identity import machine_id
     from dlperf.report.history_report import history_sections
 
     out: dict[str, list[Any]] = {}

@@ -17,7 +17,8 @@ from dlperf.untrusted import path_component, printable
 
 if TYPE_CHECKING:
     from dlperf.analysis.machines import MachineShare
-    from dlperf.store.rows import Environment, RunRow
+    from dlperf.core.environment import Environment
+    from dlperf.store.rows import RunRow
 
 
 @click.command()

@@ -21,11 +21,12 @@ import os
 import platform
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, NotRequired, TypedDict
 
 import psutil
 
 from dlperf import __version__
+from dlperf.core.environment import Environment
 from dlperf.hardware import peak_cache, peaks, probe
 from dlperf.hardware.catalog_peaks import DevicePeaks
 from dlperf.hardware.probe import GpuRecord
@@ -39,6 +40,13 @@ IDENTITY_KEYS = ("cpu_model", "cpu_flags", "cpu_physical_cores", "cpu_logical_co
 MACHINE_LABEL_ENV = "DLPERF_MACHINE_LABEL"
 #: Fields of each GPU record that identify it (its peaks are derived).
 GPU_IDENTITY_KEYS = ("index", "name", "memory_bytes", "driver", "cuda_driver")
+#: Fingerprint fields that make a machine (besides `ram_bytes`, compared in whole GiB).
+MACHINE_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "machine", "hostname_sha256")
+#: Fields of each GPU record that make it part of a machine (its driver is software).
+GPU_MACHINE_KEYS = ("index", "name", "memory_bytes")
+GIB = 2**30
+#: The fingerprint field that names a machine (hardware.identity.MACHINE_LABEL_ENV), part of it where set.
+LABEL_KEY: Final = "machine_label"
 
 
 def host_fingerprint(threads: int | None = None) -> dict[str, Any]:
@@ -154,3 +162,83 @@ __all__ = [
     "identity",
     "identity_hash",
 ]
+
+
+# A machine, as history and the machine matrix see it: the hardware part of an environment (a framework upgrade
+# on one machine stays on its timeline; analysis/machines splits runs by it).
+
+class GpuIdentity(TypedDict):
+    """A GPU as part of a machine (`GPU_MACHINE_KEYS`), as the fingerprint recorded it (None: not recorded)."""
+
+    index: int | None
+    name: str | None
+    memory_bytes: int | None
+
+
+class MachineIdentity(TypedDict):
+    """The hardware part of an environment (`MACHINE_KEYS`, RAM in whole GiB, the GPUs; the label only where
+    set), as the fingerprint recorded it (None: not recorded)."""
+
+    cpu_model: str | None
+    cpu_physical_cores: int | None
+    cpu_logical_cores: int | None
+    machine: str | None
+    hostname_sha256: str | None
+    machine_label: NotRequired[str]
+    ram_gib: int | None
+    gpus: list[GpuIdentity]
+
+
+def machine_identity(env: Environment) -> MachineIdentity:
+    """The hardware part of an environment (module doc): what a machine is for history and the matrix."""
+    out: MachineIdentity = {  # MACHINE_KEYS, in their order
+        "cpu_model": env.get("cpu_model"), "cpu_physical_cores": env.get("cpu_physical_cores"),
+        "cpu_logical_cores": env.get("cpu_logical_cores"), "machine": env.get("machine"),
+        "hostname_sha256": env.get("hostname_sha256"), "ram_gib": None, "gpus": []}
+    if env.get(LABEL_KEY):  # only where set: an unlabelled machine's id does not change
+        out[LABEL_KEY] = str(env[LABEL_KEY])
+    ram = env.get("ram_bytes")
+    out["ram_gib"] = round(ram / GIB) if isinstance(ram, int | float) else None
+    found = env.get("gpus")
+    gpus = found if isinstance(found, list) else []
+    out["gpus"] = [{"index": g.get("index"), "name": g.get("name"), "memory_bytes": g.get("memory_bytes")}
+                   for g in gpus if isinstance(g, dict)]  # GPU_MACHINE_KEYS, in their order
+    return out
+
+
+def machine_id(env: Environment) -> str:
+    """A short stable id of the machine an environment belongs to (SHA-256 of `machine_identity`)."""
+    text = json.dumps(machine_identity(env), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def machine_label(env: Environment) -> str:
+    """A name a person recognises: its label where it has one, then CPU model and cores / GPUs / host hash."""
+    ident = machine_identity(env)
+    cpu = f"{ident['cpu_model'] or 'unknown CPU'}"
+    if ident["cpu_physical_cores"]:
+        cpu += f" ({ident['cpu_physical_cores']} cores)"
+    gpus = ", ".join(str(g.get("name") or "GPU") for g in ident["gpus"]) or "no GPU"
+    host = ident["hostname_sha256"]
+    text = f"{cpu} / {gpus} / host {str(host)[:6] if host else 'unknown'}"
+    return f"{ident[LABEL_KEY]}: {text}" if ident.get(LABEL_KEY) else text
+
+
+def short_name(env: Environment) -> str:
+    """The shortest name that tells a machine apart in a column: its label, else the first 8 of its id."""
+    label = machine_identity(env).get(LABEL_KEY)
+    return str(label) if label else machine_id(env)[:8]
+
+
+def describe_machine(env: Environment) -> str:
+    """Every field of the machine's identity on one line, for the notes that keep two machines apart."""
+    ident = machine_identity(env)
+    gpus = "; ".join(f"#{g['index']} {g['name']} {_gib(g['memory_bytes'])}" for g in ident["gpus"]) or "none"
+    label = f"label {ident[LABEL_KEY]}, " if ident.get(LABEL_KEY) else ""
+    return (f"{label}CPU {ident['cpu_model']}, {ident['cpu_physical_cores']} physical / {ident['cpu_logical_cores']} "
+            f"logical cores, {ident['ram_gib']} GiB RAM, {ident['machine']}, host sha256 {ident['hostname_sha256']}"
+            f", GPUs: {gpus}")
+
+
+def _gib(nbytes: Any) -> str:
+    return f"{nbytes / GIB:.0f} GiB" if isinstance(nbytes, int | float) else "?"

@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.hardware.catalog import Device, match
 from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey
 from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
-from dlperf.store.rows import Environment
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
 from dlperf.hardware.catalog_peaks import DevicePeaks
 from dlperf.hardware.peaks import flop_peak, flop_peak_origin
-from dlperf.store.rows import Environment
 from dlperf.units import format_size
 
 #: Fingerprint fields that identify a host and its configuration for peaks lookup.

@@ -19,12 +19,14 @@ from datetime import datetime
 from typing import TypedDict
 
 from dlperf.analysis.history import Point, pooled_point
-from dlperf.analysis.machines import MachineShare, describe_machine, software, split_by_machine
+from dlperf.analysis.machines import MachineShare, software, split_by_machine
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.errors import DlperfError
+from dlperf.hardware.identity import describe_machine
 from dlperf.report.history_report import CellDoc, cell_doc
 from dlperf.report.sections import Heading, Note, Section, Table
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 
 
 @dataclass(frozen=True)

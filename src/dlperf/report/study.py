@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 
 
 @dataclass(frozen=True)

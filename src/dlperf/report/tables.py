@@ -16,13 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlperf.analysis.machines import MachineShare, share_names
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult, Metrics
 from dlperf.core.status import SHORTENED
 from dlperf.core.validity import short_reason
 from dlperf.report.noise import noise_lines
 from dlperf.report.repetitions import MACHINE_COLUMN, across_columns, across_processes
 from dlperf.report.run_columns import ALGBW_WORKLOADS, COLUMNS, all_algbw, column_titles, columns, header_len
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 from dlperf.units import MISSING, format_gib, format_iqr, format_joules, format_rate, format_time
 from dlperf.untrusted import printable
 

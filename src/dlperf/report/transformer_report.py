@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from dlperf.core.environment import Environment
 from dlperf.core.phases import generation_metrics
 from dlperf.core.result import CaseResult
 from dlperf.hardware.peaks import flop_peak
@@ -27,7 +28,6 @@ from dlperf.report import transformer_memory
 from dlperf.report.plots.transformer import latency_percentiles_plot, throughput_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
-from dlperf.store.rows import Environment
 from dlperf.timing import Measurement
 from dlperf.timing.stats import median_ci, quantile
 from dlperf.units import MISSING, format_pct, format_rate, format_time

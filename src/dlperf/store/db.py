@@ -12,13 +12,14 @@ from typing import Any, cast
 from sqlalchemy import Connection, Engine, case, exists, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.core.status import RunStatus, check_run_status
 from dlperf.errors import LeaseLostError, StoreError, UnknownRunError
 from dlperf.store import leases, schema
 from dlperf.store.engines import migration_lock, open_engine
 from dlperf.store.nonfinite import finite_metrics, nonfinite
-from dlperf.store.rows import Environment, ListedRun, RunRow
+from dlperf.store.rows import ListedRun, RunRow
 from dlperf.store.schema import MIGRATIONS, environments, meta, results, run_leases, runs
 from dlperf.store.urls import sqlite_path
 

@@ -7,10 +7,11 @@ import io
 import json
 from typing import Any
 
+from dlperf.core.environment import Environment
 from dlperf.core.payloads import LoadgenMetric, LoadgenSummary
 from dlperf.core.result import CaseResult
 from dlperf.core.status import SHORTENED
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 
 #: Metric columns of the CSV, in order (all per call; rates from the median).
 CSV_METRICS = ("median_s", "iqr_s", "iqr_rel", "mean_s", "stdev_s", "min_s", "max_s", "ci95_low_s", "ci95_high_s",

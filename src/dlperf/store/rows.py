@@ -7,9 +7,8 @@ typed by SQLAlchemy (and checked on the way in: the runner writes them, a bundle
 `dataclasses.replace`. Its fields are the `runs` table's columns in the table's order (a test holds them
 equal), so `to_dict()` gives the row as the store always gave it: the same keys, in the same order.
 
-`Environment` is the fingerprint's stored JSON (`hardware.identity.fingerprint` builds it; a run's derived
-figures are laid over it by `Store.run_environment`). It stays a dict (a `TypedDict`): JSON output and
-bundles write it as it is stored, and every key may be missing (an old store's fingerprint has fewer).
+`Environment` (`core.environment`, below hardware/ and store/, which both use it) is the fingerprint's stored
+JSON, as `Store.environment`/`run_environment` return it.
 """
 
 from __future__ import annotations
@@ -17,41 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from dlperf.store.leases import Lease
-
-
-class Environment(TypedDict, total=False):
-    """An environment's fingerprint as stored (identity and derived fields), with a run's derived figures laid
-    over it where it is a run's (`Store.run_environment`). The nested records are typed where they are made
-    (`hardware`: `FingerprintGpu`, `DevicePeaks`; `runner.ceilings_record`), above the store."""
-
-    # identity (hardware.identity.IDENTITY_KEYS)
-    machine_label: str
-    cpu_model: str
-    cpu_flags: list[str]
-    cpu_physical_cores: int
-    cpu_logical_cores: int | None
-    threads: int
-    ram_bytes: int
-    os: str
-    kernel: str
-    machine: str
-    python: str
-    hostname_sha256: str
-    gpus: list[dict[str, Any]]
-    frameworks: dict[str, dict[str, Any]]
-    # derived: recorded with each run, never hashed
-    gpu_source: str
-    cpu_peaks_theoretical: dict[str, Any]
-    cpu_clock_probe: dict[str, Any]
-    peaks_overrides: dict[str, str]
-    dlperf_version: str
-    dlperf_git_commit: str | None
-    # a run's own derived figures (runner.sweep): how its thread count was chosen, its measured ceilings
-    threads_source: dict[str, Any]
-    ceilings: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -101,4 +68,4 @@ def run_columns() -> tuple[str, ...]:
     return tuple(f.name for f in fields(RunRow))
 
 
-__all__ = ["Environment", "ListedRun", "RunRow", "run_columns"]
+__all__ = ["ListedRun", "RunRow", "run_columns"]

@@ -14,7 +14,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from dlperf.store.rows import Environment, RunRow
+from dlperf.core.environment import Environment
+from dlperf.store.rows import RunRow
 
 #: Override key stored in run.filters["overrides"] -> the `dlperf run` option that sets it.
 OPTIONS = {"timeout_s": "--timeout", "mem_limit_mb": "--mem-limit", "threads": "--threads", "budget_s": "--budget",

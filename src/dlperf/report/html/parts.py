@@ -9,8 +9,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dlperf.analysis.machines import MachineShare, describe_machine, share_names
+from dlperf.analysis.machines import MachineShare, share_names
+from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
+from dlperf.hardware.identity import describe_machine
 from dlperf.report.html.render import Block, table_block, text_blocks
 from dlperf.report.noise import noise_lines
 from dlperf.report.run_columns import column_titles, columns
@@ -24,7 +26,7 @@ from dlperf.report.tables import (
     stored_text,
     validity_line,
 )
-from dlperf.store.rows import Environment, RunRow
+from dlperf.store.rows import RunRow
 from dlperf.timing.measurement import Measurement
 from dlperf.units import format_iqr
 
