@@ -13,6 +13,8 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,15 @@ def run_warm(argv: list[str], env: dict[str, str], timeout_s: float) -> dict[str
         return {"warm_error": said[-1] if said else f"the warm compile's process exited {done.returncode}"}
     out: dict[str, Any] = json.loads(lines[-1])
     return out
+
+
+def warm_main(figures: Callable[[list[str]], Mapping[str, Any]], argv: list[str]) -> int:
+    """A warm-compile process's ending (what `run_warm` reads): `figures(argv)` as one JSON line and exit 0, or
+    what it raised as one line on stderr and exit 1."""
+    try:
+        out = figures(argv)
+    except Exception as exc:
+        print(f"the warm compile raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 1
+    print(json.dumps(out))
+    return 0

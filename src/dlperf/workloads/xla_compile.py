@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from dlperf.frameworks import Framework, get_framework
-from dlperf.frameworks.compile_cache import Stamp, cache_folder, run_warm, stamps, written
+from dlperf.frameworks.compile_cache import Stamp, cache_folder, run_warm, stamps, warm_main, written
 from dlperf.workloads.base import Step, Workload, WorkloadParams
 
 #: The modes whose compile is recorded.
@@ -182,48 +182,48 @@ def hit(framework: str, files_before: int, seen: dict[str, int]) -> bool:
     return files_before > 0 and seen.get("files_written", 0) == 0
 
 
-def main(argv: list[str]) -> int:
-    """The warm compile: `SPEC_JSON` (a `WarmCase` and its `folder`); prints one JSON line (`warm`)."""
-    try:
-        from dlperf.workloads.registry import get_workload  # filled: running this module imported the package
+def _warm(argv: list[str]) -> CompileRecord:
+    """The warm compile: `SPEC_JSON` (a `WarmCase` and its `folder`); its figures (`main` prints them)."""
+    from dlperf.workloads.registry import get_workload  # filled: running this module imported the package
 
-        spec = json.loads(argv[1])
-        folder = Path(spec.pop("folder"))
-        case = WarmCase(**spec)
-        fw = get_framework(case.framework)
-        fw.import_module()  # tensorflow-xla: TensorFlow reads TF_XLA_FLAGS (the parent named `folder` in it)
-        device = fw.check_device(case.device)
-        if case.threads:
-            fw.set_threads(case.threads)
-        if case.seed is not None:
-            fw.seed(case.seed)
-        if case.framework == "jax":
-            fw.use_compile_cache(folder)  # type: ignore[attr-defined]
-        elif fw.compile_cache()[0] != folder:  # type: ignore[attr-defined]
-            raise RuntimeError(f"TensorFlow's XLA cache is not {folder}: {fw.compile_cache()[1]}")  # type: ignore[attr-defined]
-        cache = Cache(folder, "", files_at_start=len(stamps(folder)))
-        workload = get_workload(case.workload)
-        built = Workload.build(workload, fw, device, workload.parse(case.params))
-        fn, sync = fw.prepare(built.fn, device)
-        cache.before_calls = stamps(folder)
-        if fw.family == "jax":
-            cache.events_before_calls = fw.cache_events()  # type: ignore[attr-defined]
-        gc.collect()
-        gc.disable()
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        warm_s = time.perf_counter() - start
-        gc.enable()
-        seen = counters(fw, cache)
-        out: CompileRecord = {"warm_s": warm_s, "warm_cache_files_before": cache.files_at_start,
-                              "warm_counters": seen, "warm_hit": hit(case.framework, cache.files_at_start, seen)}
-    except Exception as exc:
-        print(f"the warm compile raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
-        return 1
-    print(json.dumps(out))
-    return 0
+    spec = json.loads(argv[1])
+    folder = Path(spec.pop("folder"))
+    case = WarmCase(**spec)
+    fw = get_framework(case.framework)
+    fw.import_module()  # tensorflow-xla: TensorFlow reads TF_XLA_FLAGS (the parent named `folder` in it)
+    device = fw.check_device(case.device)
+    if case.threads:
+        fw.set_threads(case.threads)
+    if case.seed is not None:
+        fw.seed(case.seed)
+    if case.framework == "jax":
+        fw.use_compile_cache(folder)  # type: ignore[attr-defined]
+    elif fw.compile_cache()[0] != folder:  # type: ignore[attr-defined]
+        raise RuntimeError(f"TensorFlow's XLA cache is not {folder}: {fw.compile_cache()[1]}")  # type: ignore[attr-defined]
+    cache = Cache(folder, "", files_at_start=len(stamps(folder)))
+    workload = get_workload(case.workload)
+    built = Workload.build(workload, fw, device, workload.parse(case.params))
+    fn, sync = fw.prepare(built.fn, device)
+    cache.before_calls = stamps(folder)
+    if fw.family == "jax":
+        cache.events_before_calls = fw.cache_events()  # type: ignore[attr-defined]
+    gc.collect()
+    gc.disable()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    warm_s = time.perf_counter() - start
+    gc.enable()
+    seen = counters(fw, cache)
+    out: CompileRecord = {"warm_s": warm_s, "warm_cache_files_before": cache.files_at_start,
+                          "warm_counters": seen, "warm_hit": hit(case.framework, cache.files_at_start, seen)}
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """The warm compile's process: its figures as one JSON line, or why not (`compile_cache.warm_main`)."""
+    return warm_main(_warm, argv)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ records under `compile` in its metrics:
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dlperf.frameworks import Framework, UnsupportedError
-from dlperf.frameworks.compile_cache import CACHE_PREFIX, cache_folder, files_in, run_warm
+from dlperf.frameworks.compile_cache import CACHE_PREFIX, cache_folder, files_in, run_warm, warm_main
 from dlperf.sources import Loaded
 from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate, training
@@ -210,38 +209,38 @@ def graph_breaks(torch: Any, net: Any, args: Any, kwargs: Any) -> CompileRecord:
             "break_reasons": reasons}
 
 
+def _warm(argv: list[str]) -> CompileRecord:
+    """The warm compile: `PARAMS_JSON SEED DEVICE THREADS FOLDER`; its figures (`main` prints them)."""
+    import torch
+
+    p = ModelParams.model_validate_json(argv[1])
+    seed, device, threads, folder = int(argv[2]), argv[3], int(argv[4]), Path(argv[5])
+    torch.set_num_threads(threads)
+    pr = prep.prepare(torch, p, seed)
+    net = pr.module.to(device).eval()
+    args, kwargs = prep.to_device(torch, pr.args, device), prep.to_device(torch, pr.kwargs, device)
+    dev_type = torch.device(device).type
+    call = calls(torch, net, pr.loaded, args, kwargs, p, dev_type)
+
+    def sync() -> None:
+        if dev_type == "cuda":
+            torch.cuda.synchronize(device)
+
+    before = files_in(folder / "inductor")
+    _, _, warm_s = first_call(torch, net, args, kwargs, p, folder, "warm", call, sync)
+    out: CompileRecord = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
+    if p.variant != "export":
+        try:
+            out |= graph_breaks(torch, net, args, kwargs)
+        except Exception as exc:  # the warm compile's figures stand without them
+            out["graph_breaks_error"] = f"torch._dynamo.explain raised {type(exc).__name__}: " \
+                                        f"{' '.join(str(exc).split())[:200]}"
+    return out
+
+
 def main(argv: list[str]) -> int:
-    """The warm compile: `PARAMS_JSON SEED DEVICE THREADS FOLDER`; prints one JSON line (`warm`)."""
-    try:
-        import torch
-
-        p = ModelParams.model_validate_json(argv[1])
-        seed, device, threads, folder = int(argv[2]), argv[3], int(argv[4]), Path(argv[5])
-        torch.set_num_threads(threads)
-        pr = prep.prepare(torch, p, seed)
-        net = pr.module.to(device).eval()
-        args, kwargs = prep.to_device(torch, pr.args, device), prep.to_device(torch, pr.kwargs, device)
-        dev_type = torch.device(device).type
-        call = calls(torch, net, pr.loaded, args, kwargs, p, dev_type)
-
-        def sync() -> None:
-            if dev_type == "cuda":
-                torch.cuda.synchronize(device)
-
-        before = files_in(folder / "inductor")
-        _, _, warm_s = first_call(torch, net, args, kwargs, p, folder, "warm", call, sync)
-        out: CompileRecord = {"warm_s": warm_s, "warm_cache_files_before": before, "warm_counters": counters(torch)}
-        if p.variant != "export":
-            try:
-                out |= graph_breaks(torch, net, args, kwargs)
-            except Exception as exc:  # the warm compile's figures stand without them
-                out["graph_breaks_error"] = f"torch._dynamo.explain raised {type(exc).__name__}: " \
-                                            f"{' '.join(str(exc).split())[:200]}"
-    except Exception as exc:
-        print(f"the warm compile raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
-        return 1
-    print(json.dumps(out))
-    return 0
+    """The warm compile's process: its figures as one JSON line, or why not (`compile_cache.warm_main`)."""
+    return warm_main(_warm, argv)
 
 
 if __name__ == "__main__":
