@@ -79,6 +79,8 @@ class Framework:
     distributions: ClassVar[tuple[str, ...]] = ()
     #: Extra of dlperf that installs it (`pip install -e '.[extra]'`).
     extra: ClassVar[str] = ""
+    #: The seed `seed(n)` was given, where the adapter keeps it (`seed_value`); None: never, or not kept.
+    _seed: int | None = None
 
     # -- presence, without importing -----------------------------------
     def available(self) -> bool:
@@ -141,8 +143,14 @@ class Framework:
         return None
 
     def seed(self, n: int) -> None:
-        """Seed every random generator this framework uses."""
+        """Seed every random generator this framework uses (an adapter whose builders need the seed again keeps it
+        in `_seed`: `seed_value`)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement seed()")
+
+    def seed_value(self) -> int | None:
+        """The seed `seed(n)` last gave an adapter that keeps it (None: never, or not kept): the weights a runtime
+        builder exports, the case a warm compile's process builds again."""
+        return self._seed
 
     def set_threads(self, n: int) -> None:
         """Limit the framework's intra-op CPU threads to `n`."""

@@ -49,7 +49,6 @@ class JaxFramework(Framework):
     def __init__(self) -> None:
         self._last: Any = None
         self._requested_threads: int | None = None
-        self._seed: int | None = None
 
     def import_module(self) -> Any:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -119,10 +118,6 @@ class JaxFramework(Framework):
         np.random.seed(n)
         self._seed = n
         self.key = self.import_module().random.key(n)
-
-    def seed_value(self) -> int | None:
-        """The seed `seed(n)` was last given (None: never): a warm compile's process builds the case with it."""
-        return self._seed
 
     def set_threads(self, n: int) -> None:
         # XLA's CPU thread pool is sized when JAX starts and cannot be changed here;

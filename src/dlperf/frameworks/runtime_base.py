@@ -19,7 +19,6 @@ class InferenceRuntime(Framework):
 
     def __init__(self) -> None:
         self._threads: int | None = None
-        self._seed: int | None = None
 
     def is_oom(self, exc: BaseException) -> bool:
         """MemoryError, or the runtime's C++ allocation failing inside a run: onnxruntime's arena refusing a
@@ -38,10 +37,6 @@ class InferenceRuntime(Framework):
 
         np.random.seed(n)  # inputs are drawn with NumPy; the runtimes' inference has no randomness of its own
         self._seed = n
-
-    def seed_value(self) -> int | None:
-        """The seed `seed(n)` was last given (None: never): the weights a builder exports."""
-        return self._seed
 
     def set_threads(self, n: int) -> None:
         self._threads = n  # applied by each session the adapter opens

@@ -71,7 +71,6 @@ class TensorflowFramework(Framework):
     graph = True
     #: True: the graphs are compiled by XLA (tf.function(jit_compile=True)); only with `graph`.
     jit_compile = False
-    _seed: int | None = None
 
     def import_module(self) -> Any:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -104,10 +103,6 @@ class TensorflowFramework(Framework):
 
         keras.utils.set_random_seed(n)  # Python's random, NumPy's and TensorFlow's generators
         self._seed = n
-
-    def seed_value(self) -> int | None:
-        """The seed `seed(n)` was last given (None: never): a warm compile's process builds the case with it."""
-        return self._seed
 
     def set_threads(self, n: int) -> None:
         tf = self.import_module()

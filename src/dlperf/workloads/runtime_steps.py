@@ -68,7 +68,7 @@ def check_precision(fw: Framework, precision: str, allowed: tuple[str, ...], why
 def export_seed(fw: Framework) -> int:
     """The seed the case gave the adapter (`fw.seed(n)`; 0 where none was given): the CNN builders export the
     torch weights this seed gives, as torch's builder draws its CNN after `torch.manual_seed(n)`."""
-    value = getattr(fw, "seed_value", lambda: None)()
+    value = fw.seed_value()
     return 0 if value is None else int(value)
 
 

@@ -135,7 +135,7 @@ def tracked(workload: str, fw: Framework, device: str, params: WorkloadParams, s
         cache.before_calls = stamps(cache.folder)
         if fw.family == "jax":
             cache.events_before_calls = fw.cache_events()  # type: ignore[attr-defined]
-    seed = getattr(fw, "seed_value", lambda: None)()
+    seed = fw.seed_value()
     case = WarmCase(workload, fw.name, device, params.canonical(), seed, fw.threads())
     return XlaStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, cache=cache, case=case)
 

@@ -31,7 +31,7 @@ from dlperf.workloads.model.step import ModelStep, first_output
 
 
 def case_seed(fw: Framework) -> int:
-    value = getattr(fw, "seed_value", lambda: None)()
+    value = fw.seed_value()
     return 0 if value is None else int(value)
 
 
