@@ -24,6 +24,7 @@ from dlperf.frameworks import REGISTRY, Framework, UnsupportedError
 from dlperf.workloads import xla_compile
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 from dlperf.workloads.model import modes
+from dlperf.workloads.model.records import ModelInfo
 from dlperf.workloads.model.variants import EAGER, adapter_name, check_variant, not_run_by, runs
 
 #: The dtype each precision's peak is read for (MFU).
@@ -122,7 +123,7 @@ class Model(Workload[ModelParams]):
         if cache is None:
             return step
         case = xla_compile.watch(self.name, mode, device, params, cache)
-        info = getattr(step, "info", {})
+        info: ModelInfo = getattr(step, "info", ModelInfo())
         return modes.XlaModelStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, info=info, cache=cache,
                                   case=case)
 
@@ -131,7 +132,7 @@ class Model(Workload[ModelParams]):
         return Cost(flops=None, samples=samples)  # FLOPs are counted on the built model (`built_cost`)
 
     def built_cost(self, params: ModelParams, step: Step) -> Cost:
-        info = getattr(step, "info", {})
+        info: ModelInfo = getattr(step, "info", ModelInfo())
         return Cost(flops=info.get("flops_per_call"), samples=self.cost(params).samples)
 
     def per_call_timing(self, params: ModelParams) -> bool:

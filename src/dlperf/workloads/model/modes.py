@@ -24,13 +24,18 @@ FAMILIES = ("tensorflow", "jax")
 
 
 class Case(Protocol):
-    """What `check` reads of a case's params (`ModelParams`)."""
+    """What `check` reads of a case's params (`ModelParams`), read only."""
 
-    source: str
-    task: str
-    precision: str
-    input: list[str] | None
-    inputs_fn: str | None
+    @property
+    def source(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def input(self) -> list[str] | None: ...
+    @property
+    def inputs_fn(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
