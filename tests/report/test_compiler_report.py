@@ -97,8 +97,11 @@ def test_a_runtime_refuses_a_compiler_variant_with_the_reason() -> None:
     with pytest.raises(UnsupportedError, match="variant export is a torch compiler; onnxruntime runs eager and its "
                                                "own variants only"):
         w.build(get_framework("onnxruntime"), "cpu", params)
-    with pytest.raises(ValueError, match="unknown variant 'xla'"):
-        w.parse({"source": "dlperf:lenet5", "variant": "xla"})
+    with pytest.raises(UnsupportedError, match="variant xla is a tensorflow mode; torch runs eager and its own "
+                                               "variants only"):
+        w.build(get_framework("torch"), "cpu", w.parse({"source": "dlperf:lenet5", "variant": "xla"}))
+    with pytest.raises(ValueError, match="unknown variant 'tensorrt'"):
+        w.parse({"source": "dlperf:lenet5", "variant": "tensorrt"})
 
 
 def test_the_speedup_against_batch_is_plotted_where_a_variant_ran_at_two_batches(tmp_path) -> None:

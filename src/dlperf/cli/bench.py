@@ -63,8 +63,9 @@ class BenchOptions:
                    "quantizer, task infer (repeatable)")
 @click.option("--variant", "variants", multiple=True, metavar="NAME",
               help="eager (default); torch: compile, compile:max-autotune-no-cudagraphs, compile:reduce-overhead, "
-                   "export; onnxruntime: ort:none|basic|all; openvino: ov:latency|throughput (repeatable; eager, "
-                   "the reference, runs with any of them)")
+                   "export; onnxruntime: ort:none|basic|all; openvino: ov:latency|throughput; tensorflow: graph, "
+                   "xla; jax: jit (its eager, also named no-jit, runs under jax.disable_jit) (repeatable; eager, "
+                   "each framework's reference, runs with any of them)")
 @click.option("--prompt-len", type=click.IntRange(min=1), default=None, help="generate: prompt tokens (32)")
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
@@ -102,12 +103,13 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     point = {k: v for k, v in point.items() if v is not None}
     try:
         first = ModelParams.model_validate(point | {"batch": 1})
-        for name in what.variants:
-            ModelParams.model_validate(point | {"batch": 1, "variant": name})
+        # each as the variant it is (an alias, no-jit, as its variant)
+        variants = [ModelParams.model_validate(point | {"batch": 1, "variant": name}).variant
+                    for name in what.variants]
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DlperfError(f"{source}: {err['msg'].removeprefix('Value error, ')}") from None
-    named = list(dict.fromkeys(what.variants))
+    named = list(dict.fromkeys(variants))
     named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
     exclude = compiler_cases(source, fws, named)
     preflight(first)

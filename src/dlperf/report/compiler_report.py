@@ -6,8 +6,9 @@ Columns: the median per call with its 95% interval (order statistics, repetition
 `dlperf compare`: per-call samples for one process a side, per-process medians for more; contended or invalid
 processes left out), and no speed-up where a side failed, was contended or had too few samples, or where the
 variant failed the correctness gate (the reason said instead); the cold and warm compile times (medians over the
-repetitions, `workloads.model.torch_compiled`); break-even calls: the compile time over the time a call saves
-(cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); memory
+repetitions, `workloads.model.torch_compiled`; an XLA mode's cold one is its first call, `workloads.xla_compile`,
+and its warm one says whether it came from the cache); break-even calls: the compile time over the time a call
+saves (cold / warm), only where the whole interval is a speed-up; graph breaks (their reasons in the notes); memory
 (`peak_above_baseline`) and its ratio to eager's; the correctness gate's status.
 """
 
@@ -33,9 +34,11 @@ Group = tuple[str, str, str, str, int]  # (source label, framework, device, prec
 
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
         "cold compile: the first call in a worker whose compiler caches start empty (onnxruntime, openvino: the "
-        "session's creation, compile_model; they keep no cache, so no warm figure); warm: a second fresh "
-        "process with those caches filled; break-even: compile time / time saved per call (cold / warm; the "
-        "medians of the processes compared), shown only where the whole interval is a speed-up; memory: the peak "
+        "session's creation, compile_model; they keep no cache, so no warm figure; tensorflow's xla and jax's "
+        "jit: the first call on a new, empty persistent XLA cache, jax's eager: its first call, no cache); warm: "
+        "a second fresh process with those caches filled (cache hit: its executable came from the cache); "
+        "break-even: compile time / time saved per call (cold / warm; the medians of the processes compared), "
+        "shown only where the whole interval is a speed-up; memory: the peak "
         "above the import baseline (on a CPU the worker's resident set, which holds what the compile needed "
         "too), x eager's; a FAIL is never a speed-up")
 
@@ -87,6 +90,8 @@ def _breaks(rs: list[CaseResult], label: str, notes: list[str]) -> str:
     record = next((r.m.get("compile") for r in rs if r.ok and r.m.get("compile")), None) or {}
     if record.get("warm_error"):
         notes.append(f"{label}: no warm compile: {record['warm_error']}")
+    if record.get("no_warm"):
+        notes.append(f"{label}: no warm compile: {record['no_warm']}")
     if record.get("graph_breaks_error"):
         notes.append(f"{label}: graph breaks not counted: {record['graph_breaks_error']}")
     if "graph_breaks" not in record:
@@ -119,6 +124,9 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
         if failed:
             notes.append(f"{name}: {len(failed)} of {len(rs)} repetitions {failed[0].status}: {failed[0].reason}")
         cold, warm = _median(rs, "cold_s"), _median(rs, "warm_s")
+        if cold is None and _first_call_is_cold(rs):  # an XLA mode's (`xla_compile`): its compile is its first call
+            firsts = [float(r.m.first_call_s) for r in rs if r.ok and r.m.first_call_s is not None]
+            cold = statistics.median(firsts) if firsts else None
         if name == EAGER:
             cell, saved = "reference", None
         elif not eager:
@@ -127,12 +135,25 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
             cell, saved = speedup(eager, rs, status, notes, name)
         rows.append([name, format_time(lat["median_s"]), _interval(lat), cell,
                      format_time(cold) if cold is not None else MISSING,
-                     format_time(warm) if warm is not None else MISSING,
+                     format_time(warm) + _hit(rs) if warm is not None else MISSING,
                      _break_even(saved, cold, warm),
                      _breaks(rs, name, notes), _memory(rs, eager_mem), status])
     title = f"{label}: compiler variants on {fw} {dev} {prec}, batch {batch}"
     out: list[Section] = [Table(title, header, rows, heading=f"## Compilers: {label}")]
     return out + [Note(n) for n in notes]
+
+
+def _first_call_is_cold(rs: list[CaseResult]) -> bool:
+    """Whether the compile record says the cold compile is the case's first call (an XLA mode's)."""
+    return any(str((r.m.get("compile") or {}).get("cold", "")).startswith("the case's first call") for r in rs if r.ok)
+
+
+def _hit(rs: list[CaseResult]) -> str:
+    """Whether the warm compiles came from the cache (an XLA mode's `warm_hit`), as a suffix; '' where unsaid."""
+    hits = [c["warm_hit"] for r in rs if r.ok for c in [r.m.get("compile") or {}] if "warm_hit" in c]
+    if not hits:
+        return ""
+    return " (cache hit)" if all(hits) else " (no cache hit)" if not any(hits) else f" ({sum(hits)}/{len(hits)} hit)"
 
 
 def _break_even(saved_s: float | None, cold: float | None, warm: float | None) -> str:

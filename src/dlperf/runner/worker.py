@@ -91,7 +91,7 @@ def run_case(job: CaseJob) -> WorkerResult:
     from dlperf.workloads import get_workload
 
     case, settings = job.case, job.settings
-    fw = get_framework(case.framework)
+    fw = get_framework(get_workload(case.workload).adapter(case.framework, case.params))  # a variant's mode
     try:
         fw.import_module()
         device = fw.check_device(case.device)

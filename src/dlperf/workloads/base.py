@@ -125,6 +125,11 @@ class Workload(Generic[P]):
         return sorted(name for name, cls in REGISTRY.items()
                       if cls.family in families and name not in self.excluded_frameworks)
 
+    def adapter(self, framework: str, raw: Mapping[str, object]) -> str:
+        """The adapter a worker runs a case of `framework` with (its raw params `raw`): `framework` itself, unless
+        the workload picks one of its modes from the params (the model workload's variants on TensorFlow, JAX)."""
+        return framework
+
     def parse(self, raw: Mapping[str, object]) -> P:
         """The params of a case from its raw mapping (a study's, a stored case's, `InnerParams`), validated."""
         return cast(P, self.Params.model_validate(raw))

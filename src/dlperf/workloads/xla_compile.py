@@ -1,5 +1,6 @@
 """Cold and warm compile of the XLA modes (`jax`, `jax-nojit`, `tensorflow-xla`) on the mlp and transformer
-workloads (issue 32), as torch's compiler variants record theirs (`workloads.model.torch_compiled`).
+workloads, and of the model workload's variants run by them (`xla`, `jit`, JAX's `eager`) (issue 32), as torch's
+compiler variants record theirs (`workloads.model.torch_compiled`).
 
 - cold: the case's first call (the timer's `first_call_s`: trace, XLA's compile, the cache's write, the run), in
   the case's worker, with the compiler's persistent cache in a new, empty folder of its own
@@ -131,13 +132,18 @@ def tracked(workload: str, fw: Framework, device: str, params: WorkloadParams, s
     is not an XLA mode."""
     if cache is None:
         return step
+    case = watch(workload, fw, device, params, cache)
+    return XlaStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, cache=cache, case=case)
+
+
+def watch(workload: str, fw: Framework, device: str, params: WorkloadParams, cache: Cache) -> WarmCase:
+    """Just before the step's first call: what the cache holds now, and the case a warm compile rebuilds (a step
+    that keeps both as its `cache` and `case`, an `XlaStep`'s or the model workload's, is `record`ed)."""
     if cache.folder is not None:
         cache.before_calls = stamps(cache.folder)
         if fw.family == "jax":
             cache.events_before_calls = fw.cache_events()  # type: ignore[attr-defined]
-    seed = fw.seed_value()
-    case = WarmCase(workload, fw.name, device, params.canonical(), seed, fw.threads())
-    return XlaStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, cache=cache, case=case)
+    return WarmCase(workload, fw.name, device, params.canonical(), fw.seed_value(), fw.threads())
 
 
 def build(workload: Workload[Any], fw: Framework, device: str, params: WorkloadParams) -> Step:
@@ -150,9 +156,9 @@ def build(workload: Workload[Any], fw: Framework, device: str, params: WorkloadP
 def record(step: Step) -> dict[str, CompileRecord]:
     """`{"compile": ...}` for a step of an XLA mode (module doc), after its calls; {} for any other step. The warm
     compile runs here, in a fresh process."""
-    if not isinstance(step, XlaStep) or step.cache is None or step.case is None:
+    cache, case = getattr(step, "cache", None), getattr(step, "case", None)
+    if not isinstance(cache, Cache) or not isinstance(case, WarmCase):
         return {}
-    cache, case = step.cache, step.case
     if cache.folder is None:
         return {"compile": {"mode": case.framework, "cold": COLD_NO_CACHE, "cache": "none", "no_warm": cache.what}}
     out: CompileRecord = {"mode": case.framework, "cold": COLD, "cache": cache.what}

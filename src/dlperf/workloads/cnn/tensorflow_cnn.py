@@ -41,7 +41,7 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
         x = tf.constant(rng.standard_normal((p.batch, size, size, model_spec.in_channels), dtype=np.float32))
         y = tf.constant(rng.integers(0, p.classes(), p.batch), dtype=tf.int32)
     if p.task == "infer":
-        return _infer(fw, model, x, dev)
+        return infer_step(fw, model, x, dev)
     with tf.device(dev):
         opt = keras.optimizers.SGD(learning_rate=p.lr, momentum=p.momentum)
         if p.precision == "amp" and on_gpu:
@@ -59,7 +59,8 @@ def build(fw: Framework, device: str, p: CnnParams) -> Step:
     return Step(step, lambda: np.array([float(last[0])]) if last[0] is not None else np.array([]))
 
 
-def _infer(fw: Framework, model: Any, x: Any, dev: str) -> Step:
+def infer_step(fw: Framework, model: Any, x: Any, dev: str) -> Step:
+    """The inference step of a built Keras `model` on the NHWC batch `x` (also the model workload's twin)."""
     tf = fw.import_module()
     batch = int(x.shape[0])
 

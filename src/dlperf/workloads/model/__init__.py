@@ -14,13 +14,18 @@ path); the correctness gate is `gate`'s. The builders are the `<family>_model` m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields, replace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from dlperf.frameworks import Framework, UnsupportedError
+from dlperf.frameworks import REGISTRY, Framework, UnsupportedError
+from dlperf.workloads import xla_compile
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
-from dlperf.workloads.model.variants import check_variant, not_run_by, runs
+from dlperf.workloads.model import modes
+from dlperf.workloads.model.records import ModelInfo
+from dlperf.workloads.model.variants import EAGER, adapter_name, check_variant, not_run_by, runs
 
 #: The dtype each precision's peak is read for (MFU).
 PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
@@ -93,18 +98,41 @@ class Model(Workload[ModelParams]):
     Params = ModelParams
     memory_axis = "batch"
 
+    def adapter(self, framework: str, raw: Mapping[str, object]) -> str:
+        """TensorFlow's and JAX's variants are their adapters' modes: tensorflow + xla runs on `tensorflow-xla`,
+        jax + eager on `jax-nojit` (`variants.MODE_ADAPTERS`); any other framework is itself."""
+        cls = REGISTRY.get(framework)
+        if cls is None or framework != cls.family:
+            return framework
+        return adapter_name(framework, cls.family, str(raw.get("variant") or EAGER))
+
     def build(self, fw: Framework, device: str, params: ModelParams) -> Step:
-        """The framework's builder; a compiler variant on a framework that has none is unsupported, said why."""
+        """The framework's builder; a compiler variant on a framework that has none is unsupported, said why.
+        TensorFlow and JAX build in the variant's mode (`modes.mode_adapter`), an XLA mode's compile recorded
+        (`xla_compile`: its cache set before the build, the warm compile after the timing)."""
         if not runs(fw.family, params.variant):
             raise UnsupportedError(not_run_by(fw.name, params.variant))
-        return super().build(fw, device, params)
+        if fw.family not in modes.FAMILIES:
+            return super().build(fw, device, params)
+        modes.check(fw.family, params)  # before any cache folder is made
+        mode = modes.mode_adapter(fw, params.variant)
+        cache = xla_compile.begin(mode)
+        step = super().build(mode, device, params)
+        if mode is not fw and fw.family == "jax":  # the caller's adapter prepares it: enter the mode here
+            step = replace(step, fn=modes.in_mode(mode, step.fn))
+        if cache is None:
+            return step
+        case = xla_compile.watch(self.name, mode, device, params, cache)
+        info: ModelInfo = getattr(step, "info", ModelInfo())
+        return modes.XlaModelStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, info=info, cache=cache,
+                                  case=case)
 
     def cost(self, params: ModelParams) -> Cost:
         samples = params.batch * params.generation()[1] if params.task == "generate" else params.batch
         return Cost(flops=None, samples=samples)  # FLOPs are counted on the built model (`built_cost`)
 
     def built_cost(self, params: ModelParams, step: Step) -> Cost:
-        info = getattr(step, "info", {})
+        info: ModelInfo = getattr(step, "info", ModelInfo())
         return Cost(flops=info.get("flops_per_call"), samples=self.cost(params).samples)
 
     def per_call_timing(self, params: ModelParams) -> bool:
@@ -114,6 +142,7 @@ class Model(Workload[ModelParams]):
     def extra_metrics(self, params: ModelParams, step: Step) -> dict[str, Any]:
         """The model's own figures (parameters, FLOPs, the correctness gate's verdict), after timing."""
         info = dict(getattr(step, "info", {}))
+        info |= xla_compile.record(step)  # an XLA mode's cold and warm compile (none for any other step)
         gate = info.pop("gate", None)
         if callable(gate):
             try:

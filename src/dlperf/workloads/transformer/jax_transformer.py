@@ -32,12 +32,15 @@ from dlperf.workloads.transformer import TransformerParams
 INIT_SCALE, GROWTH_INTERVAL = 2.0**16, 2000
 
 
-def build(fw: Framework, device: str, p: TransformerParams) -> Step:
+def build(fw: Framework, device: str, p: TransformerParams, weights: dict[str, np.ndarray] | None = None) -> Step:
+    """The step of `p`; `weights` (default `init_weights(cfg, 0)`): another's, e.g. a torch model's (the model
+    workload's twin)."""
     fw.import_module()
     from dlperf.models.transformer import jax_model
 
     cfg = p.config()
-    model = jax_model.build(cfg, init_weights(cfg, 0), device=fw.jax_device(device), dtype=p.dtype)  # type: ignore[attr-defined]
+    weights = init_weights(cfg, 0) if weights is None else weights
+    model = jax_model.build(cfg, weights, device=fw.jax_device(device), dtype=p.dtype)  # type: ignore[attr-defined]
     if p.task == "train":
         return _train(model, p)
     if p.task == "infer":

@@ -55,7 +55,9 @@ def no_tf32(tf: Any, device: str, precision: str) -> Callable[[], contextlib.Abs
     return off if precision == "fp32" and device.startswith("cuda") else contextlib.nullcontext
 
 
-def build(fw: Framework, device: str, p: TransformerParams) -> Step:
+def build(fw: Framework, device: str, p: TransformerParams, weights: dict[str, np.ndarray] | None = None) -> Step:
+    """The step of `p`; `weights` (default `init_weights(cfg, 0)`): another's, e.g. a torch model's (the model
+    workload's twin)."""
     tf = fw.import_module()
     import keras
 
@@ -63,7 +65,8 @@ def build(fw: Framework, device: str, p: TransformerParams) -> Step:
 
     cfg, dev, graph = p.config(), tf_device(device), bool(getattr(fw, "graph", True))
     check_precision(tf, device, p.precision)
-    model = tm.build(cfg, init_weights(cfg, 0), device=device, policy=POLICY[p.precision])
+    weights = init_weights(cfg, 0) if weights is None else weights
+    model = tm.build(cfg, weights, device=device, policy=POLICY[p.precision])
     exact = no_tf32(tf, device, p.precision)
     if p.task == "generate":
         assert p.prompt_len is not None and p.new_tokens is not None
