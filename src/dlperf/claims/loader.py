@@ -13,7 +13,7 @@ from dlperf.claims.rules import RULES
 
 def parse_claims(text: str) -> tuple[Claim, ...]:
     """Claims from YAML text; ValueError on a malformed entry, a duplicate id or an unknown rule."""
-    raw = yaml.safe_load(text)
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # safe; libyaml's where built
     if not isinstance(raw, list):
         raise ValueError("the claims file must be a list of claims")
     claims = tuple(Claim.model_validate(entry) for entry in raw)
