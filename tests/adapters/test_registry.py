@@ -37,7 +37,7 @@ MATRIX: dict[str, list[str]] = {
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     "transformer": ["jax", "jax-nojit", "numpy", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager",
                     "tensorflow-xla", "torch"],
-    "model": ["onnxruntime", "openvino", "torch"],
+    "model": ["jax", "onnxruntime", "openvino", "tensorflow", "torch"],  # the modes are variants
 }
 #: `serve` has no builder modules of its own: it serves the inference steps of these workloads' builders.
 SERVED = ("cnn", "transformer")

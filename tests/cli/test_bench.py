@@ -81,6 +81,9 @@ def _tiny_onnx(path: Path) -> None:
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
     (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "jax"], "jax runs dlperf's own models only"),
+    (["dlperf:lenet5", "--framework", "jax"], "dlperf has no JAX CNN"),
+    (["dlperf:mlp-small", "--framework", "tensorflow", "--precision", "int8"], "no tensorflow int8 quantizer"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
                                                fragment: str, dlperf_main) -> None:

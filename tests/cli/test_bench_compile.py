@@ -118,8 +118,11 @@ def test_the_compiled_path_is_gated_and_reported_against_eager(bench_run) -> Non
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--variant", "jit"], "unknown variant 'jit' (known: eager, compile, compile:max-autotune-no-cudagraphs, "
-                           "compile:reduce-overhead, export, ort:none, ort:basic, ort:all, ov:latency, ov:throughput)"),
+    (["--variant", "tensorrt"], "unknown variant 'tensorrt' (known: eager, compile, "
+                                "compile:max-autotune-no-cudagraphs, compile:reduce-overhead, export, ort:none, "
+                                "ort:basic, ort:all, ov:latency, ov:throughput, graph, xla, jit; no-jit is eager)"),
+    (["--variant", "jit"], "variant jit is a jax mode; torch runs eager and its own variants only (add --framework "
+                           "jax)"),
     (["--variant", "compile", "--framework", "onnxruntime"], "variant compile is a torch compiler; onnxruntime "
                                                              "runs eager and its own variants only (add --framework "
                                                              "torch)"),

@@ -87,7 +87,7 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     from dlperf.runner.cases import check_devices
     from dlperf.sources import canonical, check_text
     from dlperf.studies.loader import Study
-    from dlperf.workloads.model.check import ModelParams, preflight
+    from dlperf.workloads.model import check, modes
 
     onnx = source.endswith(".onnx")
     fws = list(what.frameworks) or (["onnxruntime", "openvino"] if onnx else ["torch"])
@@ -102,9 +102,9 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
              "inputs_fn": inputs_fn, "prompt_len": what.prompt_len, "new_tokens": what.new_tokens}
     point = {k: v for k, v in point.items() if v is not None}
     try:
-        first = ModelParams.model_validate(point | {"batch": 1})
+        first = check.ModelParams.model_validate(point | {"batch": 1})
         # each as the variant it is (an alias, no-jit, as its variant)
-        variants = [ModelParams.model_validate(point | {"batch": 1, "variant": name}).variant
+        variants = [check.ModelParams.model_validate(point | {"batch": 1, "variant": name}).variant
                     for name in what.variants]
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -112,7 +112,11 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     named = list(dict.fromkeys(variants))
     named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
     exclude = compiler_cases(source, fws, named)
-    preflight(first)
+    asked = [first.model_copy(update={"precision": p}) for p in what.precisions or ("fp32",)]
+    refused = [why for why in (modes.refusal(fw, p) for fw in fws for p in asked) if why is not None]
+    if len(refused) == len(fws) * len(asked):  # nothing asked runs: one line, before any store (not a run of
+        raise DlperfError(refused[0])          # `unsupported` cases)
+    check.preflight(first)
     grid: dict[str, object] = point | ({"input": [point["input"]]} if "input" in point else {})  # a list: one value
     grid |= {"batch": sorted(set(what.batches or (1,))), "precision": list(what.precisions or ("fp32",))}
     if named:  # only with a compiler variant: a plain bench's case keys stay as they were

@@ -36,7 +36,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
         assert ref is not None  # twin.check: the MLP runs infer only
         return _mlp(fw, device, ref, info)
     tp = twin.transformer_params(p)
-    step = jax_transformer.build(fw, device, tp, weights=twin.transformer_weights(p, seed))
+    step = jax_transformer.build_with_weights(fw, device, tp, twin.transformer_weights(p, seed))
     if ref is not None:
         checked = twin.gate_of(ref, lambda: [step.result()] if step.result else [])
     else:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dlperf.frameworks import Framework, UnsupportedError, get_framework
+from dlperf.frameworks import REGISTRY, Framework, UnsupportedError, get_framework
 from dlperf.models import MODELS
 from dlperf.models.transformer import PRESETS
 from dlperf.sources.dlperf_source import MLPS, PREFIX
@@ -77,6 +77,19 @@ def check(family: str, p: Case) -> str:
     if p.task == "generate" and found != "transformer":
         raise UnsupportedError(f"{p.source} is not a causal language model: it does not generate")
     return found
+
+
+def refusal(framework: str, p: Case) -> str | None:
+    """Why `framework` cannot run the case `p` at all (a source with no twin, a precision it lacks...), or None:
+    what `bench` and `maxbatch` say before a store is opened, rather than a run of `unsupported` cases."""
+    cls = REGISTRY.get(framework)
+    if cls is None or cls.family not in FAMILIES:
+        return None
+    try:
+        check(cls.family, p)
+    except UnsupportedError as exc:
+        return str(exc)
+    return None
 
 
 def mode_adapter(fw: Framework, variant: str) -> Framework:

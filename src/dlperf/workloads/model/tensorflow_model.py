@@ -47,7 +47,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
 def _transformer(fw: Framework, device: str, p: ModelParams, seed: int, info: ModelInfo) -> Step:
     tp = twin.transformer_params(p)
     ref = twin.torch_reference(p, seed) if p.task == "infer" else None
-    step = tensorflow_transformer.build(fw, device, tp, weights=twin.transformer_weights(p, seed))
+    step = tensorflow_transformer.build_with_weights(fw, device, tp, twin.transformer_weights(p, seed))
     if ref is not None:
         info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
         checked = twin.gate_of(ref, lambda: [step.result()] if step.result else [])

@@ -55,9 +55,15 @@ def no_tf32(tf: Any, device: str, precision: str) -> Callable[[], contextlib.Abs
     return off if precision == "fp32" and device.startswith("cuda") else contextlib.nullcontext
 
 
-def build(fw: Framework, device: str, p: TransformerParams, weights: dict[str, np.ndarray] | None = None) -> Step:
-    """The step of `p`; `weights` (default `init_weights(cfg, 0)`): another's, e.g. a torch model's (the model
-    workload's twin)."""
+def build(fw: Framework, device: str, p: TransformerParams) -> Step:
+    """The step of `p` on the preset's seed-0 weights (`init_weights(cfg, 0)`)."""
+    return build_with_weights(fw, device, p, None)
+
+
+def build_with_weights(fw: Framework, device: str, p: TransformerParams,
+                       weights: dict[str, np.ndarray] | None) -> Step:
+    """The step of `p` on `weights` (None: `init_weights(cfg, 0)`), e.g. a torch model's (the model workload's
+    twin): the builder contract's `build` is (fw, device, p), so the weights come in here."""
     tf = fw.import_module()
     import keras
 
