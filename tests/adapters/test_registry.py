@@ -37,7 +37,8 @@ MATRIX: dict[str, list[str]] = {
     "peaks": ["jax", "numpy", "tensorflow", "torch"],
     "transformer": ["jax", "jax-nojit", "numpy", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager",
                     "tensorflow-xla", "torch"],
-    "model": ["jax", "onnxruntime", "openvino", "tensorflow", "torch"],  # the modes are variants
+    "model": ["jax", "jax-nojit", "onnxruntime", "openvino", "tensorflow", "tensorflow-eager", "tensorflow-xla",
+              "torch"],  # a study names tensorflow or jax with a variant; a mode adapter runs its own variant only
 }
 #: `serve` has no builder modules of its own: it serves the inference steps of these workloads' builders.
 SERVED = ("cnn", "transformer")

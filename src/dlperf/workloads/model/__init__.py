@@ -25,7 +25,7 @@ from dlperf.workloads import xla_compile
 from dlperf.workloads.base import Cost, Step, Workload, WorkloadParams
 from dlperf.workloads.model import modes
 from dlperf.workloads.model.records import ModelInfo
-from dlperf.workloads.model.variants import EAGER, MODE_ONLY, adapter_name, check_variant, not_run_by, runs
+from dlperf.workloads.model.variants import EAGER, adapter_name, check_variant, not_run_by, runs
 
 #: The dtype each precision's peak is read for (MFU).
 PRECISION_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
@@ -97,9 +97,6 @@ class Model(Workload[ModelParams]):
     description = "a user's model (a source): infer, train or generate, checked against the eager fp32 reference"
     Params = ModelParams
     memory_axis = "batch"
-    #: TensorFlow's and JAX's modes are this workload's variants of `tensorflow` and `jax` (`Model.adapter` gives a
-    #: worker the mode's adapter): a study or `bench` names the family, not `tensorflow-xla` or `jax-nojit`.
-    excluded_frameworks = MODE_ONLY
 
     def adapter(self, framework: str, raw: Mapping[str, object]) -> str:
         """TensorFlow's and JAX's variants are their adapters' modes: tensorflow + xla runs on `tensorflow-xla`,
