@@ -107,7 +107,7 @@ def has_cuda() -> bool:
 
 
 #: The slowest test files (seconds in a serial run on the 2-core VM, 2026-11-23), started first when `make test`
-#: runs files in parallel (`-n 2 --dist loadfile --no-loadscope-reorder`), so that no long file starts last while
+#: runs files in parallel (`-n TEST_WORKERS --dist loadfile --no-loadscope-reorder`), so that no long file starts last while
 #: the other process has nothing left: a scheduling hint only; a file not named here runs after these, in order.
 SLOW_FILES_FIRST = (
     "tests/cli/test_readme.py",  # 153 s
