@@ -107,8 +107,8 @@ def has_cuda() -> bool:
 
 
 #: The slowest test files (seconds in a serial run on the 2-core VM, 2026-11-23), started first when `make test`
-#: runs files in parallel (`-n TEST_WORKERS --dist loadfile --no-loadscope-reorder`), so that no long file starts last while
-#: the other process has nothing left: a scheduling hint only; a file not named here runs after these, in order.
+#: runs files in parallel (`-n TEST_WORKERS --dist loadfile --no-loadscope-reorder`), so that no long file starts
+#: last while the others have nothing left: a scheduling hint only; a file not named here runs after these, in order.
 SLOW_FILES_FIRST = (
     "tests/cli/test_readme.py",  # 153 s
     "tests/cli/test_bench.py",  # 130 (2026-11-27, alone on a 2-core machine others kept busy: load 3)

@@ -7,6 +7,9 @@ the default store at all (a call without `db=`, `--db` or DLPERF_DB that opened 
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -125,13 +128,23 @@ def dlperf_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPa
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliResult, CliResult]:
     """A store with two runs of the same small study (the second with --new), made by `dlperf run`, both with
     --threads 1: without it each run's count follows the machine's load at its start, and two runs seconds apart
-    on a busy machine can differ (the tests that compare them would compare thread counts). Session-scoped: the
-    files that use it are spread over the xdist processes among other packages' files, and a package fixture
-    was built again each time a process came back to tests/cli (three times in one `make test`, 26 s each)."""
-    db = tmp_path_factory.mktemp("cli") / "r.sqlite"
-    study = str(STUDIES / "many_ok.yaml")
-    first = run_cli("run", study, "--budget", "0.2", "--threads", "1", db=db)
-    second = run_cli("run", study, "--budget", "0.2", "--threads", "1", "--new", db=db)
+    on a busy machine can differ (the tests that compare them would compare thread counts). Built once per
+    `make test`: the files that use it are spread over the xdist processes, so the first to need it builds it in
+    the session's folder common to them (under a lock) and the others read it there (26-36 s a build on the
+    2-core VM). Its users only read it; a test that changes a store copies it first."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if worker else base) / "two-runs"  # pytest-N/: this session's, every xdist process's
+    folder.mkdir(exist_ok=True)
+    db, saved = folder / "r.sqlite", folder / "results.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if not saved.exists():
+            study = str(STUDIES / "many_ok.yaml")
+            runs = [run_cli("run", study, "--budget", "0.2", "--threads", "1", *extra, db=db)
+                    for extra in ((), ("--new",))]
+            saved.write_text(json.dumps([dataclasses.asdict(r) for r in runs]))
+    first, second = (CliResult(**r) for r in json.loads(saved.read_text()))
     return db, first, second
 
 
