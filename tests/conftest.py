@@ -6,6 +6,8 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,16 @@ def fake_clock() -> FakeClock:
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "results.sqlite"
+
+
+def tempdir_as_default(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A module fixture's body: a new folder of the test session made the default temporary folder of this process
+    (`tempfile.tempdir`: the compile caches' `dlperf-compile-*` folders are made there), the old one restored after.
+    """
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp(name))
+    yield Path(tempfile.tempdir)
+    tempfile.tempdir = before
 
 
 @dataclass

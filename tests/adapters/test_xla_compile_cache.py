@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ import pytest
 from dlperf.frameworks import get_framework
 from dlperf.frameworks import tensorflow_fw as tfw
 from dlperf.workloads import get_workload, xla_compile
+from tests.conftest import tempdir_as_default
 
 MLP = {"variant": "autograd", "size": "small"}
 
@@ -37,12 +38,9 @@ def first_call(framework: str, raw: dict) -> tuple[object, float, object]:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory):
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The module's temporary folder as the one cache folders are made in."""
-    before = tempfile.tempdir
-    tempfile.tempdir = str(tmp_path_factory.mktemp("caches"))
-    yield Path(tempfile.tempdir)
-    tempfile.tempdir = before
+    yield from tempdir_as_default(tmp_path_factory, "caches")
 
 
 @pytest.fixture(scope="module")

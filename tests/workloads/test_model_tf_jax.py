@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +19,16 @@ import pytest
 from dlperf.frameworks import get_framework
 from dlperf.workloads import get_workload
 from dlperf.workloads.model import twin
+from tests.conftest import tempdir_as_default
 
 MODEL = get_workload("model")
 MLP = {"source": "dlperf:mlp-small", "task": "infer", "batch": 8}
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory):
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The module's temporary folder as the one cache folders are made in."""
-    before = tempfile.tempdir
-    tempfile.tempdir = str(tmp_path_factory.mktemp("caches"))
-    yield Path(tempfile.tempdir)
-    tempfile.tempdir = before
+    yield from tempdir_as_default(tmp_path_factory, "caches")
 
 
 def run_case(framework: str, raw: dict) -> dict:

@@ -26,28 +26,15 @@ from dlperf.workloads.transformer import jax_transformer
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
-    what = twin.check("jax", p)
+    what = twin.check("jax", p)  # mlp or transformer: dlperf has no JAX CNN
     seed = twin.seed_of(fw)
     info: ModelInfo = twin.base_info(p)
-    ref = twin.torch_reference(p, seed) if p.task == "infer" else None
-    if ref is not None:
-        info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
-    if what == "mlp":
-        assert ref is not None  # twin.check: the MLP runs infer only
-        return _mlp(fw, device, ref, info)
-    tp = twin.transformer_params(p)
-    step = jax_transformer.build_with_weights(fw, device, tp, twin.transformer_weights(p, seed))
-    if ref is not None:
-        checked = twin.gate_of(ref, lambda: [step.result()] if step.result else [])
-    else:
-        flops, params = twin.transformer_figures(tp)
-        info |= {"param_count": params, "model_info": {"family": "transformer"}, "flops_per_call": flops}
-        why = twin.not_gated("jax", p.task)
-        checked = lambda: why
-    if p.task == "generate":
-        info |= {"prompt_len": tp.prompt_len or 0, "new_tokens": tp.new_tokens or 0}
-    return ModelStep(step.fn, step.result, call_phases=step.call_phases, predict=step.predict,
-                     info=info | {"gate": checked})
+    if what == "transformer":
+        return twin.transformer_step("jax", lambda tp, w: jax_transformer.build_with_weights(fw, device, tp, w), p,
+                                     seed, info)
+    ref = twin.torch_reference(p, seed)  # study 000's net runs infer only (twin.check)
+    info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
+    return _mlp(fw, device, ref, info)
 
 
 def _mlp(fw: Framework, device: str, ref: twin.Reference, info: ModelInfo) -> Step:

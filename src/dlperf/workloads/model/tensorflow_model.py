@@ -36,30 +36,14 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     seed = twin.seed_of(fw)
     info: ModelInfo = twin.base_info(p)
     if what == "transformer":
-        return _transformer(fw, device, p, seed, info)
+        return twin.transformer_step("tensorflow",
+                                     lambda tp, w: tensorflow_transformer.build_with_weights(fw, device, tp, w), p,
+                                     seed, info)
     ref = twin.torch_reference(p, seed)
     info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
     if what == "cnn":
         return _cnn(fw, device, p, ref, info)
     return _mlp(fw, device, ref, info)
-
-
-def _transformer(fw: Framework, device: str, p: ModelParams, seed: int, info: ModelInfo) -> Step:
-    tp = twin.transformer_params(p)
-    ref = twin.torch_reference(p, seed) if p.task == "infer" else None
-    step = tensorflow_transformer.build_with_weights(fw, device, tp, twin.transformer_weights(p, seed))
-    if ref is not None:
-        info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
-        checked = twin.gate_of(ref, lambda: [step.result()] if step.result else [])
-    else:
-        flops, params = twin.transformer_figures(tp)
-        info |= {"param_count": params, "model_info": {"family": "transformer"}, "flops_per_call": flops}
-        why = twin.not_gated("tensorflow", p.task)
-        checked = lambda: why
-    if p.task == "generate":
-        info |= {"prompt_len": tp.prompt_len or 0, "new_tokens": tp.new_tokens or 0}
-    return ModelStep(step.fn, step.result, call_phases=step.call_phases, predict=step.predict,
-                     info=info | {"gate": checked})
 
 
 def _cnn(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: ModelInfo) -> Step:

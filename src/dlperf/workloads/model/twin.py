@@ -22,6 +22,7 @@ gated against it (`tensorflow_model`, `jax_model` build the steps; this module i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +32,13 @@ from dlperf.frameworks import Framework
 from dlperf.models.transformer import config as tconfig
 from dlperf.models.transformer import get_config, init_weights
 from dlperf.sources.dlperf_source import PREFIX
+from dlperf.workloads.base import Step
 from dlperf.workloads.model import ModelParams, gate
 from dlperf.workloads.model import prepare as prep
 from dlperf.workloads.model.gate import Verdict
 from dlperf.workloads.model.modes import check
 from dlperf.workloads.model.records import ModelInfo
+from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.model.variants import EAGER
 from dlperf.workloads.transformer import Transformer, TransformerParams
 
@@ -118,6 +121,28 @@ def transformer_params(p: ModelParams) -> TransformerParams:
     return TransformerParams(model=name, task=p.task, batch=p.batch, seq_len=length)
 
 
+def transformer_step(framework: str, build: Callable[[TransformerParams, dict[str, np.ndarray]], Step],
+                     p: ModelParams, seed: int, info: ModelInfo) -> ModelStep:
+    """A transformer twin's step (`build`: the family's transformer builder on the preset's params and the torch
+    source's weights), with the model's figures: infer gated against the torch reference and its FLOPs torch's
+    count; train and generate `not checked` (`NOT_GATED`), their FLOPs the transformer workload's cost model."""
+    tp = transformer_params(p)
+    ref = torch_reference(p, seed) if p.task == "infer" else None
+    step = build(tp, transformer_weights(p, seed))
+    if ref is not None:
+        info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
+        checked = gate_of(ref, lambda: [step.result()] if step.result else [])
+    else:
+        flops, params = transformer_figures(tp)
+        info |= {"param_count": params, "model_info": {"family": "transformer"}, "flops_per_call": flops}
+        why = not_gated(framework, p.task)
+        checked = lambda: why
+    if p.task == "generate":
+        info |= {"prompt_len": tp.prompt_len or 0, "new_tokens": tp.new_tokens or 0}
+    return ModelStep(step.fn, step.result, call_phases=step.call_phases, predict=step.predict,
+                     info=info | {"gate": checked})
+
+
 def transformer_figures(tp: TransformerParams) -> tuple[float, int]:
     """(FLOPs per call by the transformer workload's cost model, parameter count) of a train or generate case."""
     flops = Transformer().cost(tp).flops
@@ -142,4 +167,5 @@ def first_input(ref: Reference) -> np.ndarray:
 
 
 __all__ = ["NOT_GATED", "Reference", "base_info", "check", "first_input", "gate_of", "mlp_weights", "not_gated",
-           "seed_of", "torch_reference", "transformer_figures", "transformer_params", "transformer_weights"]
+           "seed_of", "torch_reference", "transformer_figures", "transformer_params", "transformer_step",
+           "transformer_weights"]
