@@ -26,11 +26,15 @@ from dlperf.report.sections import Figure, Note, Section, Table
 from dlperf.report.study import ReportData
 from dlperf.units import MISSING, format_mib, format_time
 from dlperf.workloads.model.variants import EAGER, VARIANTS
+from dlperf.workloads.xla_compile import COLD, COLD_NO_CACHE
 
 #: Longest reason a note quotes from the comparison (every process's validity reason can be long).
 NOTE_CHARS = 300
 
 Group = tuple[str, str, str, str, int]  # (source label, framework, device, precision, batch)
+
+#: An XLA mode's record of its cold compile: the case's first call, on an empty persistent cache or with none.
+FIRST_CALL_COLD = (COLD, COLD_NO_CACHE)
 
 NOTE = ("speed-up: eager's time per call over the variant's, with its 95% interval (as `dlperf compare`); "
         "cold compile: the first call in a worker whose compiler caches start empty (onnxruntime, openvino: the "
@@ -144,8 +148,9 @@ def group_table(group: Group, variants: dict[str, list[CaseResult]]) -> list[Sec
 
 
 def _first_call_is_cold(rs: list[CaseResult]) -> bool:
-    """Whether the compile record says the cold compile is the case's first call (an XLA mode's)."""
-    return any(str((r.m.get("compile") or {}).get("cold", "")).startswith("the case's first call") for r in rs if r.ok)
+    """Whether the compile record says the cold compile is the case's first call (an XLA mode's, as
+    `xla_compile.record` writes it)."""
+    return any((r.m.get("compile") or {}).get("cold") in FIRST_CALL_COLD for r in rs if r.ok)
 
 
 def _hit(rs: list[CaseResult]) -> str:

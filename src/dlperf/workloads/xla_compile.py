@@ -126,24 +126,19 @@ def counters(fw: Framework, cache: Cache) -> dict[str, int]:
     return {"files_written": written(cache.before_calls, stamps(cache.folder))}
 
 
-def tracked(workload: str, fw: Framework, device: str, params: WorkloadParams, step: Step,
-            cache: Cache | None) -> Step:
-    """`step` with its cache (as it is now, before the first call) and the warm case; `step` itself where `fw`
-    is not an XLA mode."""
+def tracked(workload: str, fw: Framework, device: str, params: WorkloadParams, step: Step, cache: Cache | None,
+            as_type: type[XlaStep] = XlaStep, **extra: Any) -> Step:
+    """`step` as an `as_type` (an XlaStep, or one with more fields, given in `extra`: the model workload's) with
+    its cache (as it is now, before the first call) and the case a warm compile rebuilds; `step` itself where
+    `fw` is not an XLA mode."""
     if cache is None:
         return step
-    case = watch(workload, fw, device, params, cache)
-    return XlaStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, cache=cache, case=case)
-
-
-def watch(workload: str, fw: Framework, device: str, params: WorkloadParams, cache: Cache) -> WarmCase:
-    """Just before the step's first call: what the cache holds now, and the case a warm compile rebuilds (a step
-    that keeps both as its `cache` and `case`, an `XlaStep`'s or the model workload's, is `record`ed)."""
     if cache.folder is not None:
         cache.before_calls = stamps(cache.folder)
         if fw.family == "jax":
             cache.events_before_calls = fw.cache_events()  # type: ignore[attr-defined]
-    return WarmCase(workload, fw.name, device, params.canonical(), fw.seed_value(), fw.threads())
+    case = WarmCase(workload, fw.name, device, params.canonical(), fw.seed_value(), fw.threads())
+    return as_type(**{f.name: getattr(step, f.name) for f in fields(Step)}, cache=cache, case=case, **extra)
 
 
 def build(workload: Workload[Any], fw: Framework, device: str, params: WorkloadParams) -> Step:
@@ -156,9 +151,9 @@ def build(workload: Workload[Any], fw: Framework, device: str, params: WorkloadP
 def record(step: Step) -> dict[str, CompileRecord]:
     """`{"compile": ...}` for a step of an XLA mode (module doc), after its calls; {} for any other step. The warm
     compile runs here, in a fresh process."""
-    cache, case = getattr(step, "cache", None), getattr(step, "case", None)
-    if not isinstance(cache, Cache) or not isinstance(case, WarmCase):
+    if not isinstance(step, XlaStep) or step.cache is None or step.case is None:
         return {}
+    cache, case = step.cache, step.case
     if cache.folder is None:
         return {"compile": {"mode": case.framework, "cold": COLD_NO_CACHE, "cache": "none", "no_warm": cache.what}}
     out: CompileRecord = {"mode": case.framework, "cold": COLD, "cache": cache.what}

@@ -15,7 +15,7 @@ path); the correctness gate is `gate`'s. The builders are the `<family>_model` m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -120,12 +120,8 @@ class Model(Workload[ModelParams]):
         step = super().build(mode, device, params)
         if mode is not fw and fw.family == "jax":  # the caller's adapter prepares it: enter the mode here
             step = replace(step, fn=modes.in_mode(mode, step.fn))
-        if cache is None:
-            return step
-        case = xla_compile.watch(self.name, mode, device, params, cache)
         info: ModelInfo = getattr(step, "info", ModelInfo())
-        return modes.XlaModelStep(**{f.name: getattr(step, f.name) for f in fields(Step)}, info=info, cache=cache,
-                                  case=case)
+        return xla_compile.tracked(self.name, mode, device, params, step, cache, modes.XlaModelStep, info=info)
 
     def cost(self, params: ModelParams) -> Cost:
         samples = params.batch * params.generation()[1] if params.task == "generate" else params.batch

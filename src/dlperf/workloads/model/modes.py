@@ -14,10 +14,9 @@ from dlperf.frameworks import REGISTRY, Framework, UnsupportedError, get_framewo
 from dlperf.models import MODELS
 from dlperf.models.transformer import PRESETS
 from dlperf.sources.dlperf_source import MLPS, PREFIX
-from dlperf.workloads.base import Step
 from dlperf.workloads.model.records import ModelInfo
 from dlperf.workloads.model.variants import MODE_ADAPTERS, MODE_ONLY, adapter_name
-from dlperf.workloads.xla_compile import Cache, WarmCase
+from dlperf.workloads.xla_compile import XlaStep
 
 #: The families whose variants are modes, built by `twin`.
 FAMILIES = ("tensorflow", "jax")
@@ -39,13 +38,11 @@ class Case(Protocol):
 
 
 @dataclass(frozen=True)
-class XlaModelStep(Step):
-    """A TensorFlow or JAX model step of an XLA mode: the model's figures (as `ModelStep.info`), its compiler cache
-    and the case a warm compile rebuilds (`xla_compile.record` reads both after the timing)."""
+class XlaModelStep(XlaStep):
+    """A TensorFlow or JAX model step of an XLA mode: an `XlaStep` (its compiler cache and the case a warm compile
+    rebuilds, read by `xla_compile.record`) with the model's figures, as `ModelStep.info`."""
 
     info: ModelInfo = field(default_factory=lambda: ModelInfo())
-    cache: Cache | None = None
-    case: WarmCase | None = None
 
 
 def kind(source: str) -> str | None:
