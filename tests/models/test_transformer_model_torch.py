@@ -136,3 +136,18 @@ def test_bert_base_parameter_count():
     assert tm.param_count(model) == param_count(cfg)
     without_classifier = tm.param_count(model) - sum(p.numel() for p in model.cls.parameters())
     assert without_classifier == 109_482_240  # the published BERT-base count
+
+
+def test_building_does_not_load_torchs_compiler():
+    """`build` fills every weight itself, so nothing of torch's own init may run: nn.Embedding's normal_ on the
+    meta device goes through torch's Python reference and imports torch._dynamo, about 1 s of CPU in each
+    worker that builds a transformer for inference. Checked in a fresh process, whose modules are its own."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dlperf.models.transformer import get_config; "
+            "from dlperf.models.transformer import torch_model as tm; "
+            "m = tm.build(get_config('bert-tiny')); tm.build(get_config('gpt2-tiny'), device='meta'); "
+            "print(m.tok_emb.weight.requires_grad, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]

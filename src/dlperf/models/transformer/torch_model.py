@@ -97,6 +97,13 @@ class Block(nn.Module):
         return self.ln2(x + self.mlp(x))
 
 
+def _embedding(n: int, d: int) -> nn.Embedding:
+    """An embedding table left uninitialised (`build` fills every weight). nn.Embedding's own init draws
+    normal_, which on the meta device runs torch's Python reference and imports torch._dynamo: about 1 s of
+    CPU in every worker that builds a transformer, for values that are overwritten."""
+    return nn.Embedding.from_pretrained(torch.empty(n, d), freeze=False)
+
+
 class Transformer(nn.Module):
     """The whole model. forward(tokens) -> logits: (B, T, vocab) for a decoder (or (B, vocab) with
     `last_only`), (B, num_labels) for an encoder. `pos` is the position of tokens[:, 0] (decode steps)."""
@@ -105,10 +112,10 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.tok_emb = nn.Embedding(cfg.vocab_size, d)
-        self.pos_emb = nn.Embedding(cfg.max_positions, d)
+        self.tok_emb = _embedding(cfg.vocab_size, d)
+        self.pos_emb = _embedding(cfg.max_positions, d)
         if cfg.kind == "encoder":
-            self.type_emb = nn.Embedding(cfg.type_vocab_size, d)
+            self.type_emb = _embedding(cfg.type_vocab_size, d)
             self.emb_ln = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         if cfg.kind == "decoder":
