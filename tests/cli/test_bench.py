@@ -84,6 +84,8 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "jax"], "jax runs dlperf's own models only"),
     (["dlperf:lenet5", "--framework", "jax"], "dlperf has no JAX CNN"),
     (["dlperf:mlp-small", "--framework", "tensorflow", "--precision", "int8"], "no tensorflow int8 quantizer"),
+    (["dlperf:mlp-small", "--framework", "tensorflow-xla"], "not as framework tensorflow-xla: --framework tensorflow"),
+    (["dlperf:gpt2-tiny", "--framework", "jax-nojit", "--variant", "no-jit"], "not as framework jax-nojit"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
                                                fragment: str, dlperf_main) -> None:

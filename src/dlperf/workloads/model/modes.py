@@ -82,11 +82,20 @@ def refusal(framework: str, p: Case) -> str | None:
     cls = REGISTRY.get(framework)
     if cls is None or cls.family not in FAMILIES:
         return None
+    if framework in MODE_ONLY:
+        return _not_as_framework(framework, cls.family)
     try:
         check(cls.family, p)
     except UnsupportedError as exc:
         return str(exc)
     return None
+
+
+def _not_as_framework(name: str, family: str) -> str:
+    """Why a mode adapter (tensorflow-xla, jax-nojit...) named as the framework runs no model case."""
+    modes = ", ".join(f"{v} ({a})" for (f, v), a in MODE_ADAPTERS.items() if f == family)
+    return (f"the model workload runs {family}'s modes as variants of framework {family} ({modes}), not as "
+            f"framework {name}: --framework {family} --variant ...")
 
 
 def mode_adapter(fw: Framework, variant: str) -> Framework:
@@ -96,9 +105,7 @@ def mode_adapter(fw: Framework, variant: str) -> Framework:
     if fw.name == want:
         return fw
     if fw.name in MODE_ONLY:
-        modes = ", ".join(f"{v} ({a})" for (f, v), a in MODE_ADAPTERS.items() if f == fw.family)
-        raise UnsupportedError(f"the model workload runs {fw.family}'s modes as variants of framework {fw.family}"
-                               f" ({modes}), not as framework {fw.name}")
+        raise UnsupportedError(_not_as_framework(fw.name, fw.family))
     mode = get_framework(want)
     seed = fw.seed_value()
     if seed is not None:
