@@ -58,18 +58,8 @@ def test_jax_jit_passes_the_gate_and_its_warm_compile_hits_the_cache(scratch: Pa
     assert out["flops_per_call"] == 2 * 8 * (1000 * 1500 + 1500 * 10) and out["param_count"] == 1_515_000
 
 
-def test_jax_no_jit_runs_op_by_op_and_passes_the_gate(scratch: Path) -> None:
-    out = run_case("jax", MLP | {"variant": "no-jit"})
-    assert out["correctness"]["status"] == "pass"
-    assert out["compile"]["mode"] == "jax-nojit" and "no_warm" in out["compile"]
-
-
-@pytest.mark.parametrize(("variant", "traced"), [("eager", 3), ("jit", 1)])
-def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: str, traced: int,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     scratch: Path) -> None:
-    """Built by `Model.build` with the `jax` adapter (no worker to pick `jax-nojit`): eager's step enters
-    jax.disable_jit() itself, so the forward's Python runs at every call; jit's is traced once."""
+def counted_dots(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per call of jax.numpy.dot from now on (the net's forward makes two per run of its Python)."""
     import jax
 
     calls: list[int] = []
@@ -80,6 +70,29 @@ def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: st
         return dot(*args, **kw)
 
     monkeypatch.setattr(jax.numpy, "dot", counted)
+    return calls
+
+
+@pytest.mark.parametrize(("variant", "traced"), [("no-jit", 2), ("jit", 1)])
+def test_jax_no_jit_runs_op_by_op_and_passes_the_gate(variant: str, traced: int, monkeypatch: pytest.MonkeyPatch,
+                                                      scratch: Path) -> None:
+    """On the worker's adapter (`jax-nojit` for no-jit): the forward's Python runs at each of run_case's two
+    calls, where jit's is traced once."""
+    calls = counted_dots(monkeypatch)
+    out = run_case("jax", MLP | {"variant": variant})
+    assert len(calls) == 2 * traced
+    assert out["correctness"]["status"] == "pass"
+    if variant == "no-jit":
+        assert out["compile"]["mode"] == "jax-nojit" and "no_warm" in out["compile"]
+
+
+@pytest.mark.parametrize(("variant", "traced"), [("eager", 3), ("jit", 1)])
+def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: str, traced: int,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     scratch: Path) -> None:
+    """Built by `Model.build` with the `jax` adapter (no worker to pick `jax-nojit`): eager's step enters
+    jax.disable_jit() itself, so the forward's Python runs at every call; jit's is traced once."""
+    calls = counted_dots(monkeypatch)
     fw = get_framework("jax")
     fw.seed(0)
     step = MODEL.build(fw, "cpu", MODEL.parse(MLP | {"variant": variant}))
