@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -58,18 +58,8 @@ def test_jax_jit_passes_the_gate_and_its_warm_compile_hits_the_cache(scratch: Pa
     assert out["flops_per_call"] == 2 * 8 * (1000 * 1500 + 1500 * 10) and out["param_count"] == 1_515_000
 
 
-def test_jax_no_jit_runs_op_by_op_and_passes_the_gate(scratch: Path) -> None:
-    out = run_case("jax", MLP | {"variant": "no-jit"})
-    assert out["correctness"]["status"] == "pass"
-    assert out["compile"]["mode"] == "jax-nojit" and "no_warm" in out["compile"]
-
-
-@pytest.mark.parametrize(("variant", "traced"), [("eager", 3), ("jit", 1)])
-def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: str, traced: int,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     scratch: Path) -> None:
-    """Built by `Model.build` with the `jax` adapter (no worker to pick `jax-nojit`): eager's step enters
-    jax.disable_jit() itself, so the forward's Python runs at every call; jit's is traced once."""
+def counted_dots(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per call of jax.numpy.dot from now on (the net's forward makes two per run of its Python)."""
     import jax
 
     calls: list[int] = []
@@ -80,6 +70,29 @@ def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: st
         return dot(*args, **kw)
 
     monkeypatch.setattr(jax.numpy, "dot", counted)
+    return calls
+
+
+@pytest.mark.parametrize(("variant", "traced"), [("no-jit", 2), ("jit", 1)])
+def test_jax_no_jit_runs_op_by_op_and_passes_the_gate(variant: str, traced: int, monkeypatch: pytest.MonkeyPatch,
+                                                      scratch: Path) -> None:
+    """On the worker's adapter (`jax-nojit` for no-jit): the forward's Python runs at each of run_case's two
+    calls, where jit's is traced once."""
+    calls = counted_dots(monkeypatch)
+    out = run_case("jax", MLP | {"variant": variant})
+    assert len(calls) == 2 * traced
+    assert out["correctness"]["status"] == "pass"
+    if variant == "no-jit":
+        assert out["compile"]["mode"] == "jax-nojit" and "no_warm" in out["compile"]
+
+
+@pytest.mark.parametrize(("variant", "traced"), [("eager", 3), ("jit", 1)])
+def test_a_direct_build_on_the_plain_jax_adapter_runs_eager_op_by_op(variant: str, traced: int,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     scratch: Path) -> None:
+    """Built by `Model.build` with the `jax` adapter (no worker to pick `jax-nojit`): eager's step enters
+    jax.disable_jit() itself, so the forward's Python runs at every call; jit's is traced once."""
+    calls = counted_dots(monkeypatch)
     fw = get_framework("jax")
     fw.seed(0)
     step = MODEL.build(fw, "cpu", MODEL.parse(MLP | {"variant": variant}))
@@ -135,3 +148,41 @@ def test_tensorflow_xla_and_graph_pass_the_gate_and_xla_records_its_compile(tmp_
     assert record["warm_counters"] == {"files_written": 0} and record["warm_hit"] is True and record["warm_s"] > 0
     assert graph["adapter"] == "tensorflow" and graph["correctness"]["status"] == "pass"
     assert graph["compile"] is None and graph["flops_per_call"] > 0  # graph mode: no XLA cache to record
+
+
+@pytest.mark.parametrize("raw", [MLP | {"batch": 2}, {"source": "dlperf:lenet5", "task": "infer", "batch": 2},
+                                 {"source": "dlperf:lenet5", "task": "train", "batch": 2}])
+def test_tensorflow_twins_keep_fp32_products_in_fp32_on_a_gpu(raw: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow runs float32 matmuls and convolutions in TF32 on an Ampere or later GPU by default (about 1e-3
+    of the scale off), which the fp32 gate (1e-4) would fail: every TensorFlow twin call on a GPU runs with TF32
+    off, as the transformer twin's (`tensorflow_transformer.no_tf32`), and leaves the setting as it found it.
+    Built for cuda:0 on any machine (TensorFlow places the ops on the CPU where no GPU is), the setting read by
+    each call of the mode's compiled function."""
+    from dlperf.frameworks import tensorflow_fw
+    from dlperf.workloads.cnn import tensorflow_cnn
+    from dlperf.workloads.model import tensorflow_model
+
+    fw = get_framework("tensorflow-eager")
+    tf = fw.import_module()
+    fw.seed(0)
+    seen: list[bool] = []
+
+    def recording(mode: object, fn: Callable[..., object], **kw: object) -> Callable[..., object]:
+        compiled = tensorflow_fw.compile_step(mode, fn, **kw)  # type: ignore[arg-type]
+
+        def call(*args: object) -> object:
+            seen.append(tf.config.experimental.tensor_float_32_execution_enabled())
+            return compiled(*args)
+
+        return call
+
+    monkeypatch.setattr(tensorflow_model, "compile_step", recording)
+    monkeypatch.setattr(tensorflow_cnn, "compile_step", recording)
+    assert tf.config.experimental.tensor_float_32_execution_enabled()  # TensorFlow's default
+    step = MODEL.build(fw, "cuda:0", MODEL.parse(raw))
+    step.fn()
+    step.fn()
+    if step.predict is not None:
+        step.predict(1)
+    assert seen and not any(seen), seen
+    assert tf.config.experimental.tensor_float_32_execution_enabled()  # restored after each call

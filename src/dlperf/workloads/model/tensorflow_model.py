@@ -9,6 +9,8 @@ compiles whole (`tensorflow-xla`, jit_compile=True), through `tensorflow_fw.comp
 - gpt2-tiny and the other presets: the transformer workload's builder (`tensorflow_transformer.build`) with the
   torch source's weights: infer (logits), train (its AdamW step), generate (greedy, KV cache).
 - study 000's net: x @ w1 -> ReLU -> @ w2 on the torch Linear layers' weights, infer.
+- fp32 on a GPU: every call with TF32 off (`tensorflow_transformer.no_tf32`; TensorFlow's default runs float32
+  products in TF32 on Ampere and later, about 1e-3 of the scale off, which the fp32 gate fails).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dlperf.workloads.model import prepare as prep
 from dlperf.workloads.model.records import ModelInfo
 from dlperf.workloads.model.step import ModelStep
 from dlperf.workloads.transformer import tensorflow_transformer
+from dlperf.workloads.transformer.tensorflow_transformer import no_tf32
 
 
 def build(fw: Framework, device: str, p: ModelParams) -> Step:
@@ -43,7 +46,7 @@ def build(fw: Framework, device: str, p: ModelParams) -> Step:
     info |= {"param_count": ref.params, "model_info": ref.loaded.info, "flops_per_call": ref.flops}
     if what == "cnn":
         return _cnn(fw, device, p, ref, info)
-    return _mlp(fw, device, ref, info)
+    return _mlp(fw, device, p, ref, info)
 
 
 def _cnn(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: ModelInfo) -> Step:
@@ -56,9 +59,21 @@ def _cnn(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: 
         model = tensorflow_models.build(spec)
         tensorflow_models.copy_from_torch(spec, model, ref.module)
         x = tf.constant(twin.first_input(ref).transpose(0, 2, 3, 1))
+    exact = no_tf32(tf, device, p.precision)
     if p.task == "infer":
         step = infer_step(fw, model, x, dev)
-        return ModelStep(step.fn, step.result, predict=step.predict,
+        predict = step.predict
+
+        def infer() -> Any:
+            with exact():
+                return step.fn()
+
+        def first(n: int) -> object:
+            assert predict is not None  # the cnn workload's inference step serves
+            with exact():
+                return predict(n)
+
+        return ModelStep(infer, step.result, predict=first,
                          info=info | {"gate": twin.gate_of(ref, lambda: [step.result()] if step.result else [])})
     import torch
 
@@ -73,7 +88,7 @@ def _cnn(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: 
     last: list[Any] = [None]
 
     def fn() -> Any:
-        with tf.device(dev):
+        with tf.device(dev), exact():
             last[0] = compiled()
         return last[0]
 
@@ -83,9 +98,9 @@ def _cnn(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: 
                      info=info | {"gate": lambda: why})
 
 
-def _mlp(fw: Framework, device: str, ref: twin.Reference, info: ModelInfo) -> Step:
+def _mlp(fw: Framework, device: str, p: ModelParams, ref: twin.Reference, info: ModelInfo) -> Step:
     tf = fw.import_module()
-    dev = tf_device(device)
+    dev, exact = tf_device(device), no_tf32(tf, device, p.precision)
     first, second = twin.mlp_weights(ref)
     with tf.device(dev):
         w1, w2 = tf.Variable(first), tf.Variable(second)
@@ -98,7 +113,7 @@ def _mlp(fw: Framework, device: str, ref: twin.Reference, info: ModelInfo) -> St
     last: list[Any] = [None]
 
     def fn() -> Any:
-        with tf.device(dev):
+        with tf.device(dev), exact():
             last[0] = compiled()
         return last[0]
 
