@@ -71,6 +71,8 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/raises.py:net"], "importing it raised RuntimeError: broken on import"),
     (["{d}/models.py:not_a_module", "--input", "x:float32[B,8]"], "returned a int, not a torch.nn.Module"),
     (["{d}/models.py:net", "--input", "x:float32[B,5]"], "the model rejects its inputs"),
+    (["{d}/models.py:net", "--input", "x:float32[B,,8]"], "--input 'x:float32[B,,8]': an empty dimension"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8,]"], "--input 'x:float32[B,8,]': an empty dimension"),
     (["{d}/models.py:net"], "give its inputs"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
     (["{d}/bad.onnx"], "bad.onnx: not a valid ONNX model"),
