@@ -86,6 +86,14 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "jax"], "jax runs dlperf's own models only"),
     (["dlperf:lenet5", "--framework", "jax"], "dlperf has no JAX CNN"),
     (["dlperf:mlp-small", "--framework", "tensorflow", "--precision", "int8"], "no tensorflow int8 quantizer"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--precision", "fp16"],
+     "fp16 (autocast float16) runs on CUDA only, not on cpu"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--precision", "int8", "--task", "train"],
+     "int8 runs task infer only here"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "onnxruntime", "--framework", "openvino",
+      "--precision", "bf16"], "onnxruntime runs fp32 or int8 here, not bf16"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "onnxruntime", "--task", "train"],
+     "onnxruntime is an inference runtime"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
                                                fragment: str, dlperf_main) -> None:
