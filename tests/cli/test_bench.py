@@ -83,6 +83,11 @@ def _tiny_onnx(path: Path) -> None:
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
     (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
+    (["hf:bert,num_hidden_layers=abc"], "num_hidden_layers is a count or size: a positive integer, not 'abc'"),
+    (["hf:bert,layer_norm_eps=abc"], "hf:bert,layer_norm_eps=abc: layer_norm_eps cannot be 'abc' ("),
+    (["hf:bert,num_hidden_layers=-1"], "hf:bert,num_hidden_layers=-1: num_hidden_layers is a count or size: a "
+                                       "positive integer, not -1"),
+    (["hf:gpt2,n_head=0"], "n_head is a count or size: a positive integer, not 0"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "jax"], "jax runs dlperf's own models only"),
     (["dlperf:lenet5", "--framework", "jax"], "dlperf has no JAX CNN"),
     (["dlperf:mlp-small", "--framework", "tensorflow", "--precision", "int8"], "no tensorflow int8 quantizer"),
