@@ -34,6 +34,14 @@ class Exported(Net):
     def forward(self, x):  # the exported graph computes something else than eager
         return self.lin(x) + (1.0 if torch.onnx.is_in_onnx_export() else 0.0)
 
+class NoTensor(Net):
+    def forward(self, x):
+        return 3
+
+class NoParams(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
 def net():
     return Net()
 
@@ -71,6 +79,9 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/raises.py:net"], "importing it raised RuntimeError: broken on import"),
     (["{d}/models.py:not_a_module", "--input", "x:float32[B,8]"], "returned a int, not a torch.nn.Module"),
     (["{d}/models.py:net", "--input", "x:float32[B,5]"], "the model rejects its inputs"),
+    (["{d}/models.py:NoTensor", "--input", "x:float32[B,8]"], "its forward returned int, no tensor"),
+    (["{d}/models.py:NoParams", "--input", "x:float32[B,8]", "--task", "train"],
+     "task train needs parameters to update, and the model has none"),
     (["{d}/models.py:net", "--input", "x:float32[B,,8]"], "--input 'x:float32[B,,8]': an empty dimension"),
     (["{d}/models.py:net", "--input", "x:float32[B,8,]"], "--input 'x:float32[B,8,]': an empty dimension"),
     (["{d}/models.py:net"], "give its inputs"),

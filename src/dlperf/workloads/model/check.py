@@ -1,8 +1,9 @@
 """`python -m dlperf.workloads.model.check PARAMS_JSON`: what `dlperf bench` decides before anything is measured.
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
-task, build its inputs at batch 1 and run one forward pass (a FILE.onnx: task infer, its declared inputs bound,
-the reference run where onnxruntime is installed). Exit 0, or 2 with one line on stderr saying why. `preflight`
+task, build its inputs at batch 1 and run one forward pass, whose output must hold a tensor, and for task train
+the module a parameter to update (`check_step`); a FILE.onnx: task infer, its declared inputs bound, the reference
+run where onnxruntime is installed. Exit 0, or 2 with one line on stderr saying why. `preflight`
 starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is opened.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 from dlperf.errors import DlperfError
 from dlperf.sources import SourceError
@@ -49,15 +51,16 @@ def main(argv: list[str]) -> int:
             return check_onnx(p)
         import torch
 
-        from dlperf.workloads.model.prepare import prepare
+        from dlperf.workloads.model import prepare as prep
 
-        pr = prepare(torch, p, 0)
+        pr = prep.prepare(torch, p, 0)
         try:
             with torch.inference_mode():
-                pr.module.eval()(*pr.args, **pr.kwargs)
+                out = pr.module.eval()(*pr.args, **pr.kwargs)
         except Exception as exc:
             raise SourceError(f"{p.source}: the model rejects its inputs: {type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:200]}") from None
+        check_step(p, prep.tensors(torch, out), type(out).__name__, pr.module, pr.loaded.loss is not None)
     except SourceError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -65,6 +68,23 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
     return 0
+
+
+def check_step(p: ModelParams, outputs: list[Any], returned: str, module: Any, own_loss: bool) -> None:
+    """SourceError where the forward's `outputs` (its tensors) cannot make the task's step: none at all (no path
+    could be checked against it, and a runtime's export has nothing to return), or for task train no parameter to
+    update (the optimizer's bare ValueError in every case) or no floating output for the default loss."""
+    if not outputs:
+        raise SourceError(f"{p.source}: its forward returned {returned}, no tensor (return a tensor, or a tuple, "
+                          "list or dict of them): there is nothing to check its paths against")
+    if p.task != "train":
+        return
+    if not any(q.requires_grad for q in module.parameters()):
+        raise SourceError(f"{p.source}: task train needs parameters to update, and the model has none that "
+                          "require grad (bench it with --task infer)")
+    if not own_loss and not any(t.is_floating_point() for t in outputs):
+        raise SourceError(f"{p.source}: task train's default loss needs a floating output and its forward "
+                          "returned none (define loss(outputs, batch) beside the model)")
 
 
 def check_onnx(p: ModelParams) -> int:
