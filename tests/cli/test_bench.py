@@ -42,8 +42,18 @@ class NoParams(nn.Module):
     def forward(self, x):
         return torch.relu(x)
 
+class BadExample(Net):
+    def example_inputs(self, batch):
+        raise ValueError("no example")
+
 def net():
     return Net()
+
+def raising_inputs(batch):
+    raise ValueError("no data")
+
+def no_batch_inputs():
+    return torch.randn(1, 8)
 
 def not_a_module():
     return 42
@@ -85,6 +95,11 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/models.py:net", "--input", "x:float32[B,,8]"], "--input 'x:float32[B,,8]': an empty dimension"),
     (["{d}/models.py:net", "--input", "x:float32[B,8,]"], "--input 'x:float32[B,8,]': an empty dimension"),
     (["{d}/models.py:net"], "give its inputs"),
+    (["{d}/models.py:net", "--inputs", "{d}/models.py:raising_inputs"],
+     "models.py:raising_inputs: calling it raised ValueError: no data"),
+    (["{d}/models.py:net", "--inputs", "{d}/models.py:no_batch_inputs"],
+     "models.py:no_batch_inputs: calling it raised TypeError: no_batch_inputs() takes 0 positional arguments"),
+    (["{d}/models.py:BadExample"], "models.py:BadExample: example_inputs(1) raised ValueError: no example"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
     (["{d}/bad.onnx"], "bad.onnx: not a valid ONNX model"),
     (["{d}/tiny.onnx"], "input 'x' axis 1 is symbolic (S): give --seq"),
