@@ -262,3 +262,20 @@ def test_plan_on_a_study_file_of_a_source(user_files: Path, tmp_path: Path, name
     assert sorted((c["framework"], c["params"]["batch"]) for c in cases) == [
         ("onnxruntime", 1), ("onnxruntime", 4), ("torch", 1), ("torch", 4)]
     assert all(c["workload"] == "model" and c["params"]["source"] == f"{user_files}/{name}" for c in cases)
+
+
+def test_bench_help_says_what_each_option_does(dlperf_main) -> None:
+    """`dlperf bench --help` as a new user reads it: every option has its own words, and --framework names every
+    framework bench runs (TensorFlow and JAX run dlperf's own models)."""
+    import click
+
+    from dlperf.cli.bench import bench
+
+    bare = [p.opts[0] for p in bench.params if isinstance(p, click.Option) and not p.help]
+    assert bare == []
+    res = dlperf_main("bench", "--help")
+    assert res.returncode == 0
+    framework = next(p for p in bench.params if p.name == "frameworks")
+    assert isinstance(framework, click.Option) and framework.help is not None
+    assert {"torch", "onnxruntime", "openvino", "tensorflow", "jax"} <= set(framework.help.replace(",", " ").split())
+    assert "--repetitions" in res.stdout and "own process" in " ".join(res.stdout.split())

@@ -48,9 +48,11 @@ class BenchOptions:
 
 @click.command()
 @click.argument("source")
-@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default="infer", show_default=True)
+@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default="infer", show_default=True,
+              help="infer: a forward pass; train: one SGD step; generate: a causal LM's new tokens")
 @click.option("--framework", "frameworks", multiple=True, metavar="NAME",
-              help="torch (default), onnxruntime, openvino (repeatable)")
+              help="torch (default; a FILE.onnx: onnxruntime and openvino), onnxruntime, openvino (through the "
+                   "torch module's ONNX export), tensorflow, jax (dlperf:NAME models only) (repeatable)")
 @click.option("--device", "devices", multiple=True, metavar="DEV", help="cpu (default), cuda, cuda:N (repeatable)")
 @click.option("--batch", "batches", type=click.IntRange(min=1), multiple=True, help="batch size (repeatable; "
               "default 1)")
@@ -70,7 +72,8 @@ class BenchOptions:
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="timer budget per case, seconds")
-@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True,
+              help="times each case is measured, each in its own process")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @db_option
