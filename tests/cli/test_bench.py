@@ -212,6 +212,8 @@ def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) ->
     verdict = _gates(db)[("onnxruntime", 1)]
     assert verdict["status"] == "fail" and verdict["max_abs_err"] == pytest.approx(1.0, rel=1e-4)
     assert "FAIL: not comparable" in res.stdout and "its speed is not a speed-up" in res.stdout
+    # the ratio column is a time ratio, the inverse of a speed-up: its note says which way is faster
+    assert "a time ratio: below 1.00x is faster" in " ".join(res.stdout.split())
 
 
 def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:

@@ -36,8 +36,9 @@ GATE_NOTE = ("correctness: each path's outputs on fixed seeded inputs against th
 ERROR_NOTE = ("correctness (error, top-1) of a path below fp32: its accuracy cost against the fp32 reference, the "
               "largest |output - reference| over the output's scale (its largest |value|; worst repetition) and, "
               "for logits (last axis of 2 or more), the share of positions whose top-1 class is the reference's")
-RATIO_NOTE = ("vs reference: median over the torch fp32 path's at the same device and batch; the interval from "
-              "the two medians' 95% intervals")
+RATIO_NOTE = ("vs reference: the path's median time over the torch fp32 path's at the same device and batch (a time "
+              "ratio: below 1.00x is faster, 2.00x takes twice as long; a speed-up is its inverse); the interval "
+              "from the two medians' 95% intervals")
 
 Key = tuple[str, str, str, int]
 
