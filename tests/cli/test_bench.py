@@ -95,6 +95,8 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/models.py:net", "--input", "x:float32[B,,8]"], "--input 'x:float32[B,,8]': an empty dimension"),
     (["{d}/models.py:net", "--input", "x:float32[B,8,]"], "--input 'x:float32[B,8,]': an empty dimension"),
     (["{d}/models.py:net"], "give its inputs"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--seq", "5"], "--seq 5 changes none of its inputs"),
+    (["dlperf:lenet5", "--seq", "5"], "dlperf:lenet5: --seq 5 changes none of its inputs"),
     (["{d}/models.py:net", "--inputs", "{d}/models.py:raising_inputs"],
      "models.py:raising_inputs: calling it raised ValueError: no data"),
     (["{d}/models.py:net", "--inputs", "{d}/models.py:no_batch_inputs"],

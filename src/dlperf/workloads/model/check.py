@@ -2,7 +2,7 @@
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
 task, build its inputs at batch 1 and run one forward pass, whose output must hold a tensor, and for task train
-the module a parameter to update (`check_step`); a FILE.onnx: task infer, its declared inputs bound, the reference
+the module a parameter to update (`check_step`), and a --seq must change an input's shape; a FILE.onnx: task infer, its declared inputs bound, the reference
 run where onnxruntime is installed. Exit 0, or 2 with one line on stderr saying why. `preflight`
 starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is opened.
 """
@@ -17,6 +17,7 @@ from typing import Any
 from dlperf.errors import DlperfError
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model import prepare as prep
 
 #: Seconds the check may take (an hf: model is built once there).
 CHECK_TIMEOUT_S = 600
@@ -51,8 +52,6 @@ def main(argv: list[str]) -> int:
             return check_onnx(p)
         import torch
 
-        from dlperf.workloads.model import prepare as prep
-
         pr = prep.prepare(torch, p, 0)
         try:
             with torch.inference_mode():
@@ -61,6 +60,12 @@ def main(argv: list[str]) -> int:
             raise SourceError(f"{p.source}: the model rejects its inputs: {type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:200]}") from None
         check_step(p, prep.tensors(torch, out), type(out).__name__, pr.module, pr.loaded.loss is not None)
+        if p.seq is not None and p.task != "generate":  # a length the inputs ignore would only mislabel the run
+            other = p.model_copy(update={"seq": p.seq - 1 if p.seq > 1 else p.seq + 1})
+            if shapes(torch, prep.inputs(torch, other, pr.loaded)) == shapes(torch, (pr.args, pr.kwargs)):
+                raise SourceError(f"{p.source}: --seq {p.seq} changes none of its inputs (S in an --input, a token "
+                                  "model's sequence): leave it out, or the run is labelled with a length it did "
+                                  "not use")
     except SourceError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -68,6 +73,12 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
     return 0
+
+
+def shapes(torch: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]]) -> list[tuple[int, ...]]:
+    """The shapes of every tensor among a call's (args, kwargs), in order."""
+    args, kwargs = inputs
+    return [tuple(t.shape) for t in prep.tensors(torch, [*args, *kwargs.values()])]
 
 
 def check_step(p: ModelParams, outputs: list[Any], returned: str, module: Any, own_loss: bool) -> None:
