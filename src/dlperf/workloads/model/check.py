@@ -2,9 +2,10 @@
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
 task, build its inputs at batch 1 and run one forward pass, whose output must hold a tensor, and for task train
-the module a parameter to update (`check_step`), and a --seq must change an input's shape; a FILE.onnx: task infer, its declared inputs bound, the reference
-run where onnxruntime is installed. Exit 0, or 2 with one line on stderr saying why. `preflight`
-starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is opened.
+the module a parameter to update (`check_step`); a --seq must change an input's shape. A FILE.onnx: task infer,
+its declared inputs bound, the reference run where onnxruntime is installed. Exit 0, or 2 with one line on stderr
+saying why. `preflight` starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is
+opened.
 """
 
 from __future__ import annotations
