@@ -283,3 +283,20 @@ def test_bench_help_says_what_each_option_does(dlperf_main) -> None:
     assert isinstance(framework, click.Option) and framework.help is not None
     assert {"torch", "onnxruntime", "openvino", "tensorflow", "jax"} <= set(framework.help.replace(",", " ").split())
     assert "--repetitions" in res.stdout and "own process" in " ".join(res.stdout.split())
+
+
+def test_generate_shows_tokens_per_second_and_its_first_token_and_per_token_times(tmp_path: Path) -> None:
+    """A generate case's samples are its new tokens: the table says tokens/s, and the time to the first token
+    and per output token, measured and stored with the case, are printed beside it (the same stored figures)."""
+    db = tmp_path / "g.db"
+    res = run_cli("bench", "dlperf:gpt2-tiny", "--task", "generate", "--prompt-len", "8", "--new-tokens", "4",
+                  "--budget", "0.2", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    header = next(ln for ln in res.stdout.splitlines() if "vs reference" in ln and "batch" in ln)
+    assert "tokens/s" in header and "samples/s" not in header
+    m = _metrics(db)[("torch", 1)]
+    from dlperf.units import format_time
+
+    assert (f"torch cpu fp32 batch 1: time to first token {format_time(m['ttft_p50_s'])}, per output token "
+            f"{format_time(m['tpot_p50_s'])}") in text
