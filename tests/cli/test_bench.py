@@ -34,8 +34,26 @@ class Exported(Net):
     def forward(self, x):  # the exported graph computes something else than eager
         return self.lin(x) + (1.0 if torch.onnx.is_in_onnx_export() else 0.0)
 
+class NoTensor(Net):
+    def forward(self, x):
+        return 3
+
+class NoParams(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+class BadExample(Net):
+    def example_inputs(self, batch):
+        raise ValueError("no example")
+
 def net():
     return Net()
+
+def raising_inputs(batch):
+    raise ValueError("no data")
+
+def no_batch_inputs():
+    return torch.randn(1, 8)
 
 def not_a_module():
     return 42
@@ -71,7 +89,19 @@ def _tiny_onnx(path: Path) -> None:
     (["{d}/raises.py:net"], "importing it raised RuntimeError: broken on import"),
     (["{d}/models.py:not_a_module", "--input", "x:float32[B,8]"], "returned a int, not a torch.nn.Module"),
     (["{d}/models.py:net", "--input", "x:float32[B,5]"], "the model rejects its inputs"),
+    (["{d}/models.py:NoTensor", "--input", "x:float32[B,8]"], "its forward returned int, no tensor"),
+    (["{d}/models.py:NoParams", "--input", "x:float32[B,8]", "--task", "train"],
+     "task train needs parameters to update, and the model has none"),
+    (["{d}/models.py:net", "--input", "x:float32[B,,8]"], "--input 'x:float32[B,,8]': an empty dimension"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8,]"], "--input 'x:float32[B,8,]': an empty dimension"),
     (["{d}/models.py:net"], "give its inputs"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--seq", "5"], "--seq 5 changes none of its inputs"),
+    (["dlperf:lenet5", "--seq", "5"], "dlperf:lenet5: --seq 5 changes none of its inputs"),
+    (["{d}/models.py:net", "--inputs", "{d}/models.py:raising_inputs"],
+     "models.py:raising_inputs: calling it raised ValueError: no data"),
+    (["{d}/models.py:net", "--inputs", "{d}/models.py:no_batch_inputs"],
+     "models.py:no_batch_inputs: calling it raised TypeError: no_batch_inputs() takes 0 positional arguments"),
+    (["{d}/models.py:BadExample"], "models.py:BadExample: example_inputs(1) raised ValueError: no example"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
     (["{d}/bad.onnx"], "bad.onnx: not a valid ONNX model"),
     (["{d}/tiny.onnx"], "input 'x' axis 1 is symbolic (S): give --seq"),
@@ -81,11 +111,24 @@ def _tiny_onnx(path: Path) -> None:
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
     (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
+    (["hf:bert,num_hidden_layers=abc"], "num_hidden_layers is a count or size: a positive integer, not 'abc'"),
+    (["hf:bert,layer_norm_eps=abc"], "hf:bert,layer_norm_eps=abc: layer_norm_eps cannot be 'abc' ("),
+    (["hf:bert,num_hidden_layers=-1"], "hf:bert,num_hidden_layers=-1: num_hidden_layers is a count or size: a "
+                                       "positive integer, not -1"),
+    (["hf:gpt2,n_head=0"], "n_head is a count or size: a positive integer, not 0"),
     (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "jax"], "jax runs dlperf's own models only"),
     (["dlperf:lenet5", "--framework", "jax"], "dlperf has no JAX CNN"),
     (["dlperf:mlp-small", "--framework", "tensorflow", "--precision", "int8"], "no tensorflow int8 quantizer"),
     (["dlperf:mlp-small", "--framework", "tensorflow-xla"], "not as framework tensorflow-xla: --framework tensorflow"),
     (["dlperf:gpt2-tiny", "--framework", "jax-nojit", "--variant", "no-jit"], "not as framework jax-nojit"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--precision", "fp16"],
+     "fp16 (autocast float16) runs on CUDA only, not on cpu"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--precision", "int8", "--task", "train"],
+     "int8 runs task infer only here"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "onnxruntime", "--framework", "openvino",
+      "--precision", "bf16"], "onnxruntime runs fp32 or int8 here, not bf16"),
+    (["{d}/models.py:net", "--input", "x:float32[B,8]", "--framework", "onnxruntime", "--task", "train"],
+     "onnxruntime is an inference runtime"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
                                                fragment: str, dlperf_main) -> None:
@@ -173,6 +216,8 @@ def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) ->
     verdict = _gates(db)[("onnxruntime", 1)]
     assert verdict["status"] == "fail" and verdict["max_abs_err"] == pytest.approx(1.0, rel=1e-4)
     assert "FAIL: not comparable" in res.stdout and "its speed is not a speed-up" in res.stdout
+    # the ratio column is a time ratio, the inverse of a speed-up: its note says which way is faster
+    assert "a time ratio: below 1.00x is faster" in " ".join(res.stdout.split())
 
 
 def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:
@@ -223,3 +268,37 @@ def test_plan_on_a_study_file_of_a_source(user_files: Path, tmp_path: Path, name
     assert sorted((c["framework"], c["params"]["batch"]) for c in cases) == [
         ("onnxruntime", 1), ("onnxruntime", 4), ("torch", 1), ("torch", 4)]
     assert all(c["workload"] == "model" and c["params"]["source"] == f"{user_files}/{name}" for c in cases)
+
+
+def test_bench_help_says_what_each_option_does(dlperf_main) -> None:
+    """`dlperf bench --help` as a new user reads it: every option has its own words, and --framework names every
+    framework bench runs (TensorFlow and JAX run dlperf's own models)."""
+    import click
+
+    from dlperf.cli.bench import bench
+
+    bare = [p.opts[0] for p in bench.params if isinstance(p, click.Option) and not p.help]
+    assert bare == []
+    res = dlperf_main("bench", "--help")
+    assert res.returncode == 0
+    framework = next(p for p in bench.params if p.name == "frameworks")
+    assert isinstance(framework, click.Option) and framework.help is not None
+    assert {"torch", "onnxruntime", "openvino", "tensorflow", "jax"} <= set(framework.help.replace(",", " ").split())
+    assert "--repetitions" in res.stdout and "own process" in " ".join(res.stdout.split())
+
+
+def test_generate_shows_tokens_per_second_and_its_first_token_and_per_token_times(tmp_path: Path) -> None:
+    """A generate case's samples are its new tokens: the table says tokens/s, and the time to the first token
+    and per output token, measured and stored with the case, are printed beside it (the same stored figures)."""
+    db = tmp_path / "g.db"
+    res = run_cli("bench", "dlperf:gpt2-tiny", "--task", "generate", "--prompt-len", "8", "--new-tokens", "4",
+                  "--budget", "0.2", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    header = next(ln for ln in res.stdout.splitlines() if "vs reference" in ln and "batch" in ln)
+    assert "tokens/s" in header and "samples/s" not in header
+    m = _metrics(db)[("torch", 1)]
+    from dlperf.units import format_time
+
+    assert (f"torch cpu fp32 batch 1: time to first token {format_time(m['ttft_p50_s'])}, per output token "
+            f"{format_time(m['tpot_p50_s'])}") in text

@@ -104,6 +104,8 @@ def test_an_onnx_file_is_searched_on_onnxruntime_and_its_largest_batch_stored(tm
     (["{d}/models.py:mlp", "--input", "x:float32[B,8]", "--task", "generate"], "not task generate"),
     (["{d}/models.py:mlp", "--input", "x:float32[B,8]", "--framework", "tensorflow"],
      "tensorflow runs dlperf's own models only"),
+    (["{d}/models.py:mlp", "--input", "x:float32[B,8]", "--framework", "onnxruntime"],
+     "onnxruntime is an inference runtime"),
     (["{d}/bad.onnx"], "bad.onnx: not a valid ONNX model"),
     (["lenet5", "--input", "x:float32[B,8]"], "--input is for a SOURCE target"),
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),

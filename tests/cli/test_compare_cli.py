@@ -125,6 +125,28 @@ def test_different_environments_are_still_warned(dlperf_main, tmp_path):
     assert "cpu_model: 'x' -> 'y'" in res.stdout
 
 
+def test_a_framework_only_one_run_loaded_is_not_another_environment(dlperf_main, tmp_path):
+    """Two bench runs, B with onnxruntime beside torch: the case both ran is torch's, on the same software, so the
+    runs are not called different environments; a line says which framework only one of them loaded."""
+    db = tmp_path / "fw.sqlite"
+    s = Store(db)
+    torch = {"torch": {"version": "2.13.0"}}
+    ids = []
+    for seed, frameworks in ((1, torch), (2, torch | {"onnxruntime": {"version": "1.32.0"}})):
+        env_id = s.environment_id({"cpu_model": "x", "frameworks": frameworks}, f"hash-{seed}")
+        run_id = s.create_run(study="s", variant="full", study_hash="h", study_path="p", filters={}, settings={},
+                              env_id=env_id, n_cases=1, dlperf_version="0")
+        s.add_result(case(KEY.format(1), run_id=run_id, times_s=times(1e-3, seed), metrics=Metrics(validity="valid"),
+                          env_id=env_id))
+        ids.append(run_id)
+    res = dlperf_main("compare", *ids, db=db)
+    assert res.returncode == 0, res.stderr
+    assert "different environments" not in res.stdout
+    assert "onnxruntime: loaded by run B only (none of the cases both runs measured ran on it)" in res.stdout
+    doc = json.loads(dlperf_main("compare", *ids, "--format", "json", db=db).stdout)
+    assert doc["environment_diffs"] == [] and doc["frameworks_one_side"] == {"onnxruntime": "b"}
+
+
 def threads_run(store: Store, threads: int, how: dict | None, filters: dict | None = None) -> str:
     """A run of one valid case on CPU "x" with `threads` (its environment's), stored with `how` they came about
     (None: not recorded, as a run stored before dlperf recorded it)."""

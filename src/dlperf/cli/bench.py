@@ -48,9 +48,11 @@ class BenchOptions:
 
 @click.command()
 @click.argument("source")
-@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default="infer", show_default=True)
+@click.option("--task", type=click.Choice(["infer", "train", "generate"]), default="infer", show_default=True,
+              help="infer: a forward pass; train: one SGD step; generate: a causal LM's new tokens")
 @click.option("--framework", "frameworks", multiple=True, metavar="NAME",
-              help="torch (default), onnxruntime, openvino (repeatable)")
+              help="torch (default; a FILE.onnx: onnxruntime and openvino), onnxruntime, openvino (through the "
+                   "torch module's ONNX export), tensorflow, jax (dlperf:NAME models only) (repeatable)")
 @click.option("--device", "devices", multiple=True, metavar="DEV", help="cpu (default), cuda, cuda:N (repeatable)")
 @click.option("--batch", "batches", type=click.IntRange(min=1), multiple=True, help="batch size (repeatable; "
               "default 1)")
@@ -70,7 +72,8 @@ class BenchOptions:
 @click.option("--new-tokens", type=click.IntRange(min=1), default=None, help="generate: tokens per call (16)")
 @click.option("--budget", "budget_s", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="timer budget per case, seconds")
-@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--repetitions", type=click.IntRange(min=1), default=1, show_default=True,
+              help="times each case is measured, each in its own process")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")
 @db_option
@@ -87,12 +90,14 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     from dlperf.runner.cases import check_devices
     from dlperf.sources import canonical, check_text
     from dlperf.studies.loader import Study
-    from dlperf.workloads.model import check, modes
+    from dlperf.workloads.model import check, refusals
 
     onnx = source.endswith(".onnx")
     fws = list(what.frameworks) or (["onnxruntime", "openvino"] if onnx else ["torch"])
     if onnx and "torch" in fws:
         raise DlperfError(f"{source}: an ONNX file runs on onnxruntime and openvino, not on torch")
+    if onnx and what.task != "infer":  # said as the file's, before the runtimes' own reason for any task but infer
+        raise DlperfError(f"{source}: an ONNX file runs task infer, not {what.task}")
     check_frameworks(fws)
     check_devices(list(what.devices))
     check_text(source)
@@ -113,16 +118,18 @@ def bench(source: str, what: BenchOptions, options: RunOptions) -> None:
     named = ["eager", *(v for v in named if v != "eager")] if set(named) - {"eager"} else []  # eager: the reference
     exclude = compiler_cases(source, fws, named)
     asked = [first.model_copy(update={"precision": p}) for p in what.precisions or ("fp32",)]
-    refused = [why for why in (modes.refusal(fw, p) for fw in fws for p in asked) if why is not None]
-    if len(refused) == len(fws) * len(asked):  # nothing asked runs: one line, before any store (not a run of
-        raise DlperfError(refused[0])          # `unsupported` cases)
+    devices = list(what.devices or ("cpu",))
+    refused = [why for why in (refusals.refusal(fw, dev, p) for fw in fws for dev in devices for p in asked)
+               if why is not None]
+    if len(refused) == len(fws) * len(devices) * len(asked):  # nothing asked runs: one line, before any store
+        raise DlperfError(refused[0])                           # (not a run of `unsupported` cases)
     check.preflight(first)
     grid: dict[str, object] = point | ({"input": [point["input"]]} if "input" in point else {})  # a list: one value
     grid |= {"batch": sorted(set(what.batches or (1,))), "precision": list(what.precisions or ("fp32",))}
     if named:  # only with a compiler variant: a plain bench's case keys stay as they were
         grid["variant"] = named
     budget_s = what.budget_s
-    settings = RunSettings(frameworks=fws, devices=list(what.devices or ("cpu",)), params=grid, budget_s=budget_s,
+    settings = RunSettings(frameworks=fws, devices=devices, params=grid, budget_s=budget_s,
                            min_run_time_s=min(0.2, budget_s), repetitions=what.repetitions, warmup=3, timeout_s=900,
                            exclude=exclude)
     loaded = Study(name=STUDY, description=f"dlperf bench {source}", workload="model", variant="full",

@@ -66,6 +66,10 @@ class ConsoleEvents(RunEvents):
             finally:
                 self._progress = self._task = None
 
+    def case_started(self, index: int, total: int, key: str) -> None:
+        if self._progress is not None:  # on a terminal: the bar names the case running (no line: logs stay one a case)
+            self._progress.update(self._task, description=escape(short(f"[{index}/{total}] {key}", 70)))
+
     def case_done(self, index: int, total: int, result: CaseResult) -> None:
         status = result.status
         rep = f" #{result.repetition}" if result.repetition else ""

@@ -138,15 +138,19 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     from dlperf.analysis.compare import NOT_COMPARED, compare_runs, regressions, summarize
     from dlperf.analysis.drift import machine_drift
     from dlperf.analysis.effect import CONFIDENCE
-    from dlperf.hardware.identity import diff, identity
+    from dlperf.hardware.identity import diff, identity, one_sided_frameworks
 
     store = open_store(db, create=False)
     (ra, share_a), (rb, share_b) = _run_share(store, run_a), _run_share(store, run_b)
     env_a, env_b = share_a.env, share_b.env  # the chosen machines' environments
     diffs = diff(identity(env_a), identity(env_b))  # the machine and software; not peaks, version or commit
+    diffs, one_side = one_sided_frameworks(diffs)  # a framework one run alone loaded: no shared case ran on it
     threads, diffs, threads_lines = _threads_note(ra, rb, env_a, env_b, diffs)
+    threads_lines += [f"{fw}: loaded by run {side.upper()} only (none of the cases both runs measured ran on it)"
+                      for fw, side in one_side.items()]
     derived = [key for key, _, _ in diff(env_a, env_b) if key not in {k for k, _, _ in diffs}
-               and key != "threads" and not key.startswith("threads_source")]  # the threads: their own note
+               and key != "threads" and not key.startswith("threads_source")  # the threads: their own note
+               and key.removeprefix("frameworks.") not in one_side]
     drift = machine_drift(share_a.results, share_b.results)  # the canaries' B/A, or why none
     rows = compare_runs(share_a.results, share_b.results, min_effect / 100, drift)
     summary = summarize(rows)
@@ -157,7 +161,8 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
         doc = {"run_a": ra.id, "run_b": rb.id, "machine_a": _machine_doc(share_a),
                "machine_b": _machine_doc(share_b), "min_effect_pct": min_effect, "confidence": CONFIDENCE,
                "environment_diffs": [{"key": k, "a": va, "b": vb} for k, va, vb in diffs], "threads": threads,
-               "derived_diffs": derived, "drift": drift if isinstance(drift, str) else asdict(drift),
+               "frameworks_one_side": one_side, "derived_diffs": derived,
+               "drift": drift if isinstance(drift, str) else asdict(drift),
                "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))

@@ -151,6 +151,15 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[t
     return out
 
 
+def one_sided_frameworks(diffs: list[tuple[str, Any, Any]]) -> tuple[list[tuple[str, Any, Any]], dict[str, str]]:
+    """`diffs` less each framework only one side's environment holds, and those (name -> "a" or "b", the side that
+    has it). A run records the frameworks it loaded, so such a framework ran cases in one run only: no case both
+    runs measured ran on it, and it does not make the runs' shared cases another environment's."""
+    one = {key.split(".", 1)[1]: ("b" if va is None else "a") for key, va, vb in diffs
+           if key.startswith("frameworks.") and key.count(".") == 1 and (va is None) != (vb is None)}
+    return [d for d in diffs if d[0].removeprefix("frameworks.") not in one], one
+
+
 __all__ = [
     "GPU_IDENTITY_KEYS",
     "IDENTITY_KEYS",
@@ -161,6 +170,7 @@ __all__ = [
     "host_fingerprint",
     "identity",
     "identity_hash",
+    "one_sided_frameworks",
 ]
 
 

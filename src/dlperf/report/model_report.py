@@ -15,6 +15,7 @@ faster: no ranking is made from it.
 from __future__ import annotations
 
 from collections import defaultdict
+from statistics import median
 
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import Latency, _interval, failure_mark, latency, memory_cells, plot_panels
@@ -36,8 +37,9 @@ GATE_NOTE = ("correctness: each path's outputs on fixed seeded inputs against th
 ERROR_NOTE = ("correctness (error, top-1) of a path below fp32: its accuracy cost against the fp32 reference, the "
               "largest |output - reference| over the output's scale (its largest |value|; worst repetition) and, "
               "for logits (last axis of 2 or more), the share of positions whose top-1 class is the reference's")
-RATIO_NOTE = ("vs reference: median over the torch fp32 path's at the same device and batch; the interval from "
-              "the two medians' 95% intervals")
+RATIO_NOTE = ("vs reference: the path's median time over the torch fp32 path's at the same device and batch (a time "
+              "ratio: below 1.00x is faster, 2.00x takes twice as long; a speed-up is its inverse); the interval "
+              "from the two medians' 95% intervals")
 
 Key = tuple[str, str, str, int]
 
@@ -116,8 +118,9 @@ def _mfu(data: ReportData, rs: list[CaseResult], lat: Latency, sources: set[str]
 
 
 def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]]) -> list[Section]:
+    generate = any(r.params.get("task") == "generate" for rs in cases.values() for r in rs)
     header = ["framework", "device", "precision", "batch", "median", "95% interval", "p90 (b=1)", "p99 (b=1)",
-              "samples/s", "vs reference", "memory", "MFU", "correctness"]
+              "tokens/s" if generate else "samples/s", "vs reference", "memory", "MFU", "correctness"]
     lats = {k: latency(rs) for k, rs in cases.items()}
     rows: list[list[str]] = []
     notes: list[str] = []
@@ -155,6 +158,8 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
                                 header, rows, heading=f"## Model: {label}", intro=intro)]
     out += [Note(n) for n in notes]
     out += [Note(f"int8: {n}") for n in int8s]
+    if generate:
+        out += token_times(cases)
     own = next(((r.metrics or {}).get("reference") for rs in cases.values() for r in rs if r.ok), None)
     if own:  # a FILE.onnx: no torch module, so its reference is a runtime's and no path has a ratio
         out.append(Note(f"{label}: an ONNX file has no torch reference; each path is checked against {own}"))
@@ -163,6 +168,22 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
         out.append(Note(f"FAIL: {', '.join(sorted(set(fails)))} computed something else than the reference; "
                         "its speed is not a speed-up"))
     return out
+
+
+def token_times(cases: dict[Key, list[CaseResult]]) -> list[Section]:
+    """A generate table's notes: each path's time to the first token and per output token (p50, the median over
+    its processes), as the worker measured them beside the whole call's time."""
+    lines = []
+    for (fw, dev, prec, batch), rs in cases.items():
+        got = [r.metrics for r in rs if r.ok and r.metrics is not None]
+        ttft = [m.ttft_p50_s for m in got if m.ttft_p50_s]
+        tpot = [m.tpot_p50_s for m in got if m.tpot_p50_s]
+        if ttft or tpot:
+            lines.append(f"{fw} {dev} {prec} batch {batch}: time to first token "
+                         f"{format_time(median(ttft)) if ttft else MISSING}, per output token "
+                         f"{format_time(median(tpot)) if tpot else MISSING}")
+    head = "generate (p50; tokens/s: the new tokens of the batch per second of the whole call): "
+    return [Note(head + "; ".join(lines))] if lines else []
 
 
 def sections(data: ReportData) -> list[Section]:

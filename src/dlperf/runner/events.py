@@ -33,6 +33,9 @@ class RunEvents:
         """The block in which the remaining cases run (a progress bar lives this long)."""
         yield
 
+    def case_started(self, index: int, total: int, key: str) -> None:
+        """Case number `index` of `total` (its key) starts in a worker (a long one is otherwise silent)."""
+
     def case_done(self, index: int, total: int, result: CaseResult) -> None:
         """Case number `index` of `total` ended and is stored."""
 

@@ -31,7 +31,7 @@ from dlperf.runner.sweep import collect_fingerprint, run_case
 from dlperf.sources import SourceError, canonical, kind_of
 from dlperf.store import Store
 from dlperf.studies import Case
-from dlperf.workloads.model import ModelParams, modes
+from dlperf.workloads.model import ModelParams, refusals
 from dlperf.workloads.model.check import preflight
 
 #: The study name of every maxbatch run (one of lifecycle.SEARCH_STUDIES: never resumed).
@@ -200,8 +200,8 @@ def check_search(target: Target, *, framework: str, start: int, max_batch: int, 
             errors = getattr(exc, "errors", None)
             msg = errors()[0]["msg"] if callable(errors) else str(exc)
         raise StudyError(f"maxbatch: {msg}") from None
-    why = modes.refusal(framework, parsed) if isinstance(parsed, ModelParams) else None
-    if why is not None:  # a source TensorFlow or JAX has no build of (they run dlperf's own models only)
+    why = refusals.refusal(framework, device or "cpu", parsed) if isinstance(parsed, ModelParams) else None
+    if why is not None:  # a source TensorFlow or JAX has no build of, a task or precision the framework lacks
         raise StudyError(f"maxbatch: {why}")
     if start < 1 or max_batch < start:
         raise StudyError("maxbatch: need 1 <= --start <= --max-batch")

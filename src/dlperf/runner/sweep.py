@@ -242,6 +242,7 @@ class _Rounds:
             if self.wait_idle_s:
                 self.events.waiting(self.wait_idle_s)
                 waited = wait_idle(self.wait_idle_s)
+            self.events.case_started(index, total, case.key)
             row = run_case(case, self.settings, self.run.run_id, self.env_id, self.counters)
             if waited is not None:
                 row = with_wait(row, waited)

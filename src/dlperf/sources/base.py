@@ -94,14 +94,22 @@ def as_module(torch: Any, obj: Any, what: str) -> Any:
     if isinstance(obj, torch.nn.Module):
         return obj
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module) or callable(obj):
-        try:
-            made = obj()
-        except Exception as exc:
-            raise SourceError(f"{what}: calling it raised {type(exc).__name__}: {_first_line(exc)}") from None
+        made = called(obj, f"{what}: calling it")
         if isinstance(made, torch.nn.Module):
             return made
         raise SourceError(f"{what}: returned a {type(made).__name__}, not a torch.nn.Module")
     raise SourceError(f"{what}: is a {type(obj).__name__}, neither a torch.nn.Module nor a callable returning one")
+
+
+def called(fn: Callable[..., Any], what: str, *args: Any) -> Any:
+    """`fn(*args)`, or SourceError `WHAT raised TYPE: its first line` for anything the user's code raises (a
+    SourceError, dlperf's own, passes as it is): one line naming the call, not a bare exception."""
+    try:
+        return fn(*args)
+    except SourceError:
+        raise
+    except Exception as exc:
+        raise SourceError(f"{what} raised {type(exc).__name__}: {_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:

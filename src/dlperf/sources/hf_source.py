@@ -55,6 +55,25 @@ def _value(raw: str) -> Override:
     return raw
 
 
+def _is_count(key: str, default: object) -> bool:
+    """A config field that counts or sizes something (layers, heads, widths, the vocabulary): its default a
+    positive int and its name one of transformers' spellings of a count or a size."""
+    named = key.startswith(("num_", "n_")) or key.endswith(("_size", "_layers", "_heads", "_dim", "_embd"))
+    return named and type(default) is int and default > 0
+
+
+def _set(cfg: Any, text: str, key: str, value: Override) -> None:
+    """`cfg.key = value`, or SourceError: a count or size below 1 (transformers builds a model of no layers from
+    -1 and dlperf would time it), or a value the config refuses (its validation error's first line)."""
+    if _is_count(key, getattr(cfg, key, None)) and not (type(value) is int and value >= 1):
+        raise SourceError(f"{text}: {key} is a count or size: a positive integer, not {value!r}")
+    try:
+        setattr(cfg, key, value)
+    except Exception as exc:  # transformers' strict configs raise their own validation errors
+        why = " ".join(str(exc).split())[:200]
+        raise SourceError(f"{text}: {key} cannot be {value!r} ({why})") from None
+
+
 def is_path(what: str) -> bool:
     return "/" in what or what.startswith(".") or Path(what).is_dir()
 
@@ -110,7 +129,7 @@ class HfSource(SourceKind):
                 near = difflib.get_close_matches(key, sorted(known), n=3)
                 raise SourceError(f"{text}: {type(cfg).__name__} has no field {key!r}"
                                   + (f" (did you mean {', '.join(near)}?)" if near else ""))
-            setattr(cfg, key, value)
+            _set(cfg, text, key, value)
         return cfg
 
     def load(self, text: str, seed: int) -> Loaded:

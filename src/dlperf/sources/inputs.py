@@ -47,7 +47,11 @@ def parse_input(text: str) -> InputSpec:
     if m["dtype"] not in DTYPES:
         raise SourceError(f"--input {text!r}: unknown dtype {m['dtype']!r} (known: {', '.join(DTYPES)})")
     dims: list[int | str] = []
-    for part in (p.strip() for p in m["dims"].split(",") if p.strip()):
+    parts = [p.strip() for p in m["dims"].split(",")] if m["dims"].strip() else []  # `[]`: a scalar
+    for part in parts:
+        if not part:  # `[B,,8]` is a typo, not [B,8]: the run would store a spelling it did not measure
+            raise SourceError(f"--input {text!r}: an empty dimension (DIMS are integers, B or S, separated by "
+                              "commas)")
         if part in ("B", "S"):
             dims.append(part)
         elif part.isdigit() and int(part) > 0:

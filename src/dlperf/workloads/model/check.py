@@ -1,9 +1,11 @@
 """`python -m dlperf.workloads.model.check PARAMS_JSON`: what `dlperf bench` decides before anything is measured.
 
 In a fresh process (a user's file runs here, as in a worker; transformers offline): load the source, check the
-task, build its inputs at batch 1 and run one forward pass (a FILE.onnx: task infer, its declared inputs bound,
-the reference run where onnxruntime is installed). Exit 0, or 2 with one line on stderr saying why. `preflight`
-starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is opened.
+task, build its inputs at batch 1 and run one forward pass, whose output must hold a tensor, and for task train
+the module a parameter to update (`check_step`); a --seq must change an input's shape. A FILE.onnx: task infer,
+its declared inputs bound, the reference run where onnxruntime is installed. Exit 0, or 2 with one line on stderr
+saying why. `preflight` starts it from a command (`dlperf bench`, `dlperf maxbatch SOURCE`) before any store is
+opened.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 from dlperf.errors import DlperfError
 from dlperf.sources import SourceError
 from dlperf.workloads.model import ModelParams
+from dlperf.workloads.model import prepare as prep
 
 #: Seconds the check may take (an hf: model is built once there).
 CHECK_TIMEOUT_S = 600
@@ -49,15 +53,20 @@ def main(argv: list[str]) -> int:
             return check_onnx(p)
         import torch
 
-        from dlperf.workloads.model.prepare import prepare
-
-        pr = prepare(torch, p, 0)
+        pr = prep.prepare(torch, p, 0)
         try:
             with torch.inference_mode():
-                pr.module.eval()(*pr.args, **pr.kwargs)
+                out = pr.module.eval()(*pr.args, **pr.kwargs)
         except Exception as exc:
             raise SourceError(f"{p.source}: the model rejects its inputs: {type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:200]}") from None
+        check_step(p, prep.tensors(torch, out), type(out).__name__, pr.module, pr.loaded.loss is not None)
+        if p.seq is not None and p.task != "generate":  # a length the inputs ignore would only mislabel the run
+            other = p.model_copy(update={"seq": p.seq - 1 if p.seq > 1 else p.seq + 1})
+            if shapes(torch, prep.inputs(torch, other, pr.loaded)) == shapes(torch, (pr.args, pr.kwargs)):
+                raise SourceError(f"{p.source}: --seq {p.seq} changes none of its inputs (S in an --input, a token "
+                                  "model's sequence): leave it out, or the run is labelled with a length it did "
+                                  "not use")
     except SourceError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -65,6 +74,29 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
     return 0
+
+
+def shapes(torch: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]]) -> list[tuple[int, ...]]:
+    """The shapes of every tensor among a call's (args, kwargs), in order."""
+    args, kwargs = inputs
+    return [tuple(t.shape) for t in prep.tensors(torch, [*args, *kwargs.values()])]
+
+
+def check_step(p: ModelParams, outputs: list[Any], returned: str, module: Any, own_loss: bool) -> None:
+    """SourceError where the forward's `outputs` (its tensors) cannot make the task's step: none at all (no path
+    could be checked against it, and a runtime's export has nothing to return), or for task train no parameter to
+    update (the optimizer's bare ValueError in every case) or no floating output for the default loss."""
+    if not outputs:
+        raise SourceError(f"{p.source}: its forward returned {returned}, no tensor (return a tensor, or a tuple, "
+                          "list or dict of them): there is nothing to check its paths against")
+    if p.task != "train":
+        return
+    if not any(q.requires_grad for q in module.parameters()):
+        raise SourceError(f"{p.source}: task train needs parameters to update, and the model has none that "
+                          "require grad (bench it with --task infer)")
+    if not own_loss and not any(t.is_floating_point() for t in outputs):
+        raise SourceError(f"{p.source}: task train's default loss needs a floating output and its forward "
+                          "returned none (define loss(outputs, batch) beside the model)")
 
 
 def check_onnx(p: ModelParams) -> int:

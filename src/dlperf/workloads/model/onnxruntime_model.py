@@ -29,12 +29,18 @@ WHY_FP32 = ("a runtime runs the exported float32 graph, or its int8 copy from th
             "makes no bf16 or fp16 copy of it")
 
 
+def check(fw: Framework, p: ModelParams) -> None:
+    """UnsupportedError where a runtime cannot run the case at all: a task but infer, a precision but fp32 or int8
+    (also what `dlperf bench` says before any store, `refusals`)."""
+    rs.check_task(fw, p.task)
+    rs.check_precision(fw, p.precision, ("fp32", "int8"), WHY_FP32)
+
+
 def runtime_inputs(fw: Framework, p: ModelParams) -> tuple[Path, dict[str, np.ndarray], Reference, RuntimeMeta]:
     """Checks, then (model path, feeds, the reference outputs when called, meta) of the case's export, or of its
     ONNX file (`onnx_file`: the graph's declared inputs, onnxruntime's unoptimised fp32 outputs the reference).
     The reference is read or run when the gate asks, after the timing, so it is not in the case's memory."""
-    rs.check_task(fw, p.task)
-    rs.check_precision(fw, p.precision, ("fp32", "int8"), WHY_FP32)
+    check(fw, p)
     # int8: the fp32 export's file, quantized beside it; a runtime variant: the one export every variant shares
     fp32 = p.model_copy(update={"precision": "fp32", "variant": "eager"})
     if p.source.endswith(".onnx"):

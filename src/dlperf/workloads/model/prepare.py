@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.sources import Loaded, SourceError, load
+from dlperf.sources.base import called
 from dlperf.workloads.model import ModelParams
 
 
@@ -48,11 +49,11 @@ def inputs(torch: Any, p: ModelParams, loaded: Loaded) -> tuple[tuple[Any, ...],
         if not callable(fn):
             raise SourceError(f"--inputs {p.inputs_fn}: {where} has no function {name!r}")
         torch.manual_seed(0)
-        return split_inputs(fn(p.batch))
+        return split_inputs(called(fn, f"--inputs {p.inputs_fn}: calling it", p.batch))
     if loaded.example_inputs is None:
         raise SourceError(f"{p.source}: give its inputs: --input NAME:DTYPE[DIMS] (e.g. x:float32[B,256]), "
                           "--inputs path.py:FN, or an example_inputs(batch) method on the module")
-    return loaded.example_inputs(p.batch, p.seq)
+    return called(loaded.example_inputs, f"{p.source}: example_inputs({p.batch})", p.batch, p.seq)
 
 
 def tensors(torch: Any, out: Any) -> list[Any]:
