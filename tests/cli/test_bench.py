@@ -111,6 +111,10 @@ def _tiny_onnx(path: Path) -> None:
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
     (["hf:bert,num_hidden_layerz=2"], "has no field 'num_hidden_layerz'"),
     (["hf:bert,num_hidden_layers=1", "--task", "generate"], "not task generate"),
+    (["hf:gpt2,n_layer=1,n_positions=16", "--task", "generate", "--prompt-len", "12"],
+     "a prompt of 12 tokens and 16 new ones need 28 positions, over the model's context of 16"),
+    (["dlperf:gpt2-tiny", "--task", "generate", "--prompt-len", "120", "--new-tokens", "9"],
+     "need 129 positions, over the model's context of 128"),
     (["hf:bert,num_hidden_layers=abc"], "num_hidden_layers is a count or size: a positive integer, not 'abc'"),
     (["hf:bert,layer_norm_eps=abc"], "hf:bert,layer_norm_eps=abc: layer_norm_eps cannot be 'abc' ("),
     (["hf:bert,num_hidden_layers=-1"], "hf:bert,num_hidden_layers=-1: num_hidden_layers is a count or size: a "

@@ -54,6 +54,7 @@ def main(argv: list[str]) -> int:
         import torch
 
         pr = prep.prepare(torch, p, 0)
+        check_context(p, pr.module)
         try:
             with torch.inference_mode():
                 out = pr.module.eval()(*pr.args, **pr.kwargs)
@@ -74,6 +75,30 @@ def main(argv: list[str]) -> int:
         print(f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
         return 2
     return 0
+
+
+def context_length(module: Any) -> int | None:
+    """The positions a causal language model takes (a Hugging Face config's, or dlperf's transformer's), or None
+    where the module does not say (dlperf's own wrap theirs as `.model`)."""
+    for m in (module, getattr(module, "model", None)):
+        cfg = getattr(m, "config", None) or getattr(m, "cfg", None)
+        for key in ("max_position_embeddings", "n_positions", "max_positions"):
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+def check_context(p: ModelParams, module: Any) -> None:
+    """SourceError where a generate case's prompt and new tokens need more positions than the model has (its
+    forward would fail with an index error in the position embedding, or read past its context)."""
+    if p.task != "generate":
+        return
+    prompt_len, new = p.generation()
+    context = context_length(module)
+    if context is not None and prompt_len + new > context:
+        raise SourceError(f"{p.source}: a prompt of {prompt_len} tokens and {new} new ones need {prompt_len + new} "
+                          f"positions, over the model's context of {context} (--prompt-len, --new-tokens)")
 
 
 def shapes(torch: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]]) -> list[tuple[int, ...]]:
