@@ -15,14 +15,13 @@ faster: no ranking is made from it.
 from __future__ import annotations
 
 from collections import defaultdict
-from statistics import median
 
 from dlperf.core.result import CaseResult
 from dlperf.report.inference_report import Latency, _interval, failure_mark, latency, memory_cells, plot_panels
 from dlperf.report.plots.serving import latency_batch_plot
 from dlperf.report.sections import Figure, Heading, Note, Section, Table
 from dlperf.report.study import ReportData
-from dlperf.report.transformer_report import peak_for
+from dlperf.report.transformer_report import _ci, generation, peak_for
 from dlperf.timing import Measurement
 from dlperf.timing.stats import quantile, quantile_ci
 from dlperf.units import MISSING, format_pct, format_rate, format_time
@@ -171,18 +170,16 @@ def source_table(data: ReportData, label: str, cases: dict[Key, list[CaseResult]
 
 
 def token_times(cases: dict[Key, list[CaseResult]]) -> list[Section]:
-    """A generate table's notes: each path's time to the first token and per output token (p50, the median over
-    its processes), as the worker measured them beside the whole call's time."""
+    """A generate table's notes: each path's time to the first token and per output token, p50 with its 95%
+    interval over the processes' pooled calls (`transformer_report.generation`, as the transformer report's)."""
     lines = []
     for (fw, dev, prec, batch), rs in cases.items():
-        got = [r.metrics for r in rs if r.ok and r.metrics is not None]
-        ttft = [m.ttft_p50_s for m in got if m.ttft_p50_s]
-        tpot = [m.tpot_p50_s for m in got if m.tpot_p50_s]
-        if ttft or tpot:
-            lines.append(f"{fw} {dev} {prec} batch {batch}: time to first token "
-                         f"{format_time(median(ttft)) if ttft else MISSING}, per output token "
-                         f"{format_time(median(tpot)) if tpot else MISSING}")
-    head = "generate (p50; tokens/s: the new tokens of the batch per second of the whole call): "
+        ok = [r for r in rs if r.ok and r.metrics is not None and r.m.call_phases]
+        if ok:
+            g = generation(ok)
+            lines.append(f"{fw} {dev} {prec} batch {batch}: time to first token {_ci(g, 'ttft_p50')}, per output "
+                         f"token {_ci(g, 'tpot_p50')}")
+    head = ("generate (p50 [95% interval]; tokens/s: the new tokens of the batch per second of the whole call): ")
     return [Note(head + "; ".join(lines))] if lines else []
 
 
