@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from dlperf.report.plots import _pyplot, save_figure
+from dlperf.report.plots import _pyplot, log_scale, save_figure
 
 
 def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]], out_dir: Path) -> list[Path]:
@@ -25,8 +25,8 @@ def time_per_image_plot(series: list[tuple[str, list[tuple[int, float]], bool]],
             merged[b].append(t)
         xs = sorted(merged)
         ax.plot(xs, [statistics.median(merged[b]) for b in xs], "-" if solid else "--", marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    log_scale(ax, "x", base=2)
+    log_scale(ax, "y")
     ax.set_xlabel("batch size (images per step)")
     ax.set_ylabel("seconds per image (training step / batch)")
     ax.set_title("CNN training: time per image against batch size (study 001, Figure 1)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlperf.report.plots import line_styles, panel_grid, save_figure
+from dlperf.report.plots import line_styles, log_scale, panel_grid, save_figure
 
 #: A point: (batch, speed-up, its 95% interval's low and high).
 Point = tuple[int, float, float, float]
@@ -28,8 +28,8 @@ def speedup_batch_plot(panels: dict[str, dict[str, list[Point]]], out_dir: Path,
             colour, marker = style[variant]
             ax.errorbar(xs, ys, yerr=err, color=colour, marker=marker, capsize=3, label=variant)
         ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1.0, label="eager (1x)")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_scale(ax, "x", base=2)
+        log_scale(ax, "y")
         ax.set_xlabel("batch size (samples per call)")
         ax.set_ylabel("speed-up over eager (x; bars: 95% interval)")
         ax.set_title(title, fontsize=10)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlperf.report.plots import _pyplot, save_figure
+from dlperf.report.plots import _pyplot, log_scale, save_figure
 
 
 def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], title: str,
@@ -20,7 +20,7 @@ def memory_plot(fits: list[tuple[int, float]], failed: list[tuple[int, float]], 
     if failed:
         ax.plot(*zip(*sorted(failed), strict=True), "x", color="red", markersize=10,
                 label="out of memory (peak before failing)")
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     ax.set_xlabel("batch size" if axis_label == "batch" else axis_label)
     ax.set_ylabel("peak memory (MiB)")
     ax.set_title(title)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.hardware.bwcurve import envelope
-from dlperf.report.plots import MARKERS, _pyplot, save_figure
+from dlperf.report.plots import MARKERS, _pyplot, log_scale, save_figure
 from dlperf.units import format_size
 
 
@@ -77,8 +77,8 @@ def roofline_plot(points: list[Any], op_order: tuple[str, ...], out_dir: Path, t
         ax.scatter([], [], color=cmap(ops.index(op) % 10), marker="o", label=f"op: {op}")
     for fw in frameworks:
         ax.scatter([], [], color="0.3", marker=MARKERS[frameworks.index(fw) % len(MARKERS)], label=f"{fw}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_scale(ax, "x")
+    log_scale(ax, "y")
     ax.set_xlim(x_lo, x_hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte, compulsory traffic)")
     ax.set_ylabel("achieved FLOP/s (median)")
@@ -140,9 +140,9 @@ def bandwidth_curve_plot(points: list[Any], op_order: tuple[str, ...], out_dir: 
     for fw in frameworks:
         ax.scatter([], [], color="0.3", marker=MARKERS[frameworks.index(fw) % len(MARKERS)], label=fw)
     ax.scatter([], [], facecolors="none", edgecolors="0.3", label="not judged (validity or noisy ceiling)")
-    ax.set_xscale("log", base=2)
+    log_scale(ax, "x", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(x)))
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_xlabel("working set (the arrays touched; dotted: cache sizes the machine reports)")
     ax.set_ylabel("bandwidth, GB/s")
     ax.set_title(title, fontsize=11)

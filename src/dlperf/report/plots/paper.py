@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from dlperf.report.plots import _pyplot, save_figure
+from dlperf.report.plots import _pyplot, log_scale, save_figure
 
 
 def speedup_plot(points: Sequence[tuple[str, float | None, float | None]], out_dir: Path, stem: str) -> list[Path]:
@@ -39,7 +39,7 @@ def speedup_plot(points: Sequence[tuple[str, float | None, float | None]], out_d
             else:
                 ax.annotate(f"{name}: not {'printed' if name == 'paper' else 'in this run'}", (lo * 1.1, y + off),
                             xytext=(2, -3), textcoords="offset points", fontsize=8, color="0.45")
-    ax.set_xscale("log")
+    log_scale(ax, "x")
     ax.set_xlim(lo, hi * 3)
     ax.set_ylim(-0.75, len(shown) - 0.25)
     ax.axvline(1.0, color="k", lw=0.8)
@@ -76,8 +76,8 @@ def efficiency_plot(panels: dict[str, tuple[Series, Series]], out_dir: Path, ste
             if pts:
                 xs, ys = zip(*sorted(pts), strict=True)
                 ax.plot(xs, ys, "-", marker="o", lw=1.6, label=f"this run: {label}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_scale(ax, "x", base=2)
+        log_scale(ax, "y")
         ax.set_title(op, fontsize=10)
         ax.set_xlabel("MB", fontsize=8)
         ax.set_ylabel("% of FLOP peak", fontsize=8)

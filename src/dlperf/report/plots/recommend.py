@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlperf.report.plots import _pyplot, save_figure
+from dlperf.report.plots import _pyplot, log_scale, save_figure
 
 if TYPE_CHECKING:
     from dlperf.hardware.recommend import Estimate
@@ -45,8 +45,8 @@ def recommend_plot(ranked: list[Estimate], others: list[Estimate], out_dir: Path
         ax.axvline(budget_usd, color="tab:red", ls="--", lw=1, label=f"budget ${budget_usd:,.0f}")
     if target_ips:
         ax.axhline(target_ips, color="tab:red", ls=":", lw=1, label=f"target {target_ips:,.0f} {samples}/s")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_scale(ax, "x")
+    log_scale(ax, "y")
     ax.set_xlabel("launch price, USD (catalog)")
     ax.set_ylabel(f"ESTIMATED {samples}/s")
     ax.set_title(title, fontsize=10)

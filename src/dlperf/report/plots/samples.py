@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from dlperf.core.result import CaseResult
-from dlperf.report.plots import _pyplot, save_figure
+from dlperf.report.plots import _pyplot, log_scale, save_figure
 from dlperf.report.sections import Figure, Note, Section
 from dlperf.timing.measurement import Measurement
 from dlperf.units import format_time
@@ -104,7 +104,7 @@ def box_plot(items: list[tuple[CaseResult, list[float]]], out_dir: Path, stem: s
                      f"IQR {m.iqr_rel:.1%} of the median, {len(times)} samples, validity {r.m.validity or 'unknown'}")
     ax.set_yticks(range(1, n + 1), [box_label(r) for r, _ in reversed(items)], fontsize=8)
     if log:
-        ax.set_xscale("log")
+        log_scale(ax, "x")
     ax.set_xlim(lo / 1.3 if log else 0, hi * (1.6 if log else 1.12))
     for y, (_, times) in enumerate(reversed(items), 1):
         ax.annotate(format_time(statistics.median(times)), (max(times), y), xytext=(4, -3),

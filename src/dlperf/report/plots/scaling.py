@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypedDict
 
-from dlperf.report.plots import _pyplot, line_styles, panel_grid, save_figure
+from dlperf.report.plots import _pyplot, line_styles, log_scale, panel_grid, save_figure
 from dlperf.units import GB_BYTES, format_size
 
 
@@ -56,7 +56,7 @@ def scaling_plot(panels: dict[str, ScalingPanel], out_dir: Path, stem: str = "dd
         right.set_ylabel("scaling efficiency (%): samples/s(N) / (N x samples/s(1))")
         right.set_title(f"{label}: efficiency", fontsize=10)
         for ax in (left, right):
-            ax.set_xscale("log", base=2)
+            log_scale(ax, "x", base=2)
             ax.set_xticks(span, [str(n) for n in span])
             ax.set_xlabel("world size (ranks)")
             ax.grid(True, which="both", alpha=0.3)
@@ -84,7 +84,7 @@ def busbw_plot(panels: dict[str, dict[str, list[tuple[int, float]]]], out_dir: P
             ax.plot([p[0] for p in pts], [p[1] / GB_BYTES for p in pts], "-", color=colour, marker=marker,
                     label=label)
             sizes |= {p[0] for p in pts}
-        ax.set_xscale("log", base=2)
+        log_scale(ax, "x", base=2)
         ticks = sorted(sizes)
         if len(ticks) <= 12:
             ax.set_xticks(ticks, [format_size(s) for s in ticks], rotation=30, ha="right", fontsize=8)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypedDict
 
-from dlperf.report.plots import line_styles, panel_grid, save_figure
+from dlperf.report.plots import line_styles, log_scale, panel_grid, save_figure
 from dlperf.report.serving_cells import SHORTENED
 
 
@@ -50,7 +50,7 @@ def search_plot(panels: dict[str, SearchPanel], out_dir: Path, stem: str = "serv
             ax.axhline(b, color="tab:red", linestyle="--", linewidth=1.2, label=f"latency bound {b * 1e3:g} ms")
         ax.scatter([], [], marker="o", color="0.3", label="VALID probe")
         ax.scatter([], [], marker="x", color="0.3", label="INVALID probe")
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_xlabel("offered load (samples/s, Poisson arrivals)")
         ax.set_ylabel("p99 latency (s, LoadGen)")
         ax.set_title(f"Server: {model}" + (f" ({SHORTENED})" if panel.get("shortened") else ""), fontsize=11)
@@ -78,8 +78,8 @@ def latency_batch_plot(panels: dict[str, list[tuple[str, list[tuple[int, float, 
             high = [(p[3] if p[3] is not None else y) - y for y, p in zip(ys, pts, strict=True)]
             colour, marker = style[label]
             ax.errorbar(xs, ys, yerr=[low, high], color=colour, marker=marker, capsize=3, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_scale(ax, "x", base=2)
+        log_scale(ax, "y")
         ax.set_xlabel("batch size (samples per call)")
         ax.set_ylabel("latency per call (s, median; bars: its 95% interval)")
         ax.set_title(f"inference: {model}", fontsize=11)

@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from dlperf.report.plots import MARKERS, _pyplot, save_figure
+from dlperf.report.plots import MARKERS, _pyplot, log_scale, save_figure
 
 
 def throughput_plot(panels: dict[str, list[tuple[str, list[tuple[int, float]]]]], out_dir: Path,
@@ -25,8 +25,8 @@ def throughput_plot(panels: dict[str, list[tuple[str, list[tuple[int, float]]]]]
                 merged[b].append(v)
             xs = sorted(merged)
             ax.plot(xs, [statistics.median(merged[b]) for b in xs], marker=MARKERS[i % len(MARKERS)], label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_scale(ax, "x", base=2)
+        log_scale(ax, "y")
         ax.set_xlabel("batch (sequences per step)")
         ax.set_ylabel("tokens/s (from the median step time)")
         ax.set_title(f"transformer {task}: tokens/s against batch", fontsize=11)
@@ -55,7 +55,7 @@ def latency_percentiles_plot(cases: list[tuple[str, dict[str, float | None]]], o
                 ax.scatter(*zip(*pts, strict=True), marker=marker, color=colour, label=name, zorder=3)
         ax.set_xticks(xs, [label for label, _ in cases], rotation=60, ha="right", fontsize=7)
         ax.set_xlim(-0.6, len(cases) - 0.4)
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_ylabel("seconds")
         ax.set_title(f"generation: {what} (timed calls; first call apart)", fontsize=10)
         ax.grid(True, which="both", axis="y", alpha=0.3)
