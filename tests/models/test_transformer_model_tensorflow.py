@@ -12,12 +12,7 @@ import numpy as np
 import pytest
 
 from dlperf.frameworks import get_framework
-
-get_framework("tensorflow").import_module()  # TensorFlow's log level and GPU memory growth, before Keras
-
-import keras  # noqa: E402
-
-from dlperf.models.transformer import (  # noqa: E402
+from dlperf.models.transformer import (
     get_config,
     init_weights,
     make_tokens,
@@ -25,26 +20,43 @@ from dlperf.models.transformer import (  # noqa: E402
     reference,
     weight_shapes,
 )
-from dlperf.models.transformer import tensorflow_model as tm  # noqa: E402
 
 RTOL_OF_MAX = 1e-5
 
 
+@pytest.fixture(scope="module")
+def keras():
+    """Keras, imported when a test here runs, not when pytest collects (each test process collects every file;
+    TensorFlow's import is ~4 s of CPU), after dlperf's own TensorFlow set-up (log level, GPU memory growth)."""
+    get_framework("tensorflow").import_module()
+    import keras
+
+    return keras
+
+
+@pytest.fixture(scope="module")
+def tm(keras):
+    """dlperf's Keras transformer (imports Keras)."""
+    from dlperf.models.transformer import tensorflow_model
+
+    return tensorflow_model
+
+
 @pytest.fixture(scope="module", params=["gpt2-tiny", "bert-tiny"])
-def built(request):
+def built(request, tm):
     cfg = get_config(request.param)
     weights = init_weights(cfg, 3)
     return cfg, weights, tm.build(cfg, weights)
 
 
 @pytest.fixture(scope="module")
-def gpt():
+def gpt(tm):
     cfg = get_config("gpt2-tiny")
     weights = init_weights(cfg, 5)
     return cfg, weights, tm.build(cfg, weights)
 
 
-def test_logits_equal_the_reference(built):
+def test_logits_equal_the_reference(built, tm):
     cfg, weights, model = built
     tokens = make_tokens(cfg, 2, 24, seed=7)
     want = reference.forward(cfg, weights, tokens)
@@ -53,7 +65,7 @@ def test_logits_equal_the_reference(built):
     np.testing.assert_allclose(got, want, rtol=0, atol=RTOL_OF_MAX * np.abs(want).max())
 
 
-def test_weights_round_trip(built):
+def test_weights_round_trip(built, tm):
     cfg, weights, model = built
     out = tm.to_weights(model)
     assert list(out) == list(weight_shapes(cfg))
@@ -70,14 +82,14 @@ def test_parameter_count_counts_the_tied_head_once(built):
     assert model.count_params() == param_count(cfg)
 
 
-def test_gpt2_small_has_the_published_parameter_count():
+def test_gpt2_small_has_the_published_parameter_count(tm):
     """Built bare (Keras' own initialisers, no weights copied: 2 s, 0.5 GB) to count its variables."""
     model = tm.Decoder(get_config("gpt2-small"))
     model.build((None, None))
     assert model.count_params() == 124_439_808
 
 
-def test_weights_of_the_wrong_shape_are_refused():
+def test_weights_of_the_wrong_shape_are_refused(tm):
     cfg = get_config("gpt2-tiny")
     weights = init_weights(cfg, 0)
     weights["h0.attn_qkv_w"] = weights["h0.attn_qkv_w"][:, :-1]
@@ -86,7 +98,7 @@ def test_weights_of_the_wrong_shape_are_refused():
 
 
 @pytest.mark.parametrize("graph", [True, False], ids=["graph", "eager"])
-def test_generation_with_and_without_cache_equals_the_reference(gpt, graph):
+def test_generation_with_and_without_cache_equals_the_reference(gpt, graph, tm):
     cfg, weights, model = gpt
     prompt = make_tokens(cfg, 3, 6, seed=11)
     want = reference.generate(cfg, weights, prompt, 7)
@@ -97,7 +109,7 @@ def test_generation_with_and_without_cache_equals_the_reference(gpt, graph):
 
 
 @pytest.mark.parametrize("graph", [True, False], ids=["graph", "eager"])
-def test_generation_from_a_one_token_prompt(gpt, graph):
+def test_generation_from_a_one_token_prompt(gpt, graph, tm):
     """One query per step everywhere: the causal mask is left out where a step has one query (eager knows the
     length; the graph's prefill does not and masks)."""
     cfg, weights, model = gpt
@@ -108,7 +120,7 @@ def test_generation_from_a_one_token_prompt(gpt, graph):
 
 
 @pytest.mark.parametrize("kv_cache", [True, False], ids=["kv", "no-cache"])
-def test_graph_generation_is_traced_once_not_per_token(gpt, kv_cache):
+def test_graph_generation_is_traced_once_not_per_token(gpt, kv_cache, tm, keras):
     """The Python bodies run once per trace in graph mode: once each over three calls of eight tokens (eager
     mode, the control, runs them once per token)."""
     cfg, _, model = gpt
@@ -122,12 +134,12 @@ def test_graph_generation_is_traced_once_not_per_token(gpt, kv_cache):
     assert eager.traces == {"prefill": 3, "decode": 3 * 7}
 
 
-def test_argmax_ties_go_to_the_lowest_id():
+def test_argmax_ties_go_to_the_lowest_id(tm, keras):
     logits = np.array([[0.0, 2.0, 1.0, 2.0], [3.0, 3.0, 3.0, 3.0]], np.float32)
     assert keras.ops.convert_to_numpy(tm.argmax_first(logits)).tolist() == [1, 0]
 
 
-def test_mixed_precision_is_this_models_policy_only():
+def test_mixed_precision_is_this_models_policy_only(tm, keras):
     """A bf16 model computes in bfloat16 on float32 weights, and the global policy stays float32."""
     cfg = get_config("gpt2-tiny")
     weights = init_weights(cfg, 0)
