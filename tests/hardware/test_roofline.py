@@ -226,12 +226,17 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     ops_study = tmp_path / "ops_tiny.yaml"
     tiny = (STUDIES / "ops_tiny.yaml").read_text()
     assert "size_mb: [1, 4]" in tiny
-    ops_study.write_text(tiny.replace("size_mb: [1, 4]", "size_mb: [1]"))  # one size: 4 cases, every op and framework
+    # one size, and each op on one framework (numpy add, torch dot): 2 cases, yet the run's ceilings are still
+    # measured on both frameworks, and the report still has a memory-bound op and a compute-bound one
+    ops_study.write_text(tiny.replace("size_mb: [1, 4]", "size_mb: [1]")
+                         + "exclude:\n  - {framework: numpy, op: dot}\n  - {framework: torch, op: add}\n")
     ran = run_cli("run", str(ops_study), db=db, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     # the run itself shows FLOP/s, bytes/s, the level and both efficiencies per case, and writes the plot
     assert "% FLOP peak" in ran.stdout and "% BW ceiling" in ran.stdout and "Table 2 layout" in ran.stdout
     run_id = Store(db).resolve_run("latest")
+    assert sorted((r.framework, r.params["op"]) for r in Store(db).results(run_id)) == [("numpy", "add"),
+                                                                                      ("torch", "dot")]
     assert list((tmp_path / "reports" / run_id).glob(f"roofline-{run_id}.png"))
     stored = Store(db).run(run_id).derived["ceilings"]
     cpu = stored["devices"]["cpu"]
@@ -245,6 +250,7 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
         assert p["bytes_per_s"] > 0 and p["kernel"] in ("copy", "add", "triad"), p
         assert p["framework"] in ("numpy", "torch") and p["spread_rel"] >= 0 and p["figures"]
         assert p["bytes_per_s"] == max(f["bytes_per_s"] for f in p["figures"])
+    assert {f["framework"] for p in points for f in p["figures"]} == {"numpy", "torch"}  # the run's frameworks
     for lv in cpu["levels"]:  # the plateaus found, each with where it starts and ends
         assert lv["start_bytes"] <= lv["end_bytes"] and lv["bytes_per_s"] > 0 and lv["n_points"] >= 1
     assert cpu["gemm"]["flops_per_s"] > 0 and cpu["errors"] == {}
