@@ -208,13 +208,16 @@ def test_mixed_dtype_ops_study_shows_every_case_in_every_table(tmp_path):
     db, md = _run_and_report(tmp_path, "ops_mixed",
                              "name: ops_mixed\nworkload: ops\nframeworks: [numpy, torch, nn-vectorized]\n"
                              "params: {op: [add, dot], size_mb: [0.5], dtype: [float32, float64, bfloat16]}\n"
+                             "exclude: [{framework: torch, dtype: float64}]\n"
                              "budget_s: 0.1\nmin_run_time_s: 0.02\nenergy: false\n")
     exported = json.loads(run_cli("export", "ops_mixed", "--format", "json", db=db).stdout)
     cases = exported["results"]
     ok = [c for c in cases if c["status"] == "ok"]
     unsupported = {(c["framework"], c["params"]["dtype"]) for c in cases if c["status"] == "unsupported"}
     assert unsupported == {("numpy", "bfloat16"), ("nn-vectorized", "bfloat16")}
-    assert len(ok) == 14  # 3 frameworks x 2 ops x 3 dtypes, less the 4 unsupported bfloat16 cases
+    # 3 frameworks x 2 ops x 3 dtypes, less the 4 unsupported bfloat16 cases and torch's float64 (excluded: numpy
+    # and nn-vectorized show float64 beside float32, torch bfloat16 beside float32; two torch workers fewer)
+    assert len(ok) == 12
     for c in ok:  # the stored bytes are the arrays built: the working set asked for, in every dtype
         assert 0.9 * 0.5 * 2**20 <= c["metrics"]["bytes_per_call"] <= 0.5 * 2**20, c
     layout = _table(md, "MB", "framework/device", "dtype")  # Table 2 (add, dot), this machine

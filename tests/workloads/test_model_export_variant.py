@@ -37,7 +37,13 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     (folder / "models.py").write_text(MODEL)
     cache = folder / "cache"
     cache.mkdir()
+    import torch._inductor.config as inductor_config
+
     with pytest.MonkeyPatch.context() as mp:
+        # one compile thread: Inductor's default on this 2-core machine starts a pool of compile workers, each a
+        # Python importing torch (about 12 s of CPU, twice the compile itself), for a module of two Linear layers;
+        # the package, its cache files and the program are the same
+        mp.setattr(inductor_config, "compile_threads", 1)
         for name in torch_compiled.cache_env(cache):
             mp.setenv(name, "unset")  # put back after the test (the builder sets them)
         mp.setattr(torch_compiled, "cache_folder", lambda: cache)

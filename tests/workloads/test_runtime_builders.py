@@ -28,9 +28,16 @@ def ov_precision(compiled) -> str:
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
-    """Every export of this file in one private cache (the builders export in a child process, which inherits it)."""
+    """Every export of this file in one private cache, made in this process: the builders ask for an export in a
+    child process (so that a runtime's worker never imports torch), and each child paid torch's and the exporter's
+    imports again (about 5 s of CPU per file here). The same `export` writes the same file either way; its child
+    process is tested in tests/models/test_onnx_export.py, and workers export in children in the CLI tests."""
+    from dlperf.models import onnx_export
+
     root = tmp_path_factory.getbasetemp() / "runtime-builders-cache"
     monkeypatch.setenv("DLPERF_CACHE_DIR", str(root))
+    real = onnx_export.export
+    monkeypatch.setattr(onnx_export, "export", lambda request, *, isolated=False: real(request, isolated=False))
 
 
 def _fw(name: str, threads: int = 2):
