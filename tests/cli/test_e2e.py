@@ -13,26 +13,39 @@ import pytest
 from dlperf.analysis.compare import VERDICTS
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error
-from tests.conftest import run_cli
+from tests.conftest import CliResult, run_cli
 
 pytestmark = pytest.mark.e2e
 
 
-def test_help_imports_no_framework_nor_store():
+@pytest.fixture(scope="module")
+def help_output() -> CliResult:
+    """`dlperf --help`, run once for the tests that read it (the same command prints the same page)."""
+    return run_cli("--help")
+
+
+@pytest.fixture(scope="module")
+def doctor_output() -> CliResult:
+    """`dlperf doctor`, run once for the tests that read it (7.7 s of CPU a run on the 2-core VM): each test
+    checks its own part of the one output, as each ran the same command before."""
+    return run_cli("doctor")
+
+
+def test_help_imports_no_framework_nor_store(help_output):
     code = ("import sys, dlperf.cli; "
             "heavy = [m for m in ('numpy', 'torch', 'tensorflow', 'jax', 'pytensor', 'sqlalchemy', 'pydantic', "
             "'scipy') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    res = run_cli("--help")
+    res = help_output
     assert res.returncode == 0 and "doctor" in res.stdout and res.stderr == ""
 
 
-def test_python_m_dlperf_is_the_same_command():
+def test_python_m_dlperf_is_the_same_command(help_output):
     env = dict(os.environ, COLUMNS="200")  # as run_cli sets it
     res = subprocess.run([sys.executable, "-m", "dlperf", "--help"], capture_output=True, text=True, env=env)
     assert res.returncode == 0 and res.stderr == ""
-    assert res.stdout == run_cli("--help").stdout
+    assert res.stdout == help_output.stdout and help_output.returncode == 0
     version = subprocess.run([sys.executable, "-m", "dlperf", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("dlperf, version ")
 
@@ -47,10 +60,10 @@ def test_a_bad_argument_is_one_line_on_stderr(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
 
 
-def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters():
+def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters(doctor_output):
     from dlperf.hardware.probe import cpu_model
 
-    res = run_cli("doctor")
+    res = doctor_output
     assert res.returncode == 0 and res.stderr == ""
     out = res.stdout
     assert cpu_model()[:30] in out
@@ -149,7 +162,7 @@ def test_show_report_export_compare(two_runs, tmp_path):
         assert last == f"no case compared ({listed})", last
 
 
-def test_rich_markup_in_data_is_printed_literally():
+def test_rich_markup_in_data_is_printed_literally(doctor_output):
     # Install hints such as "pip install -e '.[gpu]'" contain brackets that rich would eat as markup.
-    res = run_cli("doctor")
-    assert "'.[gpu]'" in res.stdout
+    assert doctor_output.returncode == 0, doctor_output.stderr
+    assert "'.[gpu]'" in doctor_output.stdout

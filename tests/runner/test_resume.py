@@ -1,4 +1,11 @@
-"""A sweep stopped by SIGINT or SIGKILL, then rerun: finished cases are not rerun, nothing lost or duplicated."""
+"""A sweep stopped by SIGINT or SIGKILL, then rerun: finished cases are not rerun, nothing lost or duplicated.
+
+The `dlperf run` tests here stop and resume SIX, six trivial cases of the faults workload: interrupting and resuming
+is the runner's, whatever the workload, and an ops study would add a ceilings measurement and the roofline's plots
+to every run without touching the resume path (a whole `dlperf run` on the 2-core VM: many_ok's twelve cases 10.1 s
+of CPU, six ops cases 7.6 s, these six 4.2 s). The in-process tests below resume an ops
+study, whose run also holds the ceilings measured at its creation (never measured again on a resume), so that a
+resumed ops run is still checked to keep them."""
 
 from __future__ import annotations
 
@@ -13,10 +20,42 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import STUDIES, run_cli
+from tests.conftest import run_cli
 
-STUDY = str(STUDIES / "many_ok.yaml")
-N_CASES = 12
+#: Six quick cases of a trivial timed call, for the interrupt-and-resume tests through `dlperf run`: stopped after
+#: three stored, three are left to resume (as many_ok's twelve did; the count does not change the path).
+SIX = """name: six_ok
+description: six quick ok cases
+workload: faults
+frameworks: [numpy]
+params: {mode: ok, chunk_mb: [1, 2, 3, 4, 5, 6]}
+steps: 3
+warmup: 0
+timeout_s: 60
+"""
+N_CASES = 6
+
+#: The same kind of study on the ops workload (six of many_ok's sizes), for the in-process resume tests: an ops run
+#: measures ceilings when it is created, and a resume must keep them with the peaks.
+OPS_SIX = """name: ops_six
+description: six quick ok cases of the ops workload
+workload: ops
+frameworks: [numpy]
+params:
+  op: add
+  size_mb: [0.001, 0.002, 0.003, 0.004, 0.005, 0.006]
+budget_s: 0.05
+min_run_time_s: 0.05
+target_rel_ci: 0.0001
+timeout_s: 60
+"""
+
+
+def study_file(folder: Path, text: str = SIX) -> str:
+    """The study `text` written in `folder` (a test's own): its path."""
+    path = folder / "study.yaml"
+    path.write_text(text)
+    return str(path)
 
 
 def stored(db: Path) -> list[tuple[str, str]]:
@@ -57,9 +96,9 @@ def stop_once_stored(proc: subprocess.Popen[str], n_stored: Callable[[], int], s
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def start_and_stop(db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str]:
+def start_and_stop(study: str, db: Path, sig: int, after_cases: int = 3) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, DLPERF_DB=str(db), **{TAG: str(db)})
-    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env, preexec_fn=as_from_a_terminal,
+    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", study], env=env, preexec_fn=as_from_a_terminal,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return stop_once_stored(proc, lambda: len(stored(db)), sig, after_cases)
 
@@ -86,8 +125,8 @@ CLEAN_STOPS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
                          ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
 def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
-    db = tmp_path / "r.sqlite"
-    stopped = start_and_stop(db, sig)
+    db, study = tmp_path / "r.sqlite", study_file(tmp_path)
+    stopped = start_and_stop(study, db, sig)
     before = stored(db)
     assert 3 <= len(before) < N_CASES, "the sweep should have stopped partway"
     if sig in CLEAN_STOPS:
@@ -104,9 +143,9 @@ def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
     time.sleep(0.5)
     assert workers_left(db) == [], "a worker outlived its sweep"
 
-    again = run_cli("run", STUDY, db=db)
+    again = run_cli("run", study, db=db)
     assert again.returncode == 0, again.stderr
-    assert "resuming run many_ok-" in again.stdout
+    assert "resuming run six_ok-" in again.stdout
     assert f"{len(before)} of {N_CASES} cases already stored" in again.stdout
     after = stored(db)
     keys = [k for k, _ in after]
@@ -138,15 +177,15 @@ def test_resume_after_a_peaks_override(tmp_path, monkeypatch, name, value):
     with monkeypatch.context() as m:
         m.setenv(name, value)
         assert host_fingerprint(2)["cpu_peaks_theoretical"] != plain  # the override does change the peaks
-    db = tmp_path / "r.sqlite"
-    start_and_stop(db, signal.SIGINT)
+    db, study = tmp_path / "r.sqlite", study_file(tmp_path)
+    start_and_stop(study, db, signal.SIGINT)
     before = stored(db)
     assert 3 <= len(before) < N_CASES
     [run_id] = _run_ids(db)
     created_under = Store(db).run_environment(run_id)
     assert created_under["peaks_overrides"] == {}
 
-    again = run_cli("run", STUDY, "--resume", run_id, db=db, env={name: value})
+    again = run_cli("run", study, "--resume", run_id, db=db, env={name: value})
     assert again.returncode == 0, again.stderr
     assert "another environment" not in again.stderr
     assert f"resuming run {run_id}: {len(before)} of {N_CASES} cases already stored" in again.stdout
@@ -171,8 +210,8 @@ def in_process_fingerprint(monkeypatch):
 FAST = {"budget_s": 0.05, "min_run_time_s": 0.01}
 
 
-def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
-    """A many_ok run stopped by Ctrl-C after `after_cases` cases; its id."""
+def _interrupted_run(store, monkeypatch, study_path: str, after_cases: int = 3) -> str:
+    """A run of the study at `study_path` stopped by Ctrl-C after `after_cases` cases; its id."""
 
     from dlperf.runner import sweep
     from dlperf.runner.sweep import SweepInterrupted, run_study
@@ -189,7 +228,7 @@ def _interrupted_run(store, monkeypatch, after_cases: int = 3) -> str:
 
     monkeypatch.setattr(sweep, "run_case", run_then_stop)
     with pytest.raises(SweepInterrupted):
-        run_study(load_study(STUDY), store, overrides=FAST)
+        run_study(load_study(study_path), store, overrides=FAST)
     monkeypatch.setattr(sweep, "run_case", real)
     run = store.run("latest")
     assert run.status == "interrupted" and len(store.done_cases(run.id)) == after_cases
@@ -222,14 +261,15 @@ def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_p
     from dlperf.store import Store
     from dlperf.studies import load_study
 
-    store = Store(tmp_path / "r.sqlite")
-    run_id = _interrupted_run(store, monkeypatch)
+    store, study = Store(tmp_path / "r.sqlite"), study_file(tmp_path, OPS_SIX)
+    run_id = _interrupted_run(store, monkeypatch, study)
     created_under = store.run_environment(run_id)
+    assert created_under["ceilings"]  # an ops run's, measured at its creation: the resume below must keep them
     unchanged = derived(fingerprint(["numpy"], 2))
     change(monkeypatch)
     assert derived(fingerprint(["numpy"], 2)) != unchanged  # the change does change the derived data
 
-    summary = run_study(load_study(STUDY), store, resume=run_id, overrides=FAST)
+    summary = run_study(load_study(study), store, resume=run_id, overrides=FAST)
     assert (summary.run_id, summary.resumed, summary.n_skipped) == (run_id, True, 3)
     assert len(store.done_cases(run_id)) == N_CASES and store.run(run_id).status == "complete"
     assert [r.id for r in store.list_runs()] == [run_id]

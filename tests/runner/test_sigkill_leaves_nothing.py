@@ -54,9 +54,10 @@ def leftovers(mark: str, tmp: Path) -> tuple[dict[int, str], list[str]]:
 
 def kill_during(tmp_path: Path, study: str, ready: Callable[[dict[int, str], Path], int | None],
                 whole_run_gone: bool = True) -> None:
-    """Start `dlperf run STUDY`, SIGKILL the process `ready` names once it names one, then check that within 10 s
-    the processes it started and the temporary folders there were then are gone (with `whole_run_gone`: every
-    marked process and folder, the run's own included); finally, once the run ends, that nothing is left."""
+    """Start `dlperf run STUDY` (a file in tests/studies, or a path), SIGKILL the process `ready` names once it
+    names one, then check that within 10 s the processes it started and the temporary folders there were then are
+    gone (with `whole_run_gone`: every marked process and folder, the run's own included); finally, once the run
+    ends, that nothing is left."""
     mark, tmp = uuid.uuid4().hex, tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, DLPERF_TEST_MARK=mark, TMPDIR=str(tmp), DLPERF_CACHE_DIR=str(tmp_path / "cache"))
@@ -104,10 +105,19 @@ def test_sigkill_of_the_sweep_while_collectives_ranks_run(tmp_path):
                 lambda procs, tmp: _sweep(procs) if _first(procs, "dlperf.distributed.rank") else None)
 
 
+#: ddp_tiny's two torchrun jobs in the other order: the worker is killed while the two ranks of world size 2 run,
+#: and the sweep goes on with the one rank of world size 1 (the other order killed one rank and then ran two: a
+#: torch rank's CPU more, with fewer processes to clean up after the kill).
+DDP_TWO_THEN_ONE = (STUDIES / "ddp_tiny.yaml").read_text().replace("world_size: [1, 2]", "world_size: [2, 1]")
+
+
 @pytest.mark.e2e
 def test_sigkill_of_the_worker_while_ddp_ranks_run(tmp_path):
     """The worker (torchrun's launcher) killed: the sweep goes on, and its case's torchrun and ranks are gone."""
-    kill_during(tmp_path, "ddp_tiny.yaml",
+    assert "world_size: [2, 1]" in DDP_TWO_THEN_ONE  # the shipped study's grid, reordered
+    study = tmp_path / "ddp_two_then_one.yaml"
+    study.write_text(DDP_TWO_THEN_ONE)
+    kill_during(tmp_path, str(study),
                 lambda procs, tmp: _first(procs, "dlperf.runner.worker") if _first(procs, "dlperf.distributed.rank")
                 else None, whole_run_gone=False)
 
