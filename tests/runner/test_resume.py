@@ -1,6 +1,6 @@
 """A sweep stopped by SIGINT or SIGKILL, then rerun: finished cases are not rerun, nothing lost or duplicated.
 
-The `dlperf run` tests here stop and resume SIX, six trivial cases of the faults workload: interrupting and resuming
+The `dlperf run` tests here stop and resume SIX: six trivial cases of the faults workload: interrupting and resuming
 is the runner's, whatever the workload, and an ops study would add a ceilings measurement and the roofline's plots
 to every run without touching the resume path (a whole `dlperf run` on the 2-core VM: many_ok's twelve cases 10.1 s
 of CPU, six ops cases 7.6 s, these six 4.2 s). The in-process tests below resume an ops
