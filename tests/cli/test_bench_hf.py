@@ -18,7 +18,6 @@ import pytest
 
 from tests.conftest import run_cli
 
-transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 REPO = Path(__file__).resolve().parents[2]
 NO_NETWORK = '''
 import os, socket
@@ -42,11 +41,13 @@ def _params(db: Path) -> dict[str, int]:
 
 @pytest.mark.parametrize("args, build", [
     (["hf:bert,num_hidden_layers=2", "--task", "infer", "--seq", "16", "--batch", "1", "--batch", "2"],
-     lambda: transformers.AutoModel.from_config(transformers.AutoConfig.for_model("bert", num_hidden_layers=2))),
+     lambda tf: tf.AutoModel.from_config(tf.AutoConfig.for_model("bert", num_hidden_layers=2))),
     (["hf:gpt2,n_layer=2", "--task", "generate", "--prompt-len", "8", "--new-tokens", "4"],
-     lambda: transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("gpt2", n_layer=2))),
+     lambda tf: tf.AutoModelForCausalLM.from_config(tf.AutoConfig.for_model("gpt2", n_layer=2))),
 ])
 def test_hf_sources_run_offline_with_the_configs_parameters(tmp_path: Path, args: list[str], build) -> None:
+    # in the test, not at collection: every test process collects every file, and only this one needs transformers
+    transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_NETWORK)
@@ -61,6 +62,6 @@ def test_hf_sources_run_offline_with_the_configs_parameters(tmp_path: Path, args
     import torch
 
     with torch.device("meta"):  # shapes only: the count needs no weights' values
-        expected = sum(p.numel() for p in build().parameters())
+        expected = sum(p.numel() for p in build(transformers).parameters())
     assert counts and set(counts.values()) == {expected}
     assert "reference" in res.stdout
