@@ -1,6 +1,12 @@
 """`dlperf bench SOURCE` as a user runs it: bad sources end in one line and exit 2 with no store made; a
 nondeterministic module is `nondeterministic`; a path that computes something else is `fail` and not ranked; the
-shipped example on torch, onnxruntime and openvino at batch 1 and 32 passes with ratios and intervals."""
+shipped example on torch, onnxruntime and openvino at batch 1 and 32 passes with ratios and intervals.
+
+The bench runs call `dlperf.cli.main` in this process (`dlperf_main`: the command line's own entry, its exit code,
+stdout and stderr): every case still runs in its own worker process, and the source is still loaded and checked
+in a fresh one, as for a user; what a subprocess added was one more Python start, dlperf's imports and
+matplotlib's for each run's figures. One test runs the command in a user's process
+(`test_a_source_that_raises_on_import_is_one_line_in_a_users_process`)."""
 
 from __future__ import annotations
 
@@ -193,10 +199,11 @@ def _gates(db: Path) -> dict[tuple[str, int], dict]:
     return {k: m["correctness"] for k, m in _metrics(db).items()}
 
 
-def test_an_onnx_file_runs_on_both_runtimes_against_onnxruntimes_reference(user_files: Path, tmp_path: Path) -> None:
+def test_an_onnx_file_runs_on_both_runtimes_against_onnxruntimes_reference(user_files: Path, tmp_path: Path,
+                                                                         dlperf_main) -> None:
     db = tmp_path / "o.db"
-    res = run_cli("bench", f"{user_files}/tiny.onnx", "--seq", "3", "--batch", "1", "--batch", "2", "--budget",
-                  "0.2", "--db", str(db))
+    res = dlperf_main("bench", f"{user_files}/tiny.onnx", "--seq", "3", "--batch", "1", "--batch", "2", "--budget",
+                      "0.2", "--db", str(db))
     assert res.returncode == 0, res.stderr
     metrics = _metrics(db)
     assert set(metrics) == {(fw, b) for fw in ("onnxruntime", "openvino") for b in (1, 2)}
@@ -208,14 +215,14 @@ def test_an_onnx_file_runs_on_both_runtimes_against_onnxruntimes_reference(user_
     assert "has no torch reference; each path is checked against onnxruntime" in " ".join(res.stdout.split())
 
 
-def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) -> None:
+def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path, dlperf_main) -> None:
     db = tmp_path / "g.db"
-    res = run_cli("bench", f"{user_files}/models.py:Noisy", "--input", "x:float32[B,8]", "--budget", "0.2",
-                  "--db", str(db))
+    res = dlperf_main("bench", f"{user_files}/models.py:Noisy", "--input", "x:float32[B,8]", "--budget", "0.2",
+                      "--db", str(db))
     assert res.returncode == 0, res.stderr
     assert _gates(db)[("torch", 1)]["status"] == "nondeterministic"
-    res = run_cli("bench", f"{user_files}/models.py:Exported", "--input", "x:float32[B,8]", "--budget", "0.2",
-                  "--framework", "torch", "--framework", "onnxruntime", "--db", str(db), "--new")
+    res = dlperf_main("bench", f"{user_files}/models.py:Exported", "--input", "x:float32[B,8]", "--budget", "0.2",
+                      "--framework", "torch", "--framework", "onnxruntime", "--db", str(db), "--new")
     assert res.returncode == 0, res.stderr
     verdict = _gates(db)[("onnxruntime", 1)]
     assert verdict["status"] == "fail" and verdict["max_abs_err"] == pytest.approx(1.0, rel=1e-4)
@@ -224,11 +231,11 @@ def test_nondeterministic_and_failing_paths(user_files: Path, tmp_path: Path) ->
     assert "a time ratio: below 1.00x is faster" in " ".join(res.stdout.split())
 
 
-def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path) -> None:
+def test_the_example_passes_on_torch_and_both_runtimes(tmp_path: Path, dlperf_main) -> None:
     db = tmp_path / "e.db"
-    res = run_cli("bench", f"{REPO}/examples/mlp.py:build", "--input", "x:float32[B,256]", "--framework", "torch",
-                  "--framework", "onnxruntime", "--framework", "openvino", "--batch", "1", "--batch", "32",
-                  "--budget", "0.3", "--db", str(db), timeout=300)
+    res = dlperf_main("bench", f"{REPO}/examples/mlp.py:build", "--input", "x:float32[B,256]", "--framework",
+                      "torch", "--framework", "onnxruntime", "--framework", "openvino", "--batch", "1", "--batch", "32",
+                      "--budget", "0.3", "--db", str(db))
     assert res.returncode == 0, res.stderr
     gates = _gates(db)
     assert len(gates) == 6
@@ -258,10 +265,12 @@ params:
     ("models.py:net", "fly", "params.task: Input should be 'infer', 'train' or 'generate'"),
 ])
 def test_plan_on_a_study_file_of_a_source(user_files: Path, tmp_path: Path, name: str, task: str,
-                                          fragment: str | None) -> None:
+                                          fragment: str | None, dlperf_main) -> None:
+    """In this process (`dlperf.cli.main`, as the command line calls it, with its exit code and output): plan
+    starts no worker, so a subprocess only added a Python and dlperf's imports to each case."""
     study = tmp_path / "mine.yaml"
     study.write_text(STUDY.format(source=f"{user_files}/{name}", task=task))
-    res = run_cli("plan", str(study), "--format", "json", "--db", str(tmp_path / "p.db"))
+    res = dlperf_main("plan", str(study), "--format", "json", "--db", str(tmp_path / "p.db"))
     assert not (tmp_path / "p.db").exists()  # plan runs nothing and writes nothing
     if fragment is not None:
         assert res.returncode == 2
@@ -291,12 +300,13 @@ def test_bench_help_says_what_each_option_does(dlperf_main) -> None:
     assert "--repetitions" in res.stdout and "own process" in " ".join(res.stdout.split())
 
 
-def test_generate_shows_tokens_per_second_and_its_first_token_and_per_token_times(tmp_path: Path) -> None:
+def test_generate_shows_tokens_per_second_and_its_first_token_and_per_token_times(tmp_path: Path,
+                                                                                  dlperf_main) -> None:
     """A generate case's samples are its new tokens: the table says tokens/s, and the time to the first token
     and per output token, measured and stored with the case, are printed beside it (the same stored figures)."""
     db = tmp_path / "g.db"
-    res = run_cli("bench", "dlperf:gpt2-tiny", "--task", "generate", "--prompt-len", "8", "--new-tokens", "4",
-                  "--budget", "0.2", "--db", str(db))
+    res = dlperf_main("bench", "dlperf:gpt2-tiny", "--task", "generate", "--prompt-len", "8", "--new-tokens", "4",
+                      "--budget", "0.2", "--db", str(db))
     assert res.returncode == 0, res.stderr
     text = " ".join(res.stdout.split())
     header = next(ln for ln in res.stdout.splitlines() if "vs reference" in ln and "batch" in ln)
