@@ -118,34 +118,37 @@ def has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-#: The slowest test files (seconds in a serial run on the 2-core VM, 2026-11-23), started first when `make test`
-#: runs files in parallel (`-n TEST_WORKERS --dist loadfile --no-loadscope-reorder`), so that no long file starts
-#: last while the others have nothing left: a scheduling hint only; a file not named here runs after these, in order.
+#: The slowest test files (seconds of their tests in one xdist process of a fresh clone's `make test` on the 2-core
+#: AMD VM, three processes at once, 2026-11-28), started first when `make test` runs files in parallel
+#: (`-n TEST_WORKERS --dist loadfile --no-loadscope-reorder`), so that no long file starts last while the others
+#: have nothing left: a scheduling hint only; a file not named here runs after these, in order.
 SLOW_FILES_FIRST = (
-    "tests/cli/test_readme.py",  # 153 s
-    "tests/cli/test_bench.py",  # 130 (2026-11-27, alone on a 2-core machine others kept busy: load 3)
-    "tests/runner/test_resume.py",  # 87
-    "tests/cli/test_gpu_kit_install.py",  # 66 (2026-11-27: a fresh venv, the kit, doctor, smoke --quick)
-    "tests/workloads/test_cnn.py",  # 83
-    "tests/fuzz/test_fuzz_cli.py",  # 70 (a fixed example budget, issue 29's fuzz harness)
-    "tests/cli/test_bench_hf.py",  # 62 (2026-11-27, as test_bench.py)
-    "tests/browser/test_report_page.py",  # 61
-    "tests/runner/test_two_resumers.py",  # 53
-    "tests/cli/test_bench_compile_train.py",  # 57 (2026-11-28, a loaded 2-core VM: inductor compiles a backward)
+    "tests/cli/test_readme.py",  # 270
+    "tests/cli/test_bench.py",  # 184
+    "tests/workloads/test_cnn.py",  # 117
+    "tests/runner/test_resume.py",  # 83
+    "tests/browser/test_report_page.py",  # 75
+    "tests/cli/test_bench_compile.py",  # 73
+    "tests/workloads/test_maxbatch_workloads.py",  # 60
+    "tests/cli/test_gpu_kit_install.py",  # 57
+    "tests/cli/test_bench_hf.py",  # 56
+    "tests/workloads/test_dtype.py",  # 54
+    "tests/cli/test_bench_maxbatch.py",  # 53
     "tests/serving/test_loadgen_runs.py",  # 52
-    "tests/workloads/test_dtype.py",  # 44
-    "tests/runner/test_sigkill_leaves_nothing.py",  # 37 (2026-11-27: three dlperf runs killed, one to its end)
-    "tests/browser/test_model_page.py",  # 37 (2026-11-27, as test_bench.py: one bench run, its page in Chromium)
-    "tests/timing/test_timer.py",  # 33
-    "tests/cli/test_html_report.py",  # 31
-    "tests/cli/test_bad_inputs.py",  # 30
-    "tests/cli/test_gpu_check.py",  # 30
-    "tests/models/test_onnx_export.py",  # 29
-    "tests/workloads/test_maxbatch_workloads.py",  # 28
-    "tests/fleet/test_fleet.py",  # 26
-    "tests/adapters/test_xla_compile_cache.py",  # 27 (2026-11-28, a loaded VM: JAX and TensorFlow cold and warm)
-    "tests/distributed/test_launch.py",  # 24
-    "tests/hardware/test_roofline.py",  # 23
+    "tests/runner/test_two_resumers.py",  # 51
+    "tests/cli/test_bench_compile_train.py",  # 44
+    "tests/workloads/test_model_tf_jax.py",  # 39
+    "tests/models/test_onnx_export.py",  # 37
+    "tests/cli/test_bad_inputs.py",  # 37
+    "tests/fleet/test_fleet.py",  # 36
+    "tests/cli/test_bench_recommend.py",  # 36
+    "tests/cli/test_gpu_check.py",  # 35
+    "tests/distributed/test_launch.py",  # 35
+    "tests/models/test_transformer_model_jax.py",  # 35
+    "tests/distributed/test_ddp.py",  # 33
+    "tests/hardware/test_roofline.py",  # 33
+    "tests/hardware/test_peaks.py",  # 31
+    "tests/adapters/test_compiler_modes.py",  # 30
 )
 
 
