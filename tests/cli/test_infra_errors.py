@@ -23,7 +23,7 @@ from dlperf.errors import DiskFullError, PermissionDeniedError
 from dlperf.store import Store
 from dlperf.store.failures import database_error, os_error
 from tests.cli.conftest import assert_one_line_error
-from tests.conftest import CliResult
+from tests.conftest import STUDIES, CliResult
 
 #: `dlperf ARGS` in a process of its own whose store connections all have SQLite's max_page_count $PAGES.
 FULL_AT_PAGES = """
@@ -37,16 +37,8 @@ engines.sqlite_pragmas = pragmas
 from dlperf.cli import main
 main(sys.argv[1:])
 """
-#: Six quick cases of a few calls each (each result takes about one 4 KiB page).
 # six cases that measure nothing before the run (no ceilings, whose curve makes the run row larger)
-SIX = """name: six_ok
-workload: faults
-frameworks: [numpy]
-params: {mode: ok, chunk_mb: [1, 2, 3, 4, 5, 6]}
-steps: 3
-warmup: 0
-timeout_s: 60
-"""
+SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
 
 
 #: Two of those cases: where a test needs a complete run, not room for a part of one (the run refused at its

@@ -16,22 +16,12 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from dlperf.store import Store
-from tests.conftest import CliResult, run_cli
+from tests.conftest import STUDIES, CliResult, run_cli
 from tests.postgres_server import new_database, start_server, stop_server
 
 pytestmark = pytest.mark.postgres
 
-#: Six quick cases of a few calls each, of the faults workload's trivial timed call: the server stopped under a
-#: run and the resume are the store's and the runner's whatever the workload (an ops study also measured ceilings
-#: before its first case and drew the roofline after its last).
-SIX = """name: six_ok
-workload: faults
-frameworks: [numpy]
-params: {mode: ok, chunk_mb: [1, 2, 3, 4, 5, 6]}
-steps: 3
-warmup: 0
-timeout_s: 60
-"""
+SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
 
 
 def _one_line(res: CliResult, code: int, *fragments: str) -> None:

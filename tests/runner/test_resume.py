@@ -20,19 +20,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import run_cli
+from tests.conftest import STUDIES, run_cli
 
-#: Six quick cases of a trivial timed call, for the interrupt-and-resume tests through `dlperf run`: stopped after
-#: three stored, three are left to resume (as many_ok's twelve did; the count does not change the path).
-SIX = """name: six_ok
-description: six quick ok cases
-workload: faults
-frameworks: [numpy]
-params: {mode: ok, chunk_mb: [1, 2, 3, 4, 5, 6]}
-steps: 3
-warmup: 0
-timeout_s: 60
-"""
+SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
 N_CASES = 6
 
 #: The same kind of study on the ops workload (six of many_ok's sizes), for the in-process resume tests: an ops run
