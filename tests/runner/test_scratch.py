@@ -44,3 +44,27 @@ def test_a_scratch_folder_names_its_owner_and_is_removed_after(tmp_path: Path, m
         assert Path(tmp).parent == tmp_path and not stale.exists()
         assert (Path(tmp) / OWNER_FILE).read_text() == f"{os.getpid()} {_started(os.getpid())}\n"
     assert not Path(tmp).exists()
+
+
+def test_the_janitor_is_told_of_a_scratch_folder_before_it_exists(tmp_path: Path, monkeypatch):
+    """A SIGKILL while the folder was being made (the janitor starts on a process's first folder) left it named by
+    no one; the janitor now hears of it first, and of its release only once it is gone. A name already taken is
+    released and another drawn."""
+    import tempfile
+
+    from dlperf.core import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    told: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(scratch, "watch_folder", lambda p: told.append(("+d", p, os.path.exists(p))))
+    monkeypatch.setattr(scratch, "release_folder", lambda p: told.append(("-d", p, os.path.exists(p))))
+    taken = tmp_path / "dlperf-worker-aaaaaaaaaaaa"
+    taken.mkdir()
+    names = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
+    monkeypatch.setattr(scratch.secrets, "token_hex", lambda _n: next(names))
+    with scratch_dir("dlperf-worker-") as tmp:
+        assert tmp == str(tmp_path / "dlperf-worker-bbbbbbbbbbbb") and os.path.isdir(tmp)
+    assert told == [("+d", str(taken), True), ("-d", str(taken), True),  # another's: left, not removed
+                    ("+d", tmp, False), ("-d", tmp, False)]
+    assert taken.exists() and not os.path.exists(tmp)

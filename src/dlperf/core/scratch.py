@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -52,16 +53,28 @@ def remove_orphans(prefix: str, parent: Path | None = None) -> list[Path]:
 
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[str]:
-    """A temporary folder (as `tempfile.TemporaryDirectory`) that names its owner, made after removing the
-    folders of `prefix` left by owners that are gone."""
+    """A new private temporary folder `TMP/PREFIX*` that names its owner, made after removing the folders of
+    `prefix` left by owners that are gone, and removed when the block ends.
+
+    Its janitor (core/janitor.py) is told of it before it exists: a SIGKILL while it was being made (the janitor
+    starts on the process's first folder, which on a busy machine takes a while) left a folder named by no one,
+    not even an owner file, that nothing removed (a LoadGen worker's, killed with its run)."""
     with contextlib.suppress(OSError):
         remove_orphans(prefix)
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+    parent = tempfile.gettempdir()
+    while True:
+        tmp = os.path.join(parent, prefix + secrets.token_hex(6))
+        watch_folder(tmp)  # removed (if made by then) should this process die from here on
+        try:
+            os.mkdir(tmp, 0o700)
+            break
+        except FileExistsError:
+            release_folder(tmp)  # another's: left alone, another name drawn
+    try:
         started = _started(os.getpid())
         if started is not None:
             Path(tmp, OWNER_FILE).write_text(f"{os.getpid()} {started}\n")
-        watch_folder(tmp)  # removed at once if this process is SIGKILLed (core/janitor.py)
-        try:
-            yield tmp
-        finally:
-            release_folder(tmp)
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        release_folder(tmp)
