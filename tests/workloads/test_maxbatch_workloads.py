@@ -34,7 +34,9 @@ def test_transformer_maxbatch(tmp_path):
                   db=db, timeout=600)
     assert res.returncode == 0, res.stderr
     ok = _search_found_the_boundary(db, "batch", 640, res.stdout)
-    assert max(ok) >= 128  # the start fitted
+    # as before the later start: at least 64 fits (128 peaked at about 500 MiB here; another machine's allocator
+    # may need more, and the search then bisects below its start)
+    assert max(ok) >= 64
     con = sqlite3.connect(db)
     assert {w for (w,) in con.execute("select distinct workload from results")} == {"transformer"}
     runs = con.execute("select study, variant from runs").fetchall()
