@@ -25,17 +25,13 @@ def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -
 def test_transformer_maxbatch(tmp_path):
     """The issue's example, the largest batch of gpt2-tiny's training step (64 tokens), under a 640 MiB cap rather
     than its 1 GiB: the same search (doubling, out-of-memory, bisection) over batches about half as large, so each
-    probe's training steps cost half as much (docs/studies.md's 1 GiB line runs in tests/cli/test_readme.py). It
-    starts at 128 (about 500 MiB here): one doubling reaches the out-of-memory batch, then the bisection, one probe
-    (a torch worker) fewer than from 64."""
+    probe's training steps cost half as much (docs/studies.md's 1 GiB line runs in tests/cli/test_readme.py)."""
     db = tmp_path / "r.sqlite"
     res = run_cli("maxbatch", "transformer", "-p", "model=gpt2-tiny", "-p", "task=train", "-p", "seq_len=64",
-                  "--mem-limit", "640MiB", "--steps", "1", "--start", "128", "--plot-dir", str(tmp_path / "plots"),
+                  "--mem-limit", "640MiB", "--steps", "1", "--start", "64", "--plot-dir", str(tmp_path / "plots"),
                   db=db, timeout=600)
     assert res.returncode == 0, res.stderr
     ok = _search_found_the_boundary(db, "batch", 640, res.stdout)
-    # as before the later start: at least 64 fits (128 peaked at about 500 MiB here; another machine's allocator
-    # may need more, and the search then bisects below its start)
     assert max(ok) >= 64
     con = sqlite3.connect(db)
     assert {w for (w,) in con.execute("select distinct workload from results")} == {"transformer"}
