@@ -37,8 +37,9 @@ engines.sqlite_pragmas = pragmas
 from dlperf.cli import main
 main(sys.argv[1:])
 """
-# six cases that measure nothing before the run (no ceilings, whose curve makes the run row larger)
-SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
+#: Six trivial faults cases (tests/studies/six_ok.yaml): nothing is measured before the run (no ceilings, whose
+#: curve makes the run row larger), and each result takes about one 4 KiB page.
+SIX = (STUDIES / "six_ok.yaml").read_text()
 
 
 #: Two of those cases: where a test needs a complete run, not room for a part of one (the run refused at its

@@ -1,5 +1,5 @@
 """Log axes are labelled in plain text (report.plots.log_scale): matplotlib's own choice of labels, spelled without
-mathtext, whose parser was a third of the CPU of drawing a report's plots."""
+mathtext, whose parser was about a fifth of the CPU of a report that draws plots."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from tests.postgres_server import new_database, start_server, stop_server
 
 pytestmark = pytest.mark.postgres
 
-SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
+STUDY = STUDIES / "six_ok.yaml"  # six trivial faults cases (the file says why)
 
 
 def _one_line(res: CliResult, code: int, *fragments: str) -> None:
@@ -82,9 +82,7 @@ def _results(url: str) -> tuple[int, int]:
 def test_the_server_stopped_mid_run_then_a_resume_stores_every_case_once(postgres_url, tmp_path: Path):
     url = new_database(postgres_url)
     Store(url).engine.dispose()
-    study = tmp_path / "six.yaml"
-    study.write_text(SIX)
-    proc = subprocess.Popen([sys.executable, "-m", "dlperf", "run", str(study), "--db", url], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "dlperf", "run", str(STUDY), "--db", url], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, COLUMNS="200"))
     try:
@@ -104,7 +102,7 @@ def test_the_server_stopped_mid_run_then_a_resume_stores_every_case_once(postgre
               "the same command run again resumes")
     stored_first = _results(url)[0]
     assert 1 <= stored_first < 6
-    res = run_cli("run", str(study), "--db", url)
+    res = run_cli("run", str(STUDY), "--db", url)
     assert res.returncode == 0 and "resuming run" in res.stdout + res.stderr, res.stderr
     assert _results(url) == (6, 6)
     engine = create_engine(url)

@@ -1,11 +1,11 @@
 """A sweep stopped by SIGINT or SIGKILL, then rerun: finished cases are not rerun, nothing lost or duplicated.
 
-The `dlperf run` tests here stop and resume SIX: six trivial cases of the faults workload: interrupting and resuming
-is the runner's, whatever the workload, and an ops study would add a ceilings measurement and the roofline's plots
-to every run without touching the resume path (a whole `dlperf run` on the 2-core VM: many_ok's twelve cases 10.1 s
-of CPU, six ops cases 7.6 s, these six 4.2 s). The in-process tests below resume an ops
-study, whose run also holds the ceilings measured at its creation (never measured again on a resume), so that a
-resumed ops run is still checked to keep them."""
+The `dlperf run` tests here stop and resume tests/studies/six_ok.yaml, six trivial cases of the faults workload:
+interrupting and resuming is the runner's, whatever the workload, and an ops study would add a ceilings measurement
+and the roofline's plots to every run without touching the resume path (a whole `dlperf run` on the 2-core VM:
+many_ok's twelve cases 10.1 s of CPU, six ops cases 7.6 s, these six 4.2 s). The in-process tests below resume an
+ops study, whose run also holds the ceilings measured at its creation (never measured again on a resume), so that
+a resumed ops run is still checked to keep them."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import STUDIES, run_cli
 
-SIX = (STUDIES / "six_ok.yaml").read_text()  # six trivial faults cases (the file says why)
+STUDY = str(STUDIES / "six_ok.yaml")  # six trivial faults cases (the file says why)
 N_CASES = 6
 
 #: The same kind of study on the ops workload (six of many_ok's sizes), for the in-process resume tests: an ops run
@@ -41,10 +41,10 @@ timeout_s: 60
 """
 
 
-def study_file(folder: Path, text: str = SIX) -> str:
-    """The study `text` written in `folder` (a test's own): its path."""
-    path = folder / "study.yaml"
-    path.write_text(text)
+def ops_study_file(folder: Path) -> str:
+    """OPS_SIX written in `folder` (a test's own): its path."""
+    path = folder / "ops_six.yaml"
+    path.write_text(OPS_SIX)
     return str(path)
 
 
@@ -115,7 +115,7 @@ CLEAN_STOPS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
                          ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
 def test_interrupted_sweep_resumes_without_loss_or_duplicates(tmp_path, sig):
-    db, study = tmp_path / "r.sqlite", study_file(tmp_path)
+    db, study = tmp_path / "r.sqlite", STUDY
     stopped = start_and_stop(study, db, sig)
     before = stored(db)
     assert 3 <= len(before) < N_CASES, "the sweep should have stopped partway"
@@ -167,7 +167,7 @@ def test_resume_after_a_peaks_override(tmp_path, monkeypatch, name, value):
     with monkeypatch.context() as m:
         m.setenv(name, value)
         assert host_fingerprint(2)["cpu_peaks_theoretical"] != plain  # the override does change the peaks
-    db, study = tmp_path / "r.sqlite", study_file(tmp_path)
+    db, study = tmp_path / "r.sqlite", STUDY
     start_and_stop(study, db, signal.SIGINT)
     before = stored(db)
     assert 3 <= len(before) < N_CASES
@@ -251,7 +251,7 @@ def test_resume_after_a_catalog_edit_or_a_new_commit(tmp_path, monkeypatch, in_p
     from dlperf.store import Store
     from dlperf.studies import load_study
 
-    store, study = Store(tmp_path / "r.sqlite"), study_file(tmp_path, OPS_SIX)
+    store, study = Store(tmp_path / "r.sqlite"), ops_study_file(tmp_path)
     run_id = _interrupted_run(store, monkeypatch, study)
     created_under = store.run_environment(run_id)
     assert created_under["ceilings"]  # an ops run's, measured at its creation: the resume below must keep them

@@ -4,8 +4,8 @@ and every case is stored once. A run whose parent was SIGKILLed shows as `interr
 taken over by the next `dlperf run` of the same command.
 
 Only this test's own processes count (its sweep's workers carry its tag, as in test_resume). The study is
-test_resume's six trivial faults cases: who runs the remaining cases is the runner's and the store's, whatever the
-workload, and an ops study would add ceilings and plots to every run without touching that path.
+tests/studies/six_ok.yaml, six trivial faults cases: who runs the remaining cases is the runner's and the
+store's, whatever the workload, and an ops study would add ceilings and plots to every run without touching that path.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from dlperf.store.leases import host_id
 from tests.conftest import run_cli
-from tests.runner.test_resume import N_CASES, TAG, as_from_a_terminal, stop_once_stored, study_file, workers_left
+from tests.runner.test_resume import N_CASES, STUDY, TAG, as_from_a_terminal, stop_once_stored, workers_left
 
 
 def stored(url: str) -> list[tuple[str, str]]:
@@ -39,18 +38,18 @@ def stored(url: str) -> list[tuple[str, str]]:
         engine.dispose()
 
 
-def start(study: str, url: str) -> subprocess.Popen[str]:
-    """`dlperf run STUDY` on the store at `url`, as a user starts it, in a scratch folder."""
+def start(url: str) -> subprocess.Popen[str]:
+    """`dlperf run six_ok` on the store at `url`, as a user starts it, in a scratch folder."""
     env = dict(os.environ, DLPERF_DB=url, COLUMNS="200", **{TAG: url})
     env.pop("DLPERF_LEASE_STALE_S", None)
-    return subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", study], env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", STUDY], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.mkdtemp(prefix="dlperf-"),
                             preexec_fn=as_from_a_terminal)
 
 
-def stop_after(study: str, url: str, sig: int, after_cases: int = 3) -> int:
+def stop_after(url: str, sig: int, after_cases: int = 3) -> int:
     """Start a sweep, stop it with `sig` once `after_cases` cases are stored; its PID."""
-    proc = start(study, url)
+    proc = start(url)
     stop_once_stored(proc, lambda: len(stored(url)), sig, after_cases)
     return proc.pid
 
@@ -62,9 +61,8 @@ def runs_table(url: str) -> str:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
-def test_two_resumers_of_one_run(store_url, sig, tmp_path: Path):
-    study = study_file(tmp_path)
-    killed_pid = stop_after(study, store_url, sig)
+def test_two_resumers_of_one_run(store_url, sig):
+    killed_pid = stop_after(store_url, sig)
     before = stored(store_url)
     assert 3 <= len(before) < N_CASES
     listed = runs_table(store_url)
@@ -75,7 +73,7 @@ def test_two_resumers_of_one_run(store_url, sig, tmp_path: Path):
     else:
         assert "interrupted" in listed and "owner gone" not in listed
 
-    first, second = start(study, store_url), start(study, store_url)  # the same command, at the same moment
+    first, second = start(store_url), start(store_url)  # the same command, at the same moment
     outs = {p.pid: p.communicate(timeout=600) for p in (first, second)}
     codes = {p.pid: p.returncode for p in (first, second)}
     assert sorted(codes.values()) == [0, 2], outs

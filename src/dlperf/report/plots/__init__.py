@@ -46,7 +46,7 @@ def line_styles(labels: Any) -> dict[str, tuple[str, str]]:
 
 def log_scale(ax: Any, which: str, base: float = 10) -> None:
     """Make `ax`'s `which` axis ("x" or "y") logarithmic in `base`, labelled as matplotlib labels it (10³, 2×10⁻¹)
-    but in plain text, not mathtext (whose parser was a third of the CPU of drawing a report's plots)."""
+    but in plain text, not mathtext (whose parser was about a fifth of the CPU of a report that draws plots)."""
     from dlperf.report.plots.ticks import TextLogFormatter
 
     getattr(ax, f"set_{which}scale")("log", base=base)

@@ -1,6 +1,6 @@
 """Tick labels of log axes as plain text: matplotlib's own labels (`10³`, `2×10⁻¹`, chosen by its log formatter)
 written without mathtext. matplotlib spells them as mathtext (`$\\mathdefault{10^{3}}$`), whose parser cost about
-a third of the CPU of drawing a report's plots (0.4-1 s in each process that drew a log axis: every `dlperf run`
+a fifth of the CPU of a report that draws plots (0.4-1 s in each process that drew a log axis: every `dlperf run`
 ends with its study's plots). Imports matplotlib, so only `plots.log_scale` imports this, when a plot is drawn."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from typing import Any
 
 from matplotlib.ticker import LogFormatterSciNotation
 
-#: Digits and minus as Unicode superscripts (DejaVu Sans, matplotlib's default font, has them all).
-SUPERSCRIPT = str.maketrans("0123456789-.", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
+#: Digits and minus as Unicode superscripts (DejaVu Sans, matplotlib's default font, has them all); the formatter
+#: writes whole exponents only.
+SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _MATHTEXT = re.compile(r"\$\\mathdefault\{(.*)\}\$")
 _POWER = re.compile(r"\^\{([^{}]*)\}")
 
