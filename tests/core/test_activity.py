@@ -38,16 +38,29 @@ def test_unreadable_counters_give_a_reason_not_a_number() -> None:
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux /proc only")
 def test_a_busy_child_shows_as_other_cores_and_is_named() -> None:
+    """The hog is named among the top others unless TOP_OTHERS processes each used at least as much CPU as it did
+    in the window: on a busy machine (other test processes, other tenants' multi-threaded work) a one-thread
+    busy loop gets one fair share and can rank fourth; the list is then full of heavier processes, which this
+    checks with the hog's CPU time read inside the monitor's window (so at most what the monitor saw of it)."""
+    import psutil
+
     hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<20: pass"])
     try:
         time.sleep(0.3)
         mon = Monitor()
-        rec = mon.idle_window("probe", 0.6)
+        mon.start("probe", top=True)
+        hog_cpu = psutil.Process(hog.pid).cpu_times()
+        time.sleep(0.6)
+        hog_cpu_after = psutil.Process(hog.pid).cpu_times()
+        rec = mon.stop("probe")
     finally:
         hog.kill()
         hog.wait()
     assert rec["others_cores"] >= 0.5, rec
-    assert any(p["pid"] == hog.pid for p in rec["top_others"]), rec
+    hog_at_least = (hog_cpu_after.user + hog_cpu_after.system - hog_cpu.user - hog_cpu.system) / rec["wall_s"]
+    listed = {p["pid"]: p["cores"] for p in rec["top_others"]}
+    assert hog.pid in listed or (len(listed) == activity.TOP_OTHERS
+                                 and min(listed.values()) >= hog_at_least - 0.01), (hog_at_least, rec)
     assert mon.record()["windows"]["probe"] is rec and mon.record()["cores"] == os.cpu_count()
 
 
