@@ -35,10 +35,16 @@ class FakeClock:
 
 @pytest.fixture(scope="session", autouse=True)
 def private_export_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Every test, and every dlperf process a test starts, exports ONNX models into the suite's own cache, never
-    into the user's `~/.cache/dlperf` (tests that check the cache set their own per test)."""
+    """Every test, and every dlperf process a test starts, uses the suite's own cache (ONNX exports, the clock
+    probe's build, the CPU peak), never the user's `~/.cache/dlperf` (tests that check the cache set their own per
+    test). The suite's test processes (pytest-xdist) share one, as two users' runs share theirs: an export one
+    made is read by the others (`onnx_export.entry_lock` keeps them from writing one entry at once), and the peak
+    is measured once."""
     before = os.environ.get("DLPERF_CACHE_DIR")
-    os.environ["DLPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("dlperf-cache"))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent / "dlperf-cache" if os.environ.get("PYTEST_XDIST_WORKER") else base / "dlperf-cache"
+    shared.mkdir(exist_ok=True)
+    os.environ["DLPERF_CACHE_DIR"] = str(shared)
     yield
     if before is None:
         os.environ.pop("DLPERF_CACHE_DIR", None)

@@ -151,7 +151,7 @@ def export(request: ExportRequest, *, isolated: bool = False) -> Path:
             raise RuntimeError(f"the export process left no valid entry at {entry}")
         return entry / MODEL_FILE
     entry.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(entry.with_suffix(".lock")):
+    with entry_lock(entry):
         if valid(entry):  # another process exported it while this one waited
             return entry / MODEL_FILE
         for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (this lock's holder is gone)
@@ -318,11 +318,14 @@ def _write_json(path: Path, data: ExportMeta) -> None:
 
 
 @contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `path` (fcntl): one exporter per entry at a time."""
+def entry_lock(entry: Path) -> Iterator[None]:
+    """An exclusive advisory lock (fcntl, on `ENTRY.lock` beside it) on one cache entry: one exporter per entry at
+    a time, so two processes sharing a cache (two users' runs, the suite's test processes) never replace an entry
+    the other is writing or reading."""
     import fcntl
 
-    with path.open("a") as f:
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with entry.with_suffix(".lock").open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

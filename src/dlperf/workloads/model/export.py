@@ -6,7 +6,8 @@ reference outputs, whether the reference agreed with itself (`gate.self_check`),
 count. Written by `python -m dlperf.workloads.model.export PARAMS_JSON SEED` into
 `$DLPERF_CACHE_DIR/onnx/model-<key>` (the key hashes the parameters, the seed, the source file's bytes where it
 is a file, the versions of torch, onnx, onnxscript and transformers, and this package's code), made under a
-temporary name and renamed into place, and read back with `np.load(allow_pickle=False)`: nothing is unpickled.
+temporary name and renamed into place by one process at a time (`onnx_export.entry_lock`: runs that share a cache
+wait for each other's export), and read back with `np.load(allow_pickle=False)`: nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.frameworks.base import UnsupportedError
-from dlperf.models.onnx_export import cache_dir
+from dlperf.models.onnx_export import cache_dir, entry_lock
 from dlperf.workloads.model import ModelParams
 from dlperf.workloads.model.records import RuntimeMeta
 
@@ -49,18 +50,26 @@ def key(p: ModelParams, seed: int) -> str:
     return h.hexdigest()[:24]
 
 
+def complete(entry: Path) -> bool:
+    """True when the export `entry` holds all its files (they are renamed into place together)."""
+    return all((entry / f).is_file() for f in FILES)
+
+
 def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Callable[[], list[np.ndarray]],
                                                  RuntimeMeta]:
     """(model.onnx, feeds by input name, the reference outputs when called, meta) of the case, exported first if
     not cached. The reference outputs are read from the cache when the gate asks, after the timing (not in the
     case's memory)."""
     entry = cache_dir() / f"model-{key(p, seed)}"
-    if not all((entry / f).is_file() for f in FILES):
-        done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.export", p.model_dump_json(), str(seed)],
-                              capture_output=True, text=True, timeout=1800, env=os.environ.copy())
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines()
-            raise UnsupportedError(f"exporting {p.source} to ONNX failed: {lines[-1] if lines else done.returncode}")
+    if not complete(entry):
+        with entry_lock(entry):  # a second process asking for the same export waits, then reads this one's
+            if not complete(entry):
+                done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.export", p.model_dump_json(),
+                                       str(seed)], capture_output=True, text=True, timeout=1800, env=os.environ.copy())
+                if done.returncode != 0:
+                    lines = done.stderr.strip().splitlines()
+                    raise UnsupportedError(f"exporting {p.source} to ONNX failed: "
+                                           f"{lines[-1] if lines else done.returncode}")
     meta: RuntimeMeta = json.loads((entry / "meta.json").read_text())
     arrays = entry / "arrays.npz"
     with np.load(arrays, allow_pickle=False) as z:
