@@ -150,8 +150,7 @@ def export(request: ExportRequest, *, isolated: bool = False) -> Path:
         if not valid(entry):
             raise RuntimeError(f"the export process left no valid entry at {entry}")
         return entry / MODEL_FILE
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    with entry_lock(entry):
+    with entry_lock(entry):  # makes the cache folder where it is missing
         if valid(entry):  # another process exported it while this one waited
             return entry / MODEL_FILE
         for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (this lock's holder is gone)
