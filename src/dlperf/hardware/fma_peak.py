@@ -108,6 +108,8 @@ class ClockProbe:
     cpu_model_number: int | None = None
     measured_at: str | None = None  # ISO time of the measurement
     origin: str = "measured now"  # or "reused from <measured_at> (<file>)"
+    tries: int = 1  # probes run to find this one (`peak_cache.measure_best`): the best is kept
+    tries_fma_flops_per_s_per_core: tuple[float, ...] = ()  # every try's FMA FLOP/s per core, in order
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -128,9 +128,13 @@ def _ghz(v: float | None) -> str:
 def _measured_text(clock: ClockProbe, cores: int) -> str:
     """What the probe measured, for the FP32 peak's label: the loop, its threads, spread and origin."""
     per_core, isa = (clock.fma_flops_per_s_per_core or 0) / 1e9, ISA_NAMES.get(clock.isa or "", clock.isa)
+    rates = clock.tries_fma_flops_per_s_per_core
+    tries = (f"; kept from {clock.tries} probes that ran {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f} GFLOP/s "
+             "per core" if clock.tries > 1 and rates else "")
     return (f"measured: {cores} cores x {per_core:.1f} GFLOP/s per core, the {isa} "
             f"loop's throughput per CPU second ({clock.threads} threads, spread "
-            f"{100 * (clock.fma_spread_rel or 0):.1f}%{', on a busy machine' if clock.busy else ''}; {clock.origin})")
+            f"{100 * (clock.fma_spread_rel or 0):.1f}%{', on a busy machine' if clock.busy else ''}{tries}; "
+            f"{clock.origin})")
 
 
 def _clock_text(clock: ClockProbe, units: int | None, lanes: int) -> str:
