@@ -123,6 +123,7 @@ bench: install-all
 	$(BIN)/python benchmarks/runtime_latency.py
 	$(BIN)/python benchmarks/model_overhead.py
 	$(BIN)/python benchmarks/compile_overhead.py
+	$(BIN)/python benchmarks/xla_warm_compile.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
