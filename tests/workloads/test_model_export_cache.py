@@ -74,3 +74,17 @@ def test_an_incomplete_entry_is_exported_again(exports: list[float]) -> None:
     assert list(feeds) == ["x"] and refs()[0].tolist() == [1.0, 1.0] and meta["n_outputs"] == 1
     export.prepared(PARAMS, 0)
     assert len(exports) == 1, "a complete entry is read, not exported again"
+
+
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export(exports: list[float]) -> None:
+    """A SIGKILLed export leaves `.model-<key>.<random>` beside the entry; the next export of that entry (under
+    its lock, so the killed one's holder is gone) removes it. Another entry's temporary folder is left alone."""
+    entry = export.cache_dir() / f"model-{export.key(PARAMS, 0)}"
+    entry.parent.mkdir(parents=True)
+    killed = entry.with_name(f".{entry.name}.k1ll3d")
+    killed.mkdir()
+    (killed / "model.onnx").write_bytes(b"half")
+    other = entry.with_name(".model-otherkey.abc")
+    other.mkdir()
+    export.prepared(PARAMS, 0)
+    assert len(exports) == 1 and not killed.exists() and other.is_dir() and export.complete(entry)

@@ -7,7 +7,8 @@ count. Written by `python -m dlperf.workloads.model.export PARAMS_JSON SEED` int
 `$DLPERF_CACHE_DIR/onnx/model-<key>` (the key hashes the parameters, the seed, the source file's bytes where it
 is a file, the versions of torch, onnx, onnxscript and transformers, and this package's code), made under a
 temporary name and renamed into place by one process at a time (`onnx_export.entry_lock`: runs that share a cache
-wait for each other's export), and read back with `np.load(allow_pickle=False)`: nothing is unpickled.
+wait for each other's export; the temporary folders a killed export left are removed under it), and read back
+with `np.load(allow_pickle=False)`: nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Ca
     if not complete(entry):
         with entry_lock(entry):  # a second process asking for the same export waits, then reads this one's
             if not complete(entry):
+                for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (the lock's holder is gone)
+                    shutil.rmtree(left, ignore_errors=True)
                 done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.export", p.model_dump_json(),
                                        str(seed)], capture_output=True, text=True, timeout=1800, env=os.environ.copy())
                 if done.returncode != 0:
