@@ -4,7 +4,7 @@ when); re-measured on request; never written outside the suite's cache folder.""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -152,3 +152,16 @@ def test_the_cache_folder_follows_dlperf_cache_dir_then_xdg(tmp_path, monkeypatc
     assert clock_probe.cache_dir() == tmp_path / "mine"
     monkeypatch.delenv("DLPERF_CACHE_DIR")
     assert clock_probe.cache_dir() == tmp_path / "xdg" / "dlperf"
+
+
+def test_a_peak_stored_from_one_probe_is_measured_again(tmp_path, fake):
+    """A figure an older dlperf stored from a single probe (no `tries` in its file) may be a dip: measured again."""
+    path = tmp_path / f"cpu-peak-{peak_cache.machine_key(2, 'cc')}.json"
+    old = {k: v for k, v in json.loads(json.dumps(asdict(_zen4((58.7e9, 58.75e9))))).items()
+           if k not in ("tries", "tries_fma_flops_per_s_per_core")}
+    path.write_text(json.dumps(old))
+    assert peak_cache.load(path) is not None and peak_cache.load(path).tries == 1  # it reads, as one probe
+    probe = fake(_zen4((116.2e9, 116.6e9)))
+    got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert probe.calls == peak_cache.MIN_TRIES and got.origin.startswith("measured now")
+    assert got.fma_flops_per_s_per_core == pytest.approx(116.4e9) and json.loads(path.read_text())["tries"] == 3

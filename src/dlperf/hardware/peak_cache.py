@@ -13,7 +13,8 @@ the cores this process may use, architecture, host name, the machine label (DLPE
 probe's source. Later runs reuse it and say so
 (`ClockProbe.origin`: "reused from <when> (<file>)"); a figure measured on a busy machine is measured again at
 the first quiet moment. `REMEASURE_ENV=1` (or `dlperf hw show --remeasure`) measures it again and replaces it.
-A result that could not measure (no compiler) is never stored.
+A result that could not measure (no compiler) is never stored; one that an earlier dlperf stored from a single
+probe is measured again.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def machine_peak(*, cache: Path | None = None, threads: int | None = None, cc: s
     cc = cc if cc is not None else os.environ.get("CC") or "cc"
     path = folder / f"cpu-peak-{machine_key(threads, cc)}.json"
     stored = None if (_remeasure() if remeasure is None else remeasure) else load(path)
+    if stored is not None and stored.tries < MIN_TRIES:  # one probe, by a dlperf before measure_best: not trusted
+        stored = None
     if stored is not None and (not stored.busy or not quiet_now()):
         return replace(stored, origin=f"reused from {stored.measured_at} ({path}; {REMEASURE_ENV}=1 measures again)")
     found = measure_best(threads=threads, cc=cc, cache=folder)
