@@ -76,7 +76,7 @@ def test_the_env_var_measures_again(tmp_path, fake, monkeypatch):
     assert probe.calls == 2 * peak_cache.MIN_TRIES
 
 
-def test_a_busy_machine_is_tried_again_and_the_quietest_kept(tmp_path, fake):
+def test_busy_probes_are_tried_again_and_the_fastest_kept(tmp_path, fake):
     probe = fake(_found(0.5), _found(0.7), _found(0.95))  # then 0.95 again: two quiet tries that agree
     got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
     assert probe.calls == 4 and got.cpu_wall_ratio == 0.95 and not got.busy and got.tries == 4
