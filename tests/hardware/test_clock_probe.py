@@ -4,6 +4,7 @@ exceeds, the fallback where no compiler works, the per-dtype peaks, and the over
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.hardware import clock_probe, peaks, probe
+from dlperf.hardware import clock_probe, peak_cache, peaks, probe
 from dlperf.hardware.clock_probe import ClockProbe, compile_probe, measure
 from dlperf.hardware.identity import derived, host_fingerprint, identity, identity_hash
 from tests.conftest import run_cli
@@ -21,9 +22,12 @@ WIDEST = {"avx512f": 16, "avx2+fma": 8, "neon": 4, "avx": 8, "generic-128": 4}
 
 def test_probe_measures_a_plausible_clock_and_fma_units(tmp_path):
     """Holds on any CPU: the peak is the FMA loop's throughput; the clock under vector load comes from a dependent
-    FMA chain where this CPU's FMA latency is known (the scalar clock never stands in for it)."""
-    found = measure(threads=2, cache=tmp_path)
+    FMA chain where this CPU's FMA latency is known (the scalar clock never stands in for it). Judged on the probe
+    the machine's peak keeps (`peak_cache.measure_best`): one probe in about sixty read half the rate on the
+    development VM, disturbed from outside, and then finds no whole number of units (recorded in test_peak_cache)."""
+    found = peak_cache.measure_best(threads=2, cc=os.environ.get("CC") or "cc", cache=tmp_path)
     assert found.measured, found.method
+    assert peak_cache.MIN_TRIES <= found.tries <= peak_cache.MAX_TRIES
     assert 0.8 < found.scalar_clock_ghz < 6.5 and found.fma_chain_ns > 0
     expected_isa = clock_probe.choose_isas(probe.cpu_flag_set())[0][0]
     assert found.isa == expected_isa and found.lanes == WIDEST[found.isa]
