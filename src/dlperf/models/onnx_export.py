@@ -153,8 +153,6 @@ def export(request: ExportRequest, *, isolated: bool = False) -> Path:
     with entry_lock(entry):  # makes the cache folder where it is missing
         if valid(entry):  # another process exported it while this one waited
             return entry / MODEL_FILE
-        for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (this lock's holder is gone)
-            shutil.rmtree(left, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
         try:
             meta = _export_into(tmp, request) | ident
@@ -320,13 +318,16 @@ def _write_json(path: Path, data: ExportMeta) -> None:
 def entry_lock(entry: Path) -> Iterator[None]:
     """An exclusive advisory lock (fcntl, on `ENTRY.lock` beside it) on one cache entry: one exporter per entry at
     a time, so two processes sharing a cache (two users' runs, the suite's test processes) never replace an entry
-    the other is writing or reading."""
+    the other is writing or reading. Once it is held, the temporary folders (`.ENTRY.*`) a killed exporter left
+    are removed: exporters make them only under this lock, so their holder is gone."""
     import fcntl
 
     entry.parent.mkdir(parents=True, exist_ok=True)
     with entry.with_suffix(".lock").open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
+            for left in entry.parent.glob(f".{entry.name}.*"):
+                shutil.rmtree(left, ignore_errors=True)
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)

@@ -65,8 +65,6 @@ def prepared(p: ModelParams, seed: int) -> tuple[Path, dict[str, np.ndarray], Ca
     if not complete(entry):
         with entry_lock(entry):  # a second process asking for the same export waits, then reads this one's
             if not complete(entry):
-                for left in entry.parent.glob(f".{entry.name}.*"):  # a killed export's (the lock's holder is gone)
-                    shutil.rmtree(left, ignore_errors=True)
                 done = subprocess.run([sys.executable, "-m", "dlperf.workloads.model.export", p.model_dump_json(),
                                        str(seed)], capture_output=True, text=True, timeout=1800, env=os.environ.copy())
                 if done.returncode != 0:
