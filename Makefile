@@ -124,6 +124,7 @@ bench: install-all
 	$(BIN)/python benchmarks/model_overhead.py
 	$(BIN)/python benchmarks/compile_overhead.py
 	$(BIN)/python benchmarks/xla_warm_compile.py
+	$(BIN)/python benchmarks/inductor_warm_compile.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
