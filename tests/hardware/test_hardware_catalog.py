@@ -136,8 +136,8 @@ def test_hardware_imports_point_down_only():
 
     import dlperf.hardware
 
-    order = ["probe", "noise", "caches", "bwcurve", "fma_peak", "clock_probe", "peak_cache", "catalog", "catalog_peaks",
-             "peaks", "identity", "detect", "roofline", "measured", "source_costs", "recommend"]
+    order = ["cpu_limits", "probe", "noise", "caches", "bwcurve", "fma_peak", "clock_probe", "peak_cache", "catalog",
+             "catalog_peaks", "peaks", "identity", "detect", "roofline", "measured", "source_costs", "recommend"]
     folder = Path(dlperf.hardware.__file__).parent
     assert sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__") == sorted(order)
     for i, name in enumerate(order):

@@ -13,8 +13,15 @@ from dlperf.hardware.noise import NoiseItem, perf_paranoid, read_noise
 
 CPU = "sys/devices/system/cpu"
 #: A tuned bare-metal Intel server (8 CPUs, intel_pstate): performance governor, turbo off, ASLR off, CPUs 4-7
-#: isolated from the scheduler and the tick, SMT off, perf open to users, no hypervisor.
+#: isolated from the scheduler and the tick, SMT off, perf open to users, no hypervisor; dlperf runs under
+#: `taskset -c 4-7` in a systemd session (cgroup v2) with no CPU quota.
 TUNED = {
+    "proc/self/status": "Name:\tdlperf\nCpus_allowed:\tf0\nCpus_allowed_list:\t4-7\n",
+    "proc/self/cgroup": "0::/user.slice/user-1000.slice/session-2.scope\n",
+    "proc/self/mountinfo": "35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 "
+                           "rw,nsdelegate,memory_recursiveprot\n",
+    "sys/fs/cgroup/user.slice/cpu.max": "max 100000\n",
+    f"{CPU}/online": "0-7\n",
     **{f"{CPU}/cpu{i}/cpufreq/scaling_governor": "performance\n" for i in range(8)},
     f"{CPU}/cpu0/cpufreq/scaling_driver": "intel_pstate\n",
     f"{CPU}/intel_pstate/no_turbo": "1\n",
@@ -58,13 +65,14 @@ def by_name(items: list[NoiseItem]) -> dict[str, NoiseItem]:
 
 def test_a_tuned_bare_metal_machine_reads_quiet_everywhere(tmp_path):
     items = by_name(read_noise(tree(tmp_path, TUNED)))
-    assert [i.quiet for i in items.values()] == [True] * 6, items
+    assert [i.quiet for i in items.values()] == [True] * 7, items
     assert items["CPU frequency governor"].state == "performance (driver intel_pstate)"
     assert items["turbo / boost"].state == "off (intel_pstate no_turbo = 1)"
     assert items["ASLR"].state == "off (randomize_va_space = 0)"
     assert items["isolated CPUs"].state == "4-7; nohz_full 4-7; rcu_nocbs 4-7"
     assert "taskset -c 4-7" in items["isolated CPUs"].hint  # how to use them
     assert items["SMT"].state.startswith("off")
+    assert items["CPU quota and affinity"].state == "affinity 4 of 8 logical CPUs; cgroup CPU quota none"
     assert items["virtual machine"].state == ("no: bare metal (Dell Inc. PowerEdge R740); 0.00% of CPU time stolen "
                                               "since boot")
     assert perf_paranoid(tmp_path).state.startswith("1: ") and perf_paranoid(tmp_path).quiet is True
@@ -118,7 +126,7 @@ def test_mixed_governors_are_all_named(tmp_path):
 def test_doctor_shows_them_as_its_noise_section_with_the_canary_hook(tmp_path):
     root = tree(tmp_path, CLOUD_VM)
     checks = noise_checks(root)
-    assert [c.section for c in checks] == [NOISE] * 6
+    assert [c.section for c in checks] == [NOISE] * 7
     aslr = next(c for c in checks if c.name == "ASLR")
     assert aslr.ok is False and aslr.detail.startswith("on (full") and "; each worker process" in aslr.detail
     assert next(c for c in checks if c.name == "turbo / boost").ok is None

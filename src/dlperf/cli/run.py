@@ -22,8 +22,9 @@ from dlperf.errors import DlperfError
 @click.option("--mem-limit", "mem_limit_mb", type=MemorySize(), default=None,
               help="memory cap per worker: 2GiB, 512MiB, or MiB as a number (overrides the study)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads (default: the physical cores other processes leave idle at the start; with "
-                   "--executor dask, each worker's own)")
+              help="CPU threads (default: the physical cores other processes leave idle at the start, of those "
+                   "this process may use (its CPU affinity, its cgroup's CPU quota); with --executor dask, each "
+                   "worker's own)")
 @click.option("--wait-idle", "wait_idle_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="before each case, wait up to SECONDS (e.g. 60) for other processes to leave "
                                       "the CPU")

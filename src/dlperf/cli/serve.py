@@ -78,7 +78,8 @@ class ServeSelection:
 @click.option("--min-query-count", type=click.IntRange(min=1, max=MAX_QUERY_COUNT), default=None,
               help="LoadGen's minimum queries per run (default: the study's, else MLPerf's)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU threads (default: the physical cores other processes leave idle at the start)")
+              help="CPU threads (default: the physical cores other processes leave idle at the start, of those "
+                   "this process may use)")
 @click.option("--timeout", "timeout_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="worker time-out per case, seconds (overrides the study; a server search is several runs)")
 @click.option("--new", is_flag=True, help="start a new run even if an unfinished one could be resumed")

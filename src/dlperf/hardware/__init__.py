@@ -1,7 +1,10 @@
 """This machine and the devices it is set against, one module per job; each imports only modules
 listed before it, and none imports `store`, `report`, `runner` or `cli`:
 
-- `probe`: raw facts read from the host (CPU model and flags, cores, OS, git, NVML's GPUs);
+- `cpu_limits`: the CPUs this process may use (its affinity, its cgroup's CPU quota);
+- `probe`: raw facts read from the host (CPU model and flags, cores, the default threads, OS, git, NVML's
+  GPUs);
+- `noise`: what makes timings noisy (governor, turbo, ASLR, SMT, quota, VM), read from /proc and /sys;
 - `caches`: the cache levels the host reports, and the memory level a working set fits in;
 - `fma_peak`: the FP32 peak, the clock under vector load and the FMA units derived from the probe's rates
   (pure: tested with other machines' recorded rates);

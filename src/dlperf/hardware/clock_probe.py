@@ -189,12 +189,9 @@ def _run(lib: Any, threads: int) -> ThreadRates:
 
 
 def probe_threads() -> int:
-    """One probe thread per physical core this process may run on."""
-    cores = probe.physical_cores()
-    try:
-        return max(1, min(cores, len(os.sched_getaffinity(0))))
-    except (AttributeError, OSError):
-        return max(1, cores)
+    """One probe thread per physical core this process may use (its affinity and its cgroup's CPU quota:
+    more threads than the quota allows would stall each other and read a fraction of the clock)."""
+    return probe.default_threads()
 
 
 def measure(*, threads: int | None = None, cc: str | None = None, cache: Path | None = None,

@@ -3,9 +3,9 @@
 The settings pyperf's `system show` reports: the CPU frequency governor, turbo/boost, address-space layout
 randomisation (ASLR: each worker process gets another layout, one source of process-to-process spread),
 isolated CPUs (isolcpus, nohz_full), SMT, whether this is a virtual machine (and the CPU time its hypervisor
-stole); and perf_event_paranoid, which decides what `perf` may count (not noise: `dlperf doctor` shows it
-with the profilers). Every file is read under
-`root` (a recorded tree in the tests); a file that is absent or unreadable reads "unknown", never a guess.
+stole); and this process's CPU affinity and cgroup CPU quota (`cpu_limits`), and perf_event_paranoid, which
+decides what `perf` may count (not noise: `dlperf doctor` shows it with the profilers). Every file is read
+under `root` (a recorded tree in the tests); a file that is absent or unreadable reads "unknown", never a guess.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from dlperf.hardware import cpu_limits
 
 CPU_SYS = Path("sys/devices/system/cpu")
 
@@ -180,9 +182,27 @@ def perf_paranoid(root: Path) -> NoiseItem:
                      "for `perf stat` of kernel time too: `sudo sysctl -w kernel.perf_event_paranoid=1`")
 
 
+def cpu_share(root: Path) -> NoiseItem:
+    """This process's CPU affinity and its cgroup's CPU quota (`cpu_limits`): a quota is CPU time that every
+    process of the group shares, per period; threads beyond it stop until the next one."""
+    name = "CPU quota and affinity"
+    if _read(root, "proc/self/cgroup") is None and _read(root, "proc/self/status") is None:
+        return NoiseItem(name, "unknown: /proc/self/cgroup and /proc/self/status not readable", None)
+    limits = cpu_limits.read_limits(root)
+    state = cpu_limits.describe(limits, cpu_limits.online_cpus(root) or 0)
+    if limits.quota_cpus is None:
+        return NoiseItem(name, state, True)
+    return NoiseItem(name, state, False,
+                     "every process of this cgroup shares that CPU time per period, and threads beyond it stop "
+                     "until the next period (dlperf's default threads stay within its whole CPUs; --threads above "
+                     "them stalls): where you can, give the container whole CPUs with a cpuset (`docker "
+                     "--cpuset-cpus 0-3`) instead of a quota (`--cpus`)")
+
+
 def read_noise(root: Path = Path("/")) -> list[NoiseItem]:
     """Every setting, in the order `dlperf doctor` shows them."""
-    return [governor(root), boost(root), aslr(root), isolated(root), smt(root), virtualization(root)]
+    return [governor(root), boost(root), aslr(root), isolated(root), smt(root), cpu_share(root),
+            virtualization(root)]
 
 
 __all__ = ["NoiseItem", "perf_paranoid", "read_noise"]

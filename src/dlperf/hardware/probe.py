@@ -17,6 +17,8 @@ from typing import Any, NotRequired, TypedDict
 
 import psutil
 
+from dlperf.hardware import cpu_limits
+
 #: CPU flags worth recording because they decide which kernels a framework can use.
 _CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "asimd")
 CPUINFO = Path("/proc/cpuinfo")
@@ -95,8 +97,16 @@ def physical_cores() -> int:
 
 
 def default_threads() -> int:
-    """Threads used when a study does not say: the physical cores of this machine."""
-    return physical_cores()
+    """Threads used when a study does not say: the physical cores this process may use, which its affinity and
+    its cgroup's CPU quota can make fewer than the machine's (`cpu_limits`)."""
+    return cpu_limits.usable_cores(physical_cores(), psutil.cpu_count() or 0, cpu_limits.read_limits())
+
+
+def threads_limit() -> str | None:
+    """Why `default_threads` is below the physical cores (the affinity or the quota that binds); None where
+    it is not."""
+    limits = cpu_limits.read_limits()
+    return cpu_limits.limit_reason(physical_cores(), psutil.cpu_count() or 0, limits)
 
 
 def env_threads_vars(threads: int) -> dict[str, str]:

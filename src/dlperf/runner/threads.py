@@ -3,9 +3,10 @@
 With more threads than free cores, an OpenMP op waits at every barrier for a descheduled sibling: on
 the 2-core machine a 195 us sigmoid took ~8 ms while another process kept both cores busy, and ~400 us
 with one thread. So, unless a study or `--threads` sets it, a run uses the physical cores that other
-processes leave idle when it starts (at least one), and says so. An unfinished run of the same study
-keeps the thread count it started with, so resuming it on a busier (or quieter) machine does not mix
-two configurations.
+processes leave idle when it starts (at least one), and says so; where this process may use fewer cores than
+the machine has (its CPU affinity, its cgroup's CPU quota: `hardware.cpu_limits`), it starts from those. An
+unfinished run of the same study keeps the thread count it started with, so resuming it on a busier (or
+quieter) machine does not mix two configurations.
 
 How a run's count came about is stored with the run (`runs.derived[SOURCE_KEY]`, never hashed: it is not the
 environment): asked for (`--threads`, a study's `threads:`) or chosen for it (from the load at its start; on a
@@ -20,7 +21,7 @@ from typing import Any, TypedDict, cast
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, Activity, assess
-from dlperf.hardware.probe import default_threads
+from dlperf.hardware.probe import default_threads, threads_limit
 from dlperf.meters.activity import IdleWait, busy_cores_now
 from dlperf.store import Store
 from dlperf.store.rows import RunRow
@@ -115,13 +116,17 @@ def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resum
         if stored:
             return int(stored), f"as the unfinished run {ref} started with"
     cores = default_threads()
+    limit = threads_limit()
     busy = busy_cores_now(BUSY_PROBE_S)
     threads = idle_threads(cores, busy)
+    these = (f"{cores} physical cores" if limit is None else
+             f"{cores} core{'' if cores == 1 else 's'} this process may use, as {limit}")
+    aside = " ({})" if limit is None else "; {}"  # the limit's own words end in parentheses
     if busy is None:
-        return threads, f"the {cores} physical cores (other processes' CPU use is not readable here)"
+        return threads, f"the {these}" + aside.format("other processes' CPU use is not readable here")
     if threads == cores:
-        return threads, f"the {cores} physical cores (other processes used {busy:.1f} cores at the start)"
-    return threads, (f"{threads} of {cores} physical cores: other processes used {busy:.1f} cores at the start, and "
+        return threads, f"the {these}" + aside.format(f"other processes used {busy:.1f} cores at the start")
+    return threads, (f"{threads} of the {these}: other processes used {busy:.1f} cores at the start, and "
                      f"more threads than free cores wait on each other (set --threads to choose)")
 
 
