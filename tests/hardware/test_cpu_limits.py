@@ -112,8 +112,9 @@ from dlperf.doctor import noise_checks
 from dlperf.hardware import cpu_limits, probe
 limits = cpu_limits.read_limits()
 shown = next(c.detail for c in noise_checks() if c.name == "CPU quota and affinity")
-print(json.dumps({"quota": limits.quota_cpus, "file": limits.quota_file, "default": probe.default_threads(),
-                  "reason": probe.threads_limit(), "doctor": shown}))
+default, reason = probe.thread_budget()
+print(json.dumps({"quota": limits.quota_cpus, "file": limits.quota_file, "default": default,
+                  "reason": reason, "doctor": shown, "default_threads": probe.default_threads()}))
 """
 
 
@@ -160,5 +161,6 @@ def test_a_real_quota_sets_the_default_threads_and_doctor_shows_it(tmp_path):
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["quota"] == pytest.approx(1.07) and seen["file"] == str(quota_file)
-    assert seen["default"] == 1 and seen["reason"] == f"its cgroup CPU quota is 1.07 CPUs ({seen['file']})"
+    assert seen["default"] == seen["default_threads"] == 1
+    assert seen["reason"] == f"its cgroup CPU quota is 1.07 CPUs ({seen['file']})"
     assert f"; cgroup CPU quota 1.07 CPUs ({quota_file})" in seen["doctor"], seen["doctor"]

@@ -96,17 +96,17 @@ def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
 
 
+def thread_budget() -> tuple[int, str | None]:
+    """(the threads used when a study does not say, why they are fewer than the physical cores or None): the
+    physical cores this process may use, which its affinity and its cgroup's CPU quota can make fewer than the
+    machine's (`cpu_limits`). One read of the limits for both."""
+    physical, logical, limits = physical_cores(), psutil.cpu_count() or 0, cpu_limits.read_limits()
+    return cpu_limits.usable_cores(physical, logical, limits), cpu_limits.limit_reason(physical, logical, limits)
+
+
 def default_threads() -> int:
-    """Threads used when a study does not say: the physical cores this process may use, which its affinity and
-    its cgroup's CPU quota can make fewer than the machine's (`cpu_limits`)."""
-    return cpu_limits.usable_cores(physical_cores(), psutil.cpu_count() or 0, cpu_limits.read_limits())
-
-
-def threads_limit() -> str | None:
-    """Why `default_threads` is below the physical cores (the affinity or the quota that binds); None where
-    it is not."""
-    limits = cpu_limits.read_limits()
-    return cpu_limits.limit_reason(physical_cores(), psutil.cpu_count() or 0, limits)
+    """Threads used when a study does not say (`thread_budget`'s count)."""
+    return thread_budget()[0]
 
 
 def env_threads_vars(threads: int) -> dict[str, str]:

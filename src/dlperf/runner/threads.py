@@ -21,7 +21,7 @@ from typing import Any, TypedDict, cast
 
 from dlperf.core.result import CaseResult
 from dlperf.core.validity import OTHERS_OVERSUBSCRIBED_CORES, Activity, assess
-from dlperf.hardware.probe import default_threads, threads_limit
+from dlperf.hardware.probe import default_threads, thread_budget
 from dlperf.meters.activity import IdleWait, busy_cores_now
 from dlperf.store import Store
 from dlperf.store.rows import RunRow
@@ -115,8 +115,7 @@ def choose_threads(store: Store, study: Study, filters: dict[str, Any], *, resum
             stored = None
         if stored:
             return int(stored), f"as the unfinished run {ref} started with"
-    cores = default_threads()
-    limit = threads_limit()
+    cores, limit = thread_budget()
     busy = busy_cores_now(BUSY_PROBE_S)
     threads = idle_threads(cores, busy)
     these = (f"{cores} physical cores" if limit is None else
