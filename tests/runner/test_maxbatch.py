@@ -142,6 +142,40 @@ def test_the_search_varies_the_workloads_own_axis(tmp_path, monkeypatch, toy):
     assert {r.status for r in stored} == {"ok", "oom"}
 
 
+def test_a_start_that_does_not_fit_is_halved_until_one_does(tmp_path, monkeypatch, toy):
+    """CI's Intel machine ran out of memory at LeNet's --start 2048 under 600 MiB, where this AMD one peaked at
+    564 MiB: the libraries' own footprint under the cap differs by machine. The search then found nothing; now it
+    halves down from --start and bisects as before."""
+    seen: list[Any] = []
+    _no_workers(monkeypatch, lambda case: ("ok", None) if case.params["size_mb"] <= 10 else ("oom", "too big"), seen)
+    store = Store(tmp_path / "r.sqlite")
+    out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", start=64,
+                          max_batch=1000, steps=1, exact=True)
+    assert [c.params["size_mb"] for c in seen] == [64, 32, 16, 8, 12, 10, 11]
+    assert (out.largest, out.first_oom, out.stopped) == (10, 11, None)
+    assert store.run(out.run_id).status == "complete"
+
+
+@pytest.mark.parametrize(("fits", "largest", "probes"), [(0, None, [8, 4, 2, 1]), (1, 1, [8, 4, 2, 1])])
+def test_halving_stops_at_1(tmp_path, monkeypatch, toy, fits, largest, probes):
+    seen: list[Any] = []
+    _no_workers(monkeypatch, lambda case: ("ok", None) if case.params["size_mb"] <= fits else ("oom", "x"), seen)
+    out = maxbatch.search(Store(tmp_path / "r.sqlite"), resolve_target("toy", {}), framework="numpy", device="cpu",
+                          start=8, steps=1)
+    assert [c.params["size_mb"] for c in seen] == probes
+    assert (out.largest, out.first_oom) == (largest, 1 if largest is None else 2)
+
+
+def test_a_failure_while_halving_stops_the_search(tmp_path, monkeypatch, toy):
+    seen: list[Any] = []
+    _no_workers(monkeypatch, lambda case: ("oom", "x") if case.params["size_mb"] > 4 else ("error", "boom"), seen)
+    store = Store(tmp_path / "r.sqlite")
+    out = maxbatch.search(store, resolve_target("toy", {}), framework="numpy", device="cpu", start=16, steps=1)
+    assert [c.params["size_mb"] for c in seen] == [16, 8, 4]
+    assert out.largest is None and out.stopped == "size_mb 4 ended error: boom"
+    assert store.run(out.run_id).status == "failed"
+
+
 def test_a_failure_other_than_memory_stops_the_search_and_names_the_axis(tmp_path, monkeypatch, toy):
     seen: list[Any] = []
     _no_workers(monkeypatch, lambda case: ("ok", None) if case.params["size_mb"] < 4 else ("error", "boom"), seen)

@@ -11,15 +11,14 @@ from pathlib import Path
 from tests.conftest import run_cli
 
 
-def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -> list[int]:
-    """The stored probes bracket the boundary to within 1/32 and the output names it; returns the ok values."""
+def _search_found_the_boundary(db: Path, axis: str, cap_mib: int, stdout: str) -> None:
+    """The stored probes bracket the boundary to within 1/32 and the output names it."""
     rows = sqlite3.connect(db).execute(f"select json_extract(params, '$.{axis}'), status from results").fetchall()
     ok = [v for v, s in rows if s == "ok"]
     oom = [v for v, s in rows if s == "oom"]
     assert ok and oom and max(ok) < min(oom), rows
     assert min(oom) - max(ok) <= max(1, max(ok) // 32)
     assert f"largest {axis} that fits under a {cap_mib} MiB cap: {max(ok)}" in stdout
-    return ok
 
 
 def test_transformer_maxbatch(tmp_path):
@@ -31,8 +30,7 @@ def test_transformer_maxbatch(tmp_path):
                   "--mem-limit", "640MiB", "--steps", "1", "--start", "64", "--plot-dir", str(tmp_path / "plots"),
                   db=db, timeout=600)
     assert res.returncode == 0, res.stderr
-    ok = _search_found_the_boundary(db, "batch", 640, res.stdout)
-    assert max(ok) >= 64
+    _search_found_the_boundary(db, "batch", 640, res.stdout)
     con = sqlite3.connect(db)
     assert {w for (w,) in con.execute("select distinct workload from results")} == {"transformer"}
     runs = con.execute("select study, variant from runs").fetchall()

@@ -69,7 +69,8 @@ class SearchOptions:
               help="a CNN model's square input side (default: model's)")
 @click.option("--precision", type=click.Choice(["fp32", "amp"]), default=None,
               help="a CNN model's precision [default: fp32] (other workloads: -p precision=...)")
-@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True, help="first value tried")
+@click.option("--start", type=click.IntRange(min=1), default=1, show_default=True,
+              help="first value tried (halved until one fits where it does not)")
 @click.option("--max-batch", type=click.IntRange(min=1), default=8192, show_default=True,
               help="stop doubling here")
 @click.option("--steps", type=click.IntRange(min=1), default=2, show_default=True,
@@ -120,7 +121,8 @@ def maxbatch(target: str, what: TargetOptions, how: SearchOptions, plot_dir: Pat
                              rows))
     cap = f" under a {mem_limit_mb} MiB cap" if mem_limit_mb else ""
     if result.largest is None:
-        console.print(f"no {escape(axis)} fits{cap}: {escape(axis)} {start} already failed", highlight=False)
+        smallest = min((p.value for p in result.probes), default=start)
+        console.print(f"no {escape(axis)} fits{cap}: {escape(axis)} {smallest} already failed", highlight=False)
     elif result.first_oom is None and result.stopped is None:
         console.print(f"largest {escape(axis)} that fits{cap}: at least {result.largest} (no OOM up to --max-batch "
                       f"{max_batch})", highlight=False)

@@ -78,7 +78,7 @@ class Probe:
 @dataclass
 class MaxBatch:
     run_id: str
-    largest: int | None  # None: not even the first value fits
+    largest: int | None  # None: not even 1 fits
     first_oom: int | None  # None: the search reached max_batch without an OOM
     stopped: str | None = None  # why the search stopped early (a non-OOM failure)
     probes: list[Probe] = field(default_factory=list)
@@ -210,8 +210,10 @@ def check_search(target: Target, *, framework: str, start: int, max_batch: int, 
 def search(store: Store, target: Target, *, framework: str, device: str, mem_limit_mb: int | None = None,
            start: int = 1, max_batch: int = 8192, steps: int = 2, timeout_s: float = 1800.0,
            threads: int | None = None, exact: bool = False, events: RunEvents | None = None) -> MaxBatch:
-    """Double the target's axis from `start` until a probe runs out of memory, then bisect to the boundary:
-    to within 1/32 of it (about 3%), or to the exact value with `exact`."""
+    """Double the target's axis from `start` until a probe runs out of memory (or halve it until one fits, where
+    `start` itself does not), then bisect to the boundary: to within 1/32 of it (about 3%), or to the exact value
+    with `exact`. How much fits depends on the machine (its libraries' own footprint under the cap), so `start`
+    is where the search begins, not a floor."""
     events = events or RunEvents()
     check_search(target, framework=framework, start=start, max_batch=max_batch, device=device)
     settings = RunSettings(frameworks=[framework], devices=[device], steps=steps, warmup=1, timeout_s=timeout_s,
@@ -271,6 +273,15 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, targe
         else:
             out.stopped = f"{axis} {value} ended {p.status}: {p.reason}"
         break
+    while out.stopped is None and lo is None and hi is not None and hi > 1:  # halving: --start did not fit
+        value = hi // 2
+        p = probe(value)
+        if p.status == "ok":
+            lo = value
+        elif p.status == "oom":
+            hi = value
+        else:
+            out.stopped = f"{axis} {value} ended {p.status}: {p.reason}"
 
     def close_enough(lo: int, hi: int) -> bool:
         return hi - lo <= (1 if exact else max(1, lo // 32))
