@@ -78,7 +78,7 @@ class Probe:
 @dataclass
 class MaxBatch:
     run_id: str
-    largest: int | None  # None: not even 1 fits
+    largest: int | None  # None: nothing fit (not even 1), or a failure stopped the search first
     first_oom: int | None  # None: the search reached max_batch without an OOM
     stopped: str | None = None  # why the search stopped early (a non-OOM failure)
     probes: list[Probe] = field(default_factory=list)
