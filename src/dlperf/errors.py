@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
+#: A line that only says where in a library's C++ source an error passed, not what went wrong: OpenVINO puts
+#: one before its message for each layer the error crossed ("Exception from src/inference/src/cpp/core.cpp:117:",
+#: "Check '...' failed at src/plugins/intel_cpu/src/node.cpp:345:").
+_SOURCE_LOCATION = re.compile(r"^(?:Exception from |Check .* failed at )?\S+\.(?:c|cc|cpp|cxx|h|hpp):\d+:?$")
+
+
+def exception_line(exc: BaseException) -> str:
+    """`Type: message` on one line, as a case's reason stores it: the message's first line that says what went
+    wrong, past lines that only name a C++ source location (the first line where every line does)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    said = next((line for line in lines if not _SOURCE_LOCATION.match(line)), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {said}".rstrip(": ")
+
 
 class DlperfError(Exception):
     """A problem the user can fix; its message is printed alone, without a traceback."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from dlperf.distributed.launch import RANK_KINDS, STOPPED, RankSpec
 from dlperf.distributed.records import RankResult
+from dlperf.errors import exception_line
 
 PR_SET_PDEATHSIG = 1
 
@@ -110,11 +111,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def failure_status(exc: BaseException) -> str:
     """oom, unsupported or error, for an exception a rank ended with."""
     from dlperf.frameworks import UnsupportedError
@@ -161,7 +157,7 @@ def main(argv: list[str]) -> int:
     except Stopped as exc:
         out = {"status": STOPPED, "reason": str(exc)}
     except BaseException as exc:
-        out = {"status": failure_status(exc), "reason": one_line(exc), "traceback": traceback.format_exc(limit=8)}
+        out = {"status": failure_status(exc), "reason": exception_line(exc), "traceback": traceback.format_exc(limit=8)}
     out |= {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "peak_rss_bytes": peak_rss_bytes(),
             "peak_device_mem_bytes": peak_device_mem_bytes(spec, local_rank), "finished_at": time.time()}
     tmp = base / f".rank{rank}.json.tmp"

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dlperf.core.jobs import CeilingsJob
+from dlperf.errors import exception_line
 from dlperf.runner.ceilings_record import (
     CeilingLevel,
     Ceilings,
@@ -92,11 +93,6 @@ def measure_in_worker(job: CeilingsJob) -> WorkerResult:
     return {"status": "ok", "ceilings": out}
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def _frameworks(device: str, frameworks: list[str], threads: int, errors: dict[str, str]) -> list[tuple[Any, str]]:
     """(adapter, canonical device) of each ceiling framework the run uses that runs on `device`."""
     from dlperf.frameworks import UnsupportedError, get_framework
@@ -112,7 +108,7 @@ def _frameworks(device: str, frameworks: list[str], threads: int, errors: dict[s
             dev = fw.check_device(device)
             fw.set_threads(threads)
         except Exception as exc:
-            errors[name] = _one_line(exc)
+            errors[name] = exception_line(exc)
             continue
         out.append((fw, dev))
     return out
@@ -202,7 +198,7 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
                     fn, sync = fw.prepare(step, dev)
                     figures.append(_stream_figure(fw, kernel, fn, sync, nbytes, timing))
             except Exception as exc:  # recorded, the other frameworks' figures stand
-                errors[f"{fw.name} {format_size(ws)}"] = _one_line(exc)
+                errors[f"{fw.name} {format_size(ws)}"] = exception_line(exc)
         if figures:
             best = max(figures, key=lambda f: f["bytes_per_s"])
             points.append({"working_set_bytes": best["working_set_bytes"], "bytes_per_s": best["bytes_per_s"],
@@ -223,7 +219,7 @@ def _device_ceilings(device: str, frameworks: list[str], threads: int, quick: bo
             fn, sync = fw.prepare(peaks.build(fw, dev, params).fn, dev)
             gemms.append(_gemm_figure(fw, n, fn, sync, peaks.cost(params).flops, GEMM_TIMING[quick]))
         except Exception as exc:
-            errors[f"{fw.name} gemm"] = _one_line(exc)
+            errors[f"{fw.name} gemm"] = exception_line(exc)
     gemm = max(gemms, key=lambda g: g["flops_per_s"]) if gemms else None
     return {"device": device, "threads": threads, "caches": info.to_dict(),
             "frameworks": [fw.name for fw, _ in loaded], "levels": levels,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlperf.core.jobs import CaseJob, CaseSpec, CeilingsJob, CountersJob, FingerprintJob, OneStepJob, ProbeJob, read_job
 from dlperf.core.settings import RunSettings
+from dlperf.errors import exception_line
 from dlperf.runner.alloc_failure import is_allocation_failure
 from dlperf.runner.driven import Footprint
 from dlperf.runner.parent_watch import die_with_parent
@@ -61,18 +62,13 @@ def peak_rss_bytes(status: Path = Path("/proc/self/status")) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def oom_reason(exc: BaseException, case_dtype: Any) -> str:
     """An out-of-memory reason in the case's own dtype: where the failed allocation names another dtype
     (NumPy's "... and data type float32" in a float16 case, whose inputs are drawn in float32 and then cast),
     the reason says that array was an intermediate, so it never reads as if the case ran in that dtype."""
     import re
 
-    text = _one_line(exc)
+    text = exception_line(exc)
     named = re.search(r"data type (\w+)", text)
     if isinstance(case_dtype, str) and named and named.group(1) != case_dtype:
         return f"{text} (a {named.group(1)} intermediate of this {case_dtype} case, not one of its {case_dtype} arrays)"
@@ -139,7 +135,7 @@ def run_case(job: CaseJob) -> WorkerResult:
             except UnsupportedError:
                 pass  # this framework has no kernel profiler here; the Python profile stands alone
             except Exception as exc:  # a profiler failure is recorded, the timing stands
-                metrics["kernels_error"] = _one_line(exc)
+                metrics["kernels_error"] = exception_line(exc)
         steps = workload.steps_per_epoch(params)
         if steps is not None:
             metrics["steps_per_epoch"] = steps
@@ -163,7 +159,7 @@ def run_case(job: CaseJob) -> WorkerResult:
         oom = _is_oom(fw, exc, settings.mem_limit_mb)
         result: WorkerResult = {
             "status": "oom" if oom else "error",
-            "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
+            "reason": oom_reason(exc, case.params.get("dtype")) if oom else exception_line(exc),
             "metrics": {"traceback": traceback.format_exc(limit=8), "peak_rss_bytes": peak_rss_bytes()},
         }
         if not oom and settings.mem_limit_mb and _asks(fw.oom_suspect, exc):
@@ -203,7 +199,7 @@ def import_failed(framework: str, exc: BaseException, cap_mb: int | None) -> Wor
     plainly one is re-checked by the parent with the cap raised (runner.recheck); the reason keeps `exc`'s."""
     where = f"importing {framework}" + (f" under the {cap_mb} MiB memory cap" if cap_mb else "")
     oom = bool(cap_mb) and is_allocation_failure(exc)
-    result: WorkerResult = {"status": "oom" if oom else "error", "reason": f"{_one_line(exc)} ({where})",
+    result: WorkerResult = {"status": "oom" if oom else "error", "reason": f"{exception_line(exc)} ({where})",
                             "metrics": {"traceback": traceback.format_exc(limit=8),
                                         "peak_rss_bytes": peak_rss_bytes()}}
     if cap_mb and not oom:
@@ -243,7 +239,7 @@ def run_one_step(job: OneStepJob) -> WorkerResult:
     except BaseException as exc:
         oom = _is_oom(fw, exc, job.settings.mem_limit_mb)
         return {"status": "oom" if oom else "error",
-                "reason": oom_reason(exc, case.params.get("dtype")) if oom else _one_line(exc),
+                "reason": oom_reason(exc, case.params.get("dtype")) if oom else exception_line(exc),
                 "peak_rss_bytes": peak_rss_bytes()}
     return {"status": "ok", "peak_rss_bytes": peak_rss_bytes()}
 
@@ -361,7 +357,7 @@ def probe_frameworks(job: ProbeJob) -> WorkerResult:
         try:
             out[name] = {"installed": True, "version": fw.version, "devices": fw.devices()}
         except Exception as exc:  # a broken install is reported, not fatal
-            out[name] = {"installed": True, "version": fw.version, "error": _one_line(exc)}
+            out[name] = {"installed": True, "version": fw.version, "error": exception_line(exc)}
     return {"status": "ok", "frameworks": out}
 
 
