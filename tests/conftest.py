@@ -176,12 +176,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The machine the suite ran on, last, beside the summary that CI's log keeps: a test that fails on one
     machine and not another (issue 28) is then read against which CPU, ISA and CPU limits it had."""
-    from dlperf.hardware import cpu_limits, probe
+    try:
+        from dlperf.hardware import cpu_limits, probe
 
-    flags = probe.cpu_flag_set()
-    isa = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile")) if flag in flags]
-    logical = os.cpu_count() or 0
-    terminalreporter.write_line(
-        f"machine: {probe.cpu_model()}; {probe.physical_cores()} physical cores, {logical} logical; "
-        f"ISA {', '.join(isa) or 'none of AVX2, AVX-512, AMX'}; "
-        f"{cpu_limits.describe(cpu_limits.read_limits(), logical)}; load average {os.getloadavg()[0]:.1f}")
+        flags = probe.cpu_flag_set()
+        isa = [name for name, flag in (("AVX2", "avx2"), ("AVX-512", "avx512f"), ("AMX", "amx_tile"))
+               if flag in flags]
+        logical = os.cpu_count() or 0
+        line = (f"machine: {probe.cpu_model()}; {probe.physical_cores()} physical cores, {logical} logical; "
+                f"ISA {', '.join(isa) or 'none of AVX2, AVX-512, AMX'}; "
+                f"{cpu_limits.describe(cpu_limits.read_limits(), logical)}; load average {os.getloadavg()[0]:.1f}")
+    except Exception as exc:  # a line for the log, never a reason for the run to fail
+        line = f"machine: not read ({type(exc).__name__}: {exc})"
+    terminalreporter.write_line(line)
