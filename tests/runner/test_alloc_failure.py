@@ -18,6 +18,7 @@ from dlperf.runner.maxbatch import resolve_target
 from dlperf.runner.process import WorkerOutcome, classify_exit
 from dlperf.runner.worker import run_case
 from dlperf.store import Store
+from tests.runner.conftest import builds_fail_with
 from tests.runner.test_maxbatch import toy  # noqa: F401  (a fixture: the toy workload registered)
 
 #: The last three lines of stderr (joined as `process._stderr_tail` joins them) and the exit code of
@@ -102,21 +103,7 @@ def test_the_worker_says_which_import_failed_and_why(monkeypatch):
 def test_a_module_the_workload_imports_that_fails_allocating_is_oom(monkeypatch):
     """Past the framework: a workload's build that imports a library (transformers, onnxruntime) under the cap
     and fails mapping it is out of memory, with its words; without a cap it is an error."""
-    import dlperf.workloads as workloads
-
-    real = workloads.get_workload
-
-    class Failing:
-        def __init__(self, name: str) -> None:
-            self._real = real(name)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._real, name)
-
-        def build(self, *args: Any) -> Any:
-            raise ImportError("/x/libonnxruntime.so: failed to map segment from shared object")
-
-    monkeypatch.setattr(workloads, "get_workload", Failing)
+    builds_fail_with(monkeypatch, ImportError("/x/libonnxruntime.so: failed to map segment from shared object"))
     under_cap = run_case(_job(300))
     assert under_cap["status"] == "oom" and "failed to map segment" in under_cap["reason"]
     assert run_case(_job(None))["status"] == "error"

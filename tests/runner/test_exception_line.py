@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dlperf.errors import exception_line
+from tests.runner.conftest import builds_fail_with
 
 #: OpenVINO's messages as it raised them here (2026.4), oneDNN restricted below the CPU's ISA.
 RECORDED = [
@@ -67,22 +68,9 @@ def _job() -> Any:
 
 def test_a_case_that_fails_building_stores_that_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the worker: a case whose build raises OpenVINO's kind of message stores the line that names it."""
-    import dlperf.workloads as workloads
     from dlperf.runner.worker import run_case
 
-    real = workloads.get_workload
-
-    class Failing:
-        def __init__(self, name: str) -> None:
-            self._real = real(name)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._real, name)
-
-        def build(self, *args: Any) -> Any:
-            raise RuntimeError(RECORDED[1][0])
-
-    monkeypatch.setattr(workloads, "get_workload", Failing)
+    builds_fail_with(monkeypatch, RuntimeError(RECORDED[1][0]))
     out = run_case(_job())
     assert (out["status"], out["reason"]) == (
         "error", "RuntimeError: Supported primitive descriptors list is empty for node: out type: Softmax")

@@ -261,20 +261,12 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, targe
         events.probe_done(value, row)
         return p
 
-    lo, hi = None, None
-    value = start
-    while value <= max_batch:  # doubling
-        p = probe(value)
-        if p.status == "ok":
-            lo, value = value, value * 2
-            continue
-        if p.status == "oom":
-            hi = value
-        else:
-            out.stopped = f"{axis} {value} ended {p.status}: {p.reason}"
-        break
-    while out.stopped is None and lo is None and hi is not None and hi > 1:  # halving: --start did not fit
-        value = hi // 2
+    lo: int | None = None  # the largest value that fit so far
+    hi: int | None = None  # the smallest that ran out of memory so far
+
+    def narrow(value: int) -> None:
+        """Probe `value` and move the bracket, or stop the search on a failure other than memory."""
+        nonlocal lo, hi
         p = probe(value)
         if p.status == "ok":
             lo = value
@@ -286,14 +278,13 @@ def _search(store: Store, run_id: str, env_id: int, settings: RunSettings, targe
     def close_enough(lo: int, hi: int) -> bool:
         return hi - lo <= (1 if exact else max(1, lo // 32))
 
+    value = start
+    while out.stopped is None and hi is None and value <= max_batch:  # doubling
+        narrow(value)
+        value *= 2
+    while out.stopped is None and lo is None and hi is not None and hi > 1:  # halving: --start did not fit
+        narrow(hi // 2)
     while out.stopped is None and lo is not None and hi is not None and not close_enough(lo, hi):  # bisection
-        mid = (lo + hi) // 2
-        p = probe(mid)
-        if p.status == "ok":
-            lo = mid
-        elif p.status == "oom":
-            hi = mid
-        else:
-            out.stopped = f"{axis} {mid} ended {p.status}: {p.reason}"
+        narrow((lo + hi) // 2)
     out.largest, out.first_oom = lo, hi
     return out
