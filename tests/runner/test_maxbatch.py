@@ -143,7 +143,7 @@ def test_the_search_varies_the_workloads_own_axis(tmp_path, monkeypatch, toy):
 
 
 def test_a_start_that_does_not_fit_is_halved_until_one_does(tmp_path, monkeypatch, toy):
-    """CI's Intel machine ran out of memory at LeNet's --start 2048 under 600 MiB, where this AMD one peaked at
+    """CI's machine ran out of memory at LeNet's --start 2048 under 600 MiB, where this AMD one peaked at
     564 MiB: the libraries' own footprint under the cap differs by machine. The search then found nothing; now it
     halves down from --start and bisects as before."""
     seen: list[Any] = []
