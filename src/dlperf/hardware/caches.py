@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.hardware.cpu_limits import parse_cpu_list
+
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 DRAM = "DRAM"
 
@@ -86,17 +88,6 @@ def parse_size(text: str) -> int:
     if not m:
         raise ValueError(f"cache size {text!r} is not understood")
     return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2).upper()]
-
-
-def parse_cpu_list(text: str) -> frozenset[int]:
-    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return frozenset(out)
 
 
 def visible_cpus() -> frozenset[int]:

@@ -36,7 +36,8 @@ class CpuLimits:
     quota_file: str | None = None
 
 
-def _read(path: Path) -> str | None:
+def read_file(path: Path) -> str | None:
+    """The file's text, stripped; None where it is absent or cannot be read (a /proc or /sys file)."""
     try:
         return path.read_text().strip()
     except (OSError, UnicodeDecodeError):
@@ -47,7 +48,7 @@ def _mounts(root: Path) -> list[tuple[str, str, str, set[str]]]:
     """The cgroup mounts of /proc/self/mountinfo: (fstype, the mount's root in the hierarchy, its mount point,
     its super options)."""
     out = []
-    for line in (_read(root / "proc/self/mountinfo") or "").splitlines():
+    for line in (read_file(root / "proc/self/mountinfo") or "").splitlines():
         left, sep, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if not sep or len(fields) < 5 or len(tail) < 3 or tail[0] not in ("cgroup", "cgroup2"):
@@ -59,7 +60,7 @@ def _mounts(root: Path) -> list[tuple[str, str, str, set[str]]]:
 def _groups(root: Path) -> tuple[str | None, str | None]:
     """(the v1 path of the group holding the `cpu` controller, the v2 path) of /proc/self/cgroup."""
     v1 = v2 = None
-    for line in (_read(root / "proc/self/cgroup") or "").splitlines():
+    for line in (read_file(root / "proc/self/cgroup") or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -84,7 +85,7 @@ def _folders(root: Path, mount_root: str, mount_point: str, group: str) -> list[
 
 
 def _v2_quota(folder: Path) -> tuple[float, str] | None:
-    text = _read(folder / "cpu.max")
+    text = read_file(folder / "cpu.max")
     if not text:
         return None
     fields = text.split()
@@ -98,7 +99,7 @@ def _v2_quota(folder: Path) -> tuple[float, str] | None:
 
 
 def _v1_quota(folder: Path) -> tuple[float, str] | None:
-    quota_text, period_text = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+    quota_text, period_text = read_file(folder / "cpu.cfs_quota_us"), read_file(folder / "cpu.cfs_period_us")
     try:
         quota, period = int(quota_text or ""), int(period_text or "")
     except ValueError:
@@ -121,22 +122,29 @@ def quota(root: Path = Path("/")) -> tuple[float, str] | None:
     return min(found, default=None)
 
 
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """A kernel CPU list as its CPUs: '0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11}; ValueError where it is not one."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
 def cpu_list_count(text: str) -> int | None:
-    """How many CPUs a kernel CPU list names ("0-3,8,10-11": 7); None where it is not one."""
-    count = 0
+    """How many CPUs a kernel CPU list names ("0-3,8,10-11": 7); None where it is not one, or names none."""
     try:
-        for part in text.strip().split(","):
-            first, _, last = part.partition("-")
-            count += int(last or first) - int(first) + 1 if part else 0
+        return len(parse_cpu_list(text)) or None
     except ValueError:
         return None
-    return count or None
 
 
 def allowed_cpus(root: Path = Path("/")) -> int | None:
     """Logical CPUs in this process's affinity (`Cpus_allowed_list` of /proc/self/status, else the OS's
     answer where `root` is this machine's); None where neither says."""
-    for line in (_read(root / "proc/self/status") or "").splitlines():
+    for line in (read_file(root / "proc/self/status") or "").splitlines():
         if line.startswith("Cpus_allowed_list:"):
             return cpu_list_count(line.split(":", 1)[1])
     if root != Path("/"):
@@ -149,7 +157,7 @@ def allowed_cpus(root: Path = Path("/")) -> int | None:
 
 def online_cpus(root: Path = Path("/")) -> int | None:
     """Logical CPUs online on the machine (/sys/devices/system/cpu/online)."""
-    text = _read(root / "sys/devices/system/cpu/online")
+    text = read_file(root / "sys/devices/system/cpu/online")
     return cpu_list_count(text) if text else None
 
 
@@ -193,5 +201,5 @@ def describe(limits: CpuLimits, logical: int) -> str:
     return f"affinity {affinity}; cgroup CPU quota {quota_text}"
 
 
-__all__ = ["CpuLimits", "allowed_cpus", "cpu_list_count", "describe", "limit_reason", "online_cpus", "quota",
-           "read_limits", "usable_cores"]
+__all__ = ["CpuLimits", "allowed_cpus", "cpu_list_count", "describe", "limit_reason", "online_cpus",
+           "parse_cpu_list", "quota", "read_file", "read_limits", "usable_cores"]

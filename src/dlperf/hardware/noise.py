@@ -31,11 +31,8 @@ class NoiseItem:
 
 
 def _read(root: Path, rel: str | Path) -> str | None:
-    """The file's text, stripped; None where it is absent or cannot be read."""
-    try:
-        return (root / rel).read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
+    """The file's text under `root`, stripped; None where it is absent or cannot be read."""
+    return cpu_limits.read_file(root / rel)
 
 
 def governor(root: Path) -> NoiseItem:
