@@ -1,5 +1,5 @@
 """The CPUs a process may use (`hardware.cpu_limits`): recorded /proc and cgroup trees of the usual setups (a
-Docker container on cgroup v1, a systemd slice and a Kubernetes pod on cgroup v2, a taskset), and and a real
+Docker container on cgroup v1, a systemd slice and a Kubernetes pod on cgroup v2, a taskset), and a real
 quota on this machine: a child process in a cgroup of its own, capped at 1.07 CPUs, whose default thread count
 and `dlperf doctor`'s noise line must follow the cap."""
 
