@@ -33,6 +33,14 @@ class FakeClock:
         self.now += dt
 
 
+def session_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of this test session's, shared by its pytest-xdist processes (beside their own folders)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_export_cache(tmp_path_factory: pytest.TempPathFactory):
     """Every test, and every dlperf process a test starts, uses the suite's own cache (ONNX exports, the clock
@@ -41,15 +49,30 @@ def private_export_cache(tmp_path_factory: pytest.TempPathFactory):
     made is read by the others (`onnx_export.entry_lock` keeps them from writing one entry at once), and the peak
     is measured once."""
     before = os.environ.get("DLPERF_CACHE_DIR")
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent / "dlperf-cache" if os.environ.get("PYTEST_XDIST_WORKER") else base / "dlperf-cache"
-    shared.mkdir(exist_ok=True)
-    os.environ["DLPERF_CACHE_DIR"] = str(shared)
+    os.environ["DLPERF_CACHE_DIR"] = str(session_folder(tmp_path_factory, "dlperf-cache"))
     yield
     if before is None:
         os.environ.pop("DLPERF_CACHE_DIR", None)
     else:
         os.environ["DLPERF_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The temporary folder of the suite's test processes and of every process they start (TMPDIR,
+    `tempfile.tempdir`): a folder of this session's, which pytest removes with its older sessions. Without it each
+    run of the suite left about 250 of `run_cli`'s scratch folders in the machine's /tmp, never removed, and any
+    file a library leaves in the temporary folder stayed there too. The test processes share it as they would
+    share /tmp."""
+    folder = session_folder(tmp_path_factory, "tmp")
+    before_env, before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
+    yield folder
+    tempfile.tempdir = before
+    if before_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before_env
 
 
 @pytest.fixture(autouse=True)
@@ -94,10 +117,8 @@ class CliResult:
 
 def run_cli(*args: str, db: Path | None = None, timeout: float = 240, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> CliResult:
-    """Run `python -m dlperf.cli ARGS` in a subprocess, as a user would, in a fresh folder
-    (so that files dlperf writes beside the user, such as reports/, stay out of the repo)."""
-    import tempfile
-
+    """Run `python -m dlperf.cli ARGS` in a subprocess, as a user would, in a fresh folder (so that files dlperf
+    writes beside the user, such as reports/, stay out of the repo) in the session's temporary folder."""
     cwd = cwd or Path(tempfile.mkdtemp(prefix="dlperf-cli-"))
     full_env = dict(os.environ, COLUMNS="200", **(env or {}))
     if db is not None:
