@@ -81,9 +81,9 @@ def _u_null_cdf(n: int, m: int) -> np.ndarray:
 
 
 def _z(confidence: float) -> float:
-    from scipy.stats import norm
+    from scipy.special import ndtri  # the normal quantile (scipy.stats' import is twice scipy.special's)
 
-    return float(norm.ppf(0.5 + confidence / 2))
+    return float(ndtri(0.5 + confidence / 2))
 
 
 def critical_rank(n: int, m: int, confidence: float = CONFIDENCE, tie_term: float = 0.0) -> int:
@@ -155,10 +155,10 @@ def _t_interval(d: float, se: float, df: float, confidence: float) -> tuple[floa
     freedom; no spread at all (se 0: every process had the same median) gives the point and p 1 or 0."""
     if se == 0.0:
         return d, d, d, (1.0 if d == 0.0 else 0.0)
-    from scipy.stats import t as student_t
+    from scipy.special import stdtr, stdtrit  # Student's t CDF and quantile
 
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    return d, d - half, d + half, float(2 * student_t.sf(abs(d) / se, df))
+    half = float(stdtrit(df, 0.5 + confidence / 2)) * se
+    return d, d - half, d + half, float(2 * stdtr(df, -abs(d) / se))
 
 
 def welch(x: Sequence[float], y: Sequence[float],

@@ -37,11 +37,11 @@ def interval_rel(medians_s: Sequence[float]) -> float | None:
     doc); None below 2 medians or where one is not positive and finite."""
     if len(medians_s) < 2 or not all(m > 0 and math.isfinite(m) for m in medians_s):
         return None
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # Student's t quantile: scipy.stats' import costs every run ~0.5 s of CPU
 
     logs = [math.log(m) for m in medians_s]
     k = len(logs)
-    half = float(student_t.ppf(0.975, k - 1)) * statistics.stdev(logs) / math.sqrt(k)
+    half = float(stdtrit(k - 1, 0.975)) * statistics.stdev(logs) / math.sqrt(k)
     return math.expm1(half)
 
 
