@@ -29,6 +29,9 @@ SAPPHIRE = _rates("GenuineIntel", 6, 143, (215e9, 217e9), 3.62e9, 1.18)
 #: Zen 4 (family 25 model 17, Genoa) at 3.7 GHz: AVX-512 runs on two 256-bit FMA pipes, 32 FP32 FLOP/cycle
 #: per core (one 512-bit FMA per cycle); no licence clock, so the scalar and vector clocks agree.
 ZEN4 = _rates("AuthenticAMD", 25, 17, (118.4e9, 118.0e9), 3.7e9, 4 / 3.7)
+#: Zen 3 (family 25 model 1, Milan) at 3.5 GHz, AVX2: two 256-bit FMA pipes, 32 FP32 FLOP/cycle per core, an FMA
+#: latency of 4 cycles. Inputs consistent with those facts, not a recording of such a machine.
+ZEN3 = _rates("AuthenticAMD", 25, 1, (112.1e9, 111.9e9), 3.5e9, 4 / 3.5, isa="avx2+fma", lanes=8)
 #: This project's AMD EPYC VM (family 26 model 2, Zen 5), measured 2026-11-27: 258.5 GFLOP/s per core, scalar
 #: add chain 4.03 GHz, FMA chain 0.973 ns.
 ZEN5 = _rates("AuthenticAMD", 26, 2, (258.5e9, 258.4e9), 4.03e9, 0.973)
@@ -48,7 +51,7 @@ def test_the_latency_table_knows_the_three_cpus_and_says_when_it_does_not():
     assert fma_latency("GenuineIntel", 6, 85, "avx512f") == (4, "Intel Skylake-SP/Cascade Lake/Cooper Lake")
     assert fma_latency("GenuineIntel", 6, 143, "avx512f")[0] == 4
     assert fma_latency("AuthenticAMD", 25, 17, "avx512f") == (4, "AMD Zen 4")
-    assert fma_latency("AuthenticAMD", 25, 1, "avx2+fma") == (5, "AMD Zen 3")
+    assert fma_latency("AuthenticAMD", 25, 1, "avx2+fma") == (4, "AMD Zen 3")
     assert fma_latency("AuthenticAMD", 23, 49, "avx2+fma") == (5, "AMD Zen/Zen+/Zen 2")
     assert fma_latency("GenuineIntel", 6, 0x3F, "avx2+fma") == (5, "Intel Haswell")
     cycles, why = fma_latency("GenuineIntel", 6, 0x97, "avx2+fma")  # Alder Lake: P- and E-cores differ
@@ -67,7 +70,9 @@ def test_cascade_lake_peak_is_the_fma_throughput_not_the_add_chain_upper_bound()
     assert theo["fp32_flops_per_s"] == pytest.approx(2 * 151.95e9, rel=1e-9)
     assert abs(theo["fp32_flops_per_s"] / 305e9 - 1) < 0.05  # the issue's acceptance: within 5% of ~305
     assert theo["fp32_flops_per_s"] < 2 * 3.08e9 * 64  # never ceil(ratio) units at the add-chain clock (394)
-    assert theo["fp32_source"] == "measured" and theo["clock_measured"]
+    assert theo["fp32_source"] == "measured"  # the peak is the loop's throughput; its clock assumed the units
+    assert not theo["clock_measured"] and theo["clock_source"].startswith("derived: 2.37 GHz, the FMA loop's own at "
+                                                                          "an assumed 2 units")
     # The label says what was measured and what was assumed, wherever the figure is shown.
     assert "assumed 2" in theo["fma_units_source"] and "assumed 2" in theo["assumptions"]
     assert theo["fp32_basis"].startswith("measured: 2 cores x 151.9 GFLOP/s per core, the AVX-512 FMA loop's")
@@ -81,6 +86,7 @@ def test_sapphire_rapids_has_two_measured_units_at_its_vector_clock():
     assert found.clock_ghz == pytest.approx(216e9 / 64 / 1e9, rel=1e-6) and 3.3 < found.clock_ghz < 3.45
     theo = _peak(SAPPHIRE)
     assert theo["fp32_flops_per_s"] == pytest.approx(432e9, rel=1e-9)
+    assert theo["clock_measured"] and theo["clock_source"].startswith("measured: 3.38 GHz, the FMA loop's own")
     assert theo["bf16_flops_per_s"] is None  # AMX is not in AVX512's flags here: no BF16 rate derived
     amx = peaks.cpu_theoretical(2, [*AVX512, "amx_bf16"], derive(SAPPHIRE, threads=2, seconds=0.3))
     assert amx["bf16_flops_per_s"] == pytest.approx(2 * found.clock_ghz * 1e9 * 1024, rel=1e-9)
@@ -93,6 +99,14 @@ def test_zen4_runs_avx512_on_two_256_bit_pipes_one_512_bit_unit():
     assert found.clock_ghz == pytest.approx(118.2 / 32, rel=1e-6)  # 32 FP32 FLOP/cycle per core
     theo = _peak(ZEN4)
     assert theo["fp32_flops_per_cycle_per_core"] == 32 and theo["fp32_flops_per_s"] == pytest.approx(236.4e9)
+
+
+def test_zen3_has_two_units_measured_at_its_own_clock():
+    found = derive(ZEN3, threads=2, seconds=0.3)
+    assert found.fma_latency_cycles == 4 and found.vector_clock_ghz == pytest.approx(3.5, rel=1e-6)
+    assert found.fma_units == 2 and found.fma_units_source.startswith("measured: 2.00")  # not 1.6 at 5 cycles
+    theo = peaks.cpu_theoretical(2, ["avx2", "fma"], found)
+    assert theo["clock_measured"] and theo["fp32_flops_per_cycle_per_core"] == 32
 
 
 def test_zen5_here_has_two_full_width_units():

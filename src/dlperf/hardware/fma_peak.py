@@ -44,7 +44,7 @@ FMA_LATENCY: tuple[tuple[str, int, frozenset[int], int, str], ...] = (
     ("AuthenticAMD", 0x17, frozenset(), 5, "AMD Zen/Zen+/Zen 2"),
     ("AuthenticAMD", 0x19, frozenset(range(0x10, 0x20)) | frozenset(range(0x60, 0x80)) | frozenset(range(0xA0, 0xB0)),
      4, "AMD Zen 4"),
-    ("AuthenticAMD", 0x19, frozenset(), 5, "AMD Zen 3"),
+    ("AuthenticAMD", 0x19, frozenset(), 4, "AMD Zen 3"),  # Zen 3 cut Zen 2's 5 cycles to 4
     ("AuthenticAMD", 0x1A, frozenset(), 4, "AMD Zen 5"),
 )
 #: ISAs whose chain is one FMA instruction (the others multiply then add: no latency in the table).

@@ -143,6 +143,9 @@ def _clock_text(clock: ClockProbe, units: int | None, lanes: int) -> str:
     vector = f"vector clock {_ghz(clock.vector_clock_ghz)} GHz ({clock.vector_clock_source})"
     if clock.clock_ghz is None:
         return f"not determined under FMA load: {vector}; {scalar}"
+    if str(clock.fma_units_source).startswith("assumed"):  # the units were not measured: nor is this clock
+        return (f"derived: {_ghz(clock.clock_ghz)} GHz, the FMA loop's own at an assumed {units} units (its "
+                f"throughput / ({units} units x {lanes} lanes x 2)); {vector}; {scalar}")
     return (f"measured: {_ghz(clock.clock_ghz)} GHz, the FMA loop's own (its throughput / ({units} units x {lanes} "
             f"lanes x 2)); {vector}; {scalar}")
 
@@ -193,7 +196,8 @@ def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
         "physical_cores": physical_cores,
         "clock_ghz": ghz,
         "clock_source": clock_source,
-        "clock_measured": measured and ghz is not None and not clock_override,
+        "clock_measured": (measured and ghz is not None and not clock_override
+                           and not clock_source.startswith("derived")),  # at assumed units: derived
         "nominal_clock_ghz": nominal,
         "nominal_clock_source": nominal_source,
         "vector_bits": lanes * 32,
