@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from dlperf.analysis.compare import CaseComparison, compare_runs, regressions, summarize, verdict
+from dlperf.analysis.compare import CaseComparison, compare_runs, one_process_a_side, regressions, summarize, verdict
+from dlperf.analysis.drift import Drift
 from dlperf.core.result import CaseResult, Metrics
 from tests.factories import case
 
@@ -131,6 +132,12 @@ def test_geometric_mean_on_a_hand_computed_example():
     assert summarize(out) == s  # the bootstrap is seeded
     assert summarize(out[:2]).ci_low is None and summarize(out[:2]).geomean == pytest.approx(math.sqrt(1.3 * 0.8))
     assert summarize(out[4:]).geomean is None
+    # The machine's drift moves every case alike: the cases' spread does not show it, so it widens the interval.
+    moved = summarize(out, Drift(1.02, 0.97, 1.04, 10, 10))
+    assert moved.drift_widened and not s.drift_widened and moved.geomean == s.geomean
+    assert moved.ci_low == pytest.approx(s.ci_low / 1.04) and moved.ci_high == pytest.approx(s.ci_high / 0.97)
+    # Every case here had one process a side: their intervals hold one process's samples only.
+    assert one_process_a_side(out) == out[:4] and all(c.method == "samples" for c in out[:4])
 
 
 def test_regressions_need_the_whole_interval_beyond_the_threshold():

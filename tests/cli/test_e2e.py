@@ -160,6 +160,12 @@ def test_show_report_export_compare(two_runs, tmp_path):
                                f"{doc['summary']['geomean']:.3f}") and last.endswith(f"; {listed}"), last
     else:
         assert last == f"no case compared ({listed})", last
+    # One process a side (the study's one repetition): each compared case is named as such, and the table says
+    # what its interval leaves out.
+    compared = [c["case_key"] for c in cases if c["verdict"] not in ("contended", "invalid")]
+    assert doc["one_process_a_side"] == compared
+    said = f"{n_compared} of the compared cases had one process a side: their intervals hold that process's"
+    assert (said in cmp.stdout) == bool(n_compared), cmp.stdout
 
 
 def test_rich_markup_in_data_is_printed_literally(doctor_output):

@@ -83,6 +83,7 @@ class SummaryDoc(TypedDict):
     ci_low: float | None
     ci_high: float | None
     counts: dict[str, int]
+    drift_widened: bool
 
 
 @dataclass
@@ -139,10 +140,11 @@ class Summary:
     ci_low: float | None
     ci_high: float | None
     counts: dict[str, int]
+    drift_widened: bool = False  # the interval includes the machine's drift between the runs
 
     def as_dict(self) -> SummaryDoc:
         return {"n_compared": self.n_compared, "geomean": self.geomean, "ci_low": self.ci_low,
-                "ci_high": self.ci_high, "counts": dict(self.counts)}
+                "ci_high": self.ci_high, "counts": dict(self.counts), "drift_widened": self.drift_widened}
 
 
 def verdict(ci_low: float | None, ci_high: float | None, min_effect: float = DEFAULT_MIN_EFFECT) -> str:
@@ -242,9 +244,11 @@ def compare_runs(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult
             for key in sorted(set(by_a) | set(by_b))]
 
 
-def summarize(rows: Sequence[CaseComparison]) -> Summary:
+def summarize(rows: Sequence[CaseComparison], drift: Drift | None = None) -> Summary:
     """The geometric mean of B/A over the compared cases (`COMPARED`) and its 95% interval by a seeded
-    bootstrap over cases (the spread from case to case; none below 3 cases), plus every verdict's count."""
+    bootstrap over cases (the spread from case to case; none below 3 cases), plus every verdict's count.
+    `drift` (the machine's, between the runs) moves every case alike, so no spread between cases shows it: the
+    interval is widened by its band, as each case's is."""
     counts: dict[str, int] = defaultdict(int)
     for c in rows:
         counts[c.verdict] += 1
@@ -258,7 +262,15 @@ def summarize(rows: Sequence[CaseComparison]) -> Summary:
     means = logs[rng.integers(0, logs.size, size=(BOOTSTRAP_RESAMPLES, logs.size))].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     lo, hi = np.percentile(means, [tail, 100 - tail])
-    return Summary(int(logs.size), geomean, math.exp(float(lo)), math.exp(float(hi)), dict(counts))
+    low, high = math.exp(float(lo)), math.exp(float(hi))
+    if drift is not None:
+        low, high, *_ = widen(low, high, drift, None)
+    return Summary(int(logs.size), geomean, low, high, dict(counts), drift is not None)
+
+
+def one_process_a_side(rows: Sequence[CaseComparison]) -> list[CaseComparison]:
+    """The compared cases with one process on each side: their interval holds that process's samples only."""
+    return [c for c in rows if c.verdict in COMPARED and c.method == "samples"]
 
 
 def regressions(rows: Sequence[CaseComparison], threshold_pct: float) -> list[CaseComparison]:

@@ -135,8 +135,8 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
     A run whose results came from several machines (a fleet run) is compared one machine's share at a time:
     RUN@MACHINE (a machine id prefix or a machine label), e.g. `RUN@w1 RUN@w2` for two machines of one run.
     """
-    from dlperf.analysis.compare import NOT_COMPARED, compare_runs, regressions, summarize
-    from dlperf.analysis.drift import machine_drift
+    from dlperf.analysis.compare import NOT_COMPARED, compare_runs, one_process_a_side, regressions, summarize
+    from dlperf.analysis.drift import Drift, machine_drift
     from dlperf.analysis.effect import CONFIDENCE
     from dlperf.hardware.identity import diff, identity, one_sided_frameworks
 
@@ -153,8 +153,9 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
                and key.removeprefix("frameworks.") not in one_side]
     drift = machine_drift(share_a.results, share_b.results)  # the canaries' B/A, or why none
     rows = compare_runs(share_a.results, share_b.results, min_effect / 100, drift)
-    summary = summarize(rows)
+    summary = summarize(rows, drift if isinstance(drift, Drift) else None)
     failed = regressions(rows, fail_pct) if fail_pct is not None else []
+    single = one_process_a_side(rows)
     if fmt == "json":
         import json
 
@@ -164,15 +165,19 @@ def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, f
                "frameworks_one_side": one_side, "derived_diffs": derived,
                "drift": drift if isinstance(drift, str) else asdict(drift),
                "cases": [c.as_dict() for c in rows], "summary": summary.as_dict(),
+               "one_process_a_side": [c.case_key for c in single],
                "fail_on_regression_pct": fail_pct, "regressions": [c.case_key for c in failed]}
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
         _print_compare(_side_name(ra.id, share_a, run_a), _side_name(rb.id, share_b, run_b), diffs, derived,
                        rows, summary, min_effect, fail_pct, failed, threads_lines,
-                       drift if isinstance(drift, str) else drift.line())
+                       drift if isinstance(drift, str) else drift.line(), len(single))
     unchecked = [c for c in rows if c.verdict in NOT_COMPARED] if fail_pct is not None else []
     if failed:
-        click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%: "
+        alone = sum(c in single for c in failed)
+        caveat = (f" ({alone} with one process a side: an interval without the spread from one process to the "
+                  "next; confirm with 3 or more)" if alone else "")
+        click.echo(f"dlperf: {len(failed)} case(s) slower by more than {fail_pct:g}%{caveat}: "
                    + ", ".join(c.case_key for c in failed), err=True)
     if unchecked:  # the gate fails closed: a case it could not check is not a case that passed
         why = ", ".join(sorted({c.verdict for c in unchecked}))
@@ -240,7 +245,7 @@ def _side_name(run_id: str, share: Any, ref: str) -> str:
 
 def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], rows: list[Any], summary: Any,
                    min_effect: float, fail_pct: float | None, failed: list[Any], threads_lines: list[str],
-                   drift_line: str = "") -> None:
+                   drift_line: str = "", single: int = 0) -> None:
     """`compare`'s table: the environment warning, the threads where they differ, one row per case, what the
     columns mean, the summary."""
     from rich.markup import escape
@@ -280,11 +285,17 @@ def _print_compare(id_a: str, id_b: str, diffs: list[Any], derived: list[str], r
                   "both sides: per-process medians, p: Welch's t.", highlight=False)
     if drift_line:
         console.print(escape(drift_line), highlight=False)
+    if single:
+        console.print(f"{single} of the compared cases had one process a side: their intervals hold that process's "
+                      "samples only, not how much one process differs from the next (the same case's processes "
+                      "have differed by up to 1.9x on a noisy VM); a study's `repetitions: 3` or `dlperf run "
+                      "--precision PCT` gives intervals that hold it.", highlight=False)
     counts = ", ".join(f"{summary.counts[v]} {v}" for v in VERDICTS if summary.counts.get(v))
     if summary.geomean is None:
         console.print(escape(f"no case compared ({counts or 'no cases'})"), highlight=False)
     else:
-        ci = (f" [95% CI {summary.ci_low:.3f}, {summary.ci_high:.3f}, bootstrap over cases]"
+        widened = ", widened by the machine's drift" if summary.drift_widened else ""
+        ci = (f" [95% CI {summary.ci_low:.3f}, {summary.ci_high:.3f}, bootstrap over cases{widened}]"
               if summary.ci_low is not None else "")
         console.print(escape(f"geometric mean B/A over {summary.n_compared} compared cases: {summary.geomean:.3f}"
                              f"{ci}; {counts}"), highlight=False)
