@@ -64,6 +64,19 @@ def test_a_flat_noisy_series_has_no_change_point_and_passes_the_gate(store, seed
     assert case.newest.verdict == "no change" and not case.newest.regression
 
 
+@pytest.mark.parametrize("seed", [9, 22])
+def test_the_spread_between_runs_keeps_a_flat_series_from_failing_the_gate(store, seed):
+    """A flat series whose runs spread by 6% (lognormal), each run's own interval only its samples' (~1%): in
+    these two the newest run lands over 10% above its baseline with its interval clear of the baseline's, which
+    the check called `slower` (a false alarm) before the spread between the baseline runs was allowed for."""
+    series_store(store, levels(12, seed=seed, run_sigma=0.06), seed=seed)
+    case = read(store, fail_pct=10.0).timelines[0].cases[0]
+    newest = case.points[-1]
+    assert case.newest.ratio > 1.1 and newest.ci_low_s > case.newest.baseline_high_s  # the old check's `slower`
+    assert case.newest.verdict == "inconclusive" and not case.newest.regression
+    assert f"run-to-run spread of the {len(case.newest.baseline_runs)} baseline runs x1." in case.newest.reason
+
+
 def test_an_improvement_is_a_change_point_but_not_a_regression(store):
     series_store(store, levels(10, step_at=5, step=0.7, seed=5), seed=5)
     case = read(store, fail_pct=5.0).timelines[0].cases[0]

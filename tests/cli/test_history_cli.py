@@ -76,7 +76,8 @@ def test_json_holds_every_point_and_the_gate(dlperf_main, step_db):
                                              for p in case["points"])
     assert case["change_runs"] == [12] and case["newest"]["regression"] is True
     assert doc["regressions"] == [{"machine_id": M1, "case_key": KEY.format(1), "verdict": "slower",
-                                   "reason": "threshold 10%"}]
+                                   "reason": "threshold 10%; run-to-run spread of the 11 baseline runs x1.025 (95% "
+                                             "prediction of one more run), allowed for"}]
 
 
 def test_two_machines_print_two_labelled_timelines_and_a_two_column_matrix(dlperf_main, fleet_db):

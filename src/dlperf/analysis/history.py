@@ -31,6 +31,12 @@ timed before and after each process), the canary's newest/baseline ratio m aroun
 the check as `compare` widens its intervals (`analysis.drift`): `slower` needs the ratio and the newest interval
 beyond max(1, m) times the threshold and the baseline's interval, `faster` beyond min(1, m); a change the drift
 could explain is `inconclusive`. Runs without a canary are checked as before.
+
+Runs differ by more than their own intervals say: each holds its processes' samples, while what moves from one
+run to the next (the machine's state, where the processes landed) shows only across runs. With two or more
+baseline runs, the 95% prediction interval of one more run from their log medians (`run_to_run`) widens the
+check the same way: `slower` needs the newest beyond it too. With one baseline run that spread is unknown, and
+the check's reason says so.
 """
 
 from __future__ import annotations
@@ -205,7 +211,9 @@ def check_newest(points: list[Point], runs: list[RunInfo], detection: Detection 
     n_high = newest.ci_high_s if newest.ci_high_s is not None else newest.median_s
     up = 1 + threshold_pct / 100
     drift = _drift(newest, base)
-    band_low, band_high = min(1.0, drift or 1.0), max(1.0, drift or 1.0)
+    spread = run_to_run(base)
+    band_low = min(1.0, drift or 1.0) / (spread or 1.0)
+    band_high = max(1.0, drift or 1.0) * (spread or 1.0)
     if ratio > up:
         verdict = "slower" if n_low > high * band_high and ratio > up * band_high else "inconclusive"  # type: ignore[operator]
     elif ratio < 1 / up:
@@ -215,9 +223,28 @@ def check_newest(points: list[Point], runs: list[RunInfo], detection: Detection 
     why = f"threshold {threshold_pct:g}%"
     if drift is not None:
         why += f"; machine drift by the canary x{drift:.3f} (newest/baseline), allowed for"
+    if spread is not None:
+        why += (f"; run-to-run spread of the {len(base)} baseline runs x{spread:.3f} (95% prediction of one more "
+                "run), allowed for")
+    else:
+        why += "; run-to-run spread unknown (one baseline run)"
     numbers = [runs[points[used[p]].run_index].number for p in base_pos]
     return NewestCheck(verdict, regression=gate and verdict == "slower", ratio=ratio, baseline_runs=numbers,
                        baseline_median_s=median, baseline_low_s=low, baseline_high_s=high, reason=why)
+
+
+def run_to_run(base: Sequence[Point]) -> float | None:
+    """How far one more run may land from the baseline runs by their spread alone: exp of the half-width of the
+    95% prediction interval of one log median (Student's t with k - 1 degrees of freedom, sd of the k baseline
+    runs' log medians, x sqrt(1 + 1/k)); None below 2 runs. Each run's own interval holds its processes'
+    samples: what moves between runs (the machine's state, where the processes landed) shows only here."""
+    logs = [math.log(p.median_s) for p in base if p.median_s and p.median_s > 0]
+    if len(logs) < 2:
+        return None
+    from scipy.special import stdtrit
+
+    k = len(logs)
+    return math.exp(float(stdtrit(k - 1, 0.975)) * statistics.stdev(logs) * math.sqrt(1 + 1 / k))
 
 
 def _drift(newest: Point, base: Sequence[Point]) -> float | None:
