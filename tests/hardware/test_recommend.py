@@ -342,3 +342,12 @@ def test_cnn_rows_are_computed_from_rows_not_a_store():
     [row] = cnn_rows([cnn("r3", 8, 1.0)], {"r3": with_bw}, peaks)
     assert (row["bw_bytes_per_s"], row["bw_source"]) == (50e9, "theoretical")
     assert cnn_rows([cnn("r1", 8, 10.0)], {"r1": host}, [])[0]["bw_source"] == "unknown (run `dlperf peaks`)"
+    # A run on 1 thread of the 2 cores is judged against those cores' share of the peak, as the roofline is.
+    [one] = cnn_rows([cnn("r4", 8, 12.0)], {"r4": {**host, "threads": 1}}, peaks)
+    assert one["pct_of_peak"] == 20.0 and one["peak_source"] == "2 cores; of it, the 1 of 2 cores the run's threads use"
+    # ... and so is the efficiency that calibrates `recommend`: the same speed on half the cores is twice as efficient
+    from dlperf.hardware.recommend import _efficiency_of
+
+    [both] = cnn_rows([cnn("r5", 8, 12.0)], {"r5": host}, peaks)
+    assert (one["compute_share"], both["compute_share"]) == (0.5, 1.0)
+    assert _efficiency_of(one) == pytest.approx(2 * _efficiency_of(both), rel=1e-12)

@@ -22,7 +22,7 @@ from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
 from dlperf.hardware.catalog import Device, match
 from dlperf.hardware.catalog_peaks import DevicePeaks, PeakKey
-from dlperf.hardware.roofline import PeaksRuns, device_theoretical, env_gpu, measured_peaks
+from dlperf.hardware.roofline import PeaksRuns, cpu_share, device_theoretical, env_gpu, measured_peaks
 from dlperf.models import get_spec
 
 
@@ -47,6 +47,7 @@ class CnnRow(TypedDict):
     kind: str  # "cpu" | "gpu"
     entry: Device | None
     peaks: DevicePeaks
+    compute_share: float  # the share of the peaks' cores the run's threads used (1.0: all, or a GPU)
     share: float
     framework: str
     model: str
@@ -149,15 +150,21 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, Environment], peaks_r
                      if energy.get("measured") and energy.get("energy_per_call_j") else None)
         key: PeakKey = ("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
                         "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
-        peak = dev.peaks.get(key)
+        peak, share, fraction = dev.peaks.get(key), "", 1.0
+        if peak:  # the cores the run's threads used, as the roofline judges (1 thread of 2 cores: half the peak)
+            whole = peak
+            peak, share = cpu_share(peak, env, r.device, env.get("threads"))
+            fraction = peak / whole
+        peak_source = ((dev.peaks.get("peaks_source") if dev.entry is not None else None)
+                       or dev.peaks.get("assumptions", "unknown"))
         row: CnnRow = {
             "device": dev.key, "device_name": dev.name, "kind": dev.kind, "entry": dev.entry, "peaks": dev.peaks,
+            "compute_share": fraction,
             "share": dev.share,
             "framework": r.framework, "model": p["model"], "image_size": size, "batch": int(p["batch"]),
             "precision": precision, "images_per_s": ips, "real_gflops": (m.get("flops_per_s") or 0) / 1e9 or None,
             "pct_of_peak": 100 * m.flops_per_s / peak if peak and m.flops_per_s else None,
-            "peak_source": (dev.peaks.get("peaks_source") if dev.entry is not None else None)
-            or dev.peaks.get("assumptions", "unknown"),
+            "peak_source": f"{peak_source}; of it, {share}" if share else peak_source,
             "bw_bytes_per_s": bw, "bw_source": bw_source,
             "power_w": power, "power_source": power_how,
             "images_per_j": per_joule if per_joule is not None else (ips / power if power else None),

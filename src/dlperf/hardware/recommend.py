@@ -119,12 +119,14 @@ def _where(kind: str) -> str:
 
 
 def _efficiency_of(row: CnnRow) -> float | None:
-    """The fraction of its own roofline a measured row reached (its environment's peaks)."""
+    """The fraction of its own roofline a measured row reached (its environment's peaks, of the cores its
+    threads used)."""
     peaks = row["peaks"]
     peak = peaks.get("fp32_flops_per_s") if row["precision"] == "fp32" else (
         peaks.get("fp16_flops_per_s") or peaks.get("bf16_flops_per_s") or peaks.get("fp32_flops_per_s"))
     if not peak:
         return None
+    peak *= row.get("compute_share", 1.0)
     spec = get_spec(row["model"])
     flops = train_flops(spec, row["batch"], row["image_size"])
     traffic = train_traffic_bytes(spec, row["batch"], row["image_size"], precision=row["precision"])
