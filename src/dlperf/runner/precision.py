@@ -10,7 +10,7 @@ interval of the median of medians needs 6 processes for 95% coverage; the t inte
 differs from one process to the next (a core, a memory layout, a moment) is unseen.
 
 The policy: after the study's planned processes, every case whose interval is wider than the target (or has fewer
-than two usable processes) gets one more process, in rounds (A C A C: the imprecise cases interleaved, as the
+than `MIN_MEDIANS` usable processes) gets one more process, in rounds (A C A C: the imprecise cases interleaved, as the
 planned repetitions are), until each case is precise enough, has `max_processes`, or the run's extra time budget
 is spent. A process that failed, or was contended or invalid, counts toward the cap but not in the interval.
 Each stored row holds the precision its case had once it landed (`metrics.precision`), so the last row of a case
@@ -28,6 +28,11 @@ from typing import Any, NotRequired, TypedDict
 
 #: `--max-processes` where none is given: a case never runs in more worker processes than this.
 DEFAULT_MAX_PROCESSES = 10
+#: A case reaches its target only with this many usable medians. Two that agree by chance (within 0.8% of each
+#: other is ±5%, at t = 12.7) say little of how far a third would land, and stopping on them would report a
+#: precision the case does not have; three is also what `compare` needs on each side to compare processes
+#: (`analysis.effect.MIN_PROCESSES`).
+MIN_MEDIANS = 3
 #: Validities whose processes are not counted (as compare leaves them out).
 NOT_COUNTED = ("contended", "invalid")
 
@@ -76,7 +81,7 @@ class CaseState:
 
     def precise(self, target_rel: float) -> bool:
         reached = self.precision_rel
-        return reached is not None and reached <= target_rel
+        return len(self.medians_s) >= MIN_MEDIANS and reached is not None and reached <= target_rel
 
 
 @dataclass(frozen=True)
