@@ -77,6 +77,15 @@ def test_the_spread_between_runs_keeps_a_flat_series_from_failing_the_gate(store
     assert f"run-to-run spread of the {len(case.newest.baseline_runs)} baseline runs x1." in case.newest.reason
 
 
+def test_two_baseline_runs_estimate_no_spread_and_a_step_still_fails_the_gate(store):
+    """Over 2 runs the prediction interval (t = 12.7) would hold a 10% gate off a 37% slowdown: their spread is
+    not estimated, the reason says so, and a 30% step in the third run fails the gate."""
+    series_store(store, levels(3, step_at=2, seed=4), seed=4)
+    case = read(store, fail_pct=10.0).timelines[0].cases[0]
+    assert case.newest.baseline_runs == [1, 2] and case.newest.regression
+    assert case.newest.reason.endswith("run-to-run spread not estimated (2 baseline runs, under 3)")
+
+
 def test_an_improvement_is_a_change_point_but_not_a_regression(store):
     series_store(store, levels(10, step_at=5, step=0.7, seed=5), seed=5)
     case = read(store, fail_pct=5.0).timelines[0].cases[0]

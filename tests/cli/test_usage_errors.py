@@ -124,6 +124,7 @@ def test_resume_across_environments_is_refused(dlperf_main, two_runs):
         (["run", "smoke", "--max-processes", "4"], "--max-processes and --precision-budget bound --precision"),
         (["run", "smoke", "--precision-budget", "60"], "--max-processes and --precision-budget bound --precision"),
         (["run", "smoke", "--precision", "5", "--max-processes", "1"], "Invalid value for '--max-processes'"),
+        (["run", "smoke", "--precision", "5", "--max-processes", "2"], "2 is not in the range x>=3"),
         (["run", "smoke", "--precision", "5", "--executor", "dask", "--scheduler", "tcp://h:1"],
          "--precision runs more processes here"),
         (["maxbatch", "resnet"], "Invalid value for 'TARGET': 'resnet' is neither a CNN model"),

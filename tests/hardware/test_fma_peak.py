@@ -144,3 +144,20 @@ def test_an_override_of_the_units_uses_the_vector_clock_and_says_so(monkeypatch)
     assert theo["fp32_source"] == "DLPERF_CPU_FMA_UNITS" and theo["fma_units_per_core"] == 1
     assert theo["fp32_flops_per_s"] == pytest.approx(2 * (4 / 1.5) * 1e9 * 1 * 16 * 2)
     assert theo["clock_source"].startswith("measured: vector clock 2.67 GHz")
+
+
+def test_a_clock_at_assumed_units_is_shown_as_derived_everywhere(monkeypatch):
+    """`hw show` and this machine's catalog entry: Cascade Lake's 2.37 GHz (the FMA loop's rate at an assumed 2
+    units) is `derived`, once, never `measured`."""
+    from dlperf.hardware import peak_cache, probe
+    from dlperf.hardware.detect import detect_cpu
+
+    monkeypatch.setattr(peak_cache, "sustained", lambda: derive(CASCADE, threads=2, seconds=0.3))
+    monkeypatch.setattr(probe, "cpu_model", lambda: "Intel(R) Xeon(R) CPU @ 2.80GHz")
+    monkeypatch.setattr(probe, "physical_cores", lambda: 2)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: AVX512)
+    dev, _ = detect_cpu()
+    assert dev.peak_clock == "derived" and dev.value("peak_clock_mhz") == pytest.approx(151.95e3 / 64, rel=1e-6)
+    line = peaks.clock_line(peaks.cpu_peaks())
+    assert line.startswith("CPU clock for the peaks: derived: 2.37 GHz, the FMA loop's own at an assumed 2 units")
+    assert line.count("2.37 GHz") == 1

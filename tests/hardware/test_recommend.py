@@ -325,11 +325,11 @@ def test_cnn_rows_are_computed_from_rows_not_a_store():
     common = {"case_key": "k", "repetition": 0, "env_id": 1, "status": "ok", "device": "cpu", "started_at": now,
               "finished_at": now}
 
-    def cnn(run_id: str, batch: int, ips: float) -> CaseResult:
+    def cnn(run_id: str, batch: int, ips: float, threads: int | None = None) -> CaseResult:
         return CaseResult.from_row(common | {
             "run_id": run_id, "workload": "cnn", "framework": "torch",
             "params": {"model": "alexnet", "batch": batch, "image_size": 112},
-            "metrics": {"samples_per_s": ips, "flops_per_s": 1e10, "samples_per_call": batch}})
+            "metrics": {"samples_per_s": ips, "flops_per_s": 1e10, "samples_per_call": batch, "threads": threads}})
 
     peaks = [(host, [CaseResult.from_row(common | {"run_id": "peaks-1", "workload": "peaks", "framework": "numpy",
                                                    "params": {"kind": "copy"}, "metrics": {"bytes_per_s": 20e9}})])]
@@ -342,12 +342,21 @@ def test_cnn_rows_are_computed_from_rows_not_a_store():
     [row] = cnn_rows([cnn("r3", 8, 1.0)], {"r3": with_bw}, peaks)
     assert (row["bw_bytes_per_s"], row["bw_source"]) == (50e9, "theoretical")
     assert cnn_rows([cnn("r1", 8, 10.0)], {"r1": host}, [])[0]["bw_source"] == "unknown (run `dlperf peaks`)"
-    # A run on 1 thread of the 2 cores is judged against those cores' share of the peak, as the roofline is.
-    [one] = cnn_rows([cnn("r4", 8, 12.0)], {"r4": {**host, "threads": 1}}, peaks)
+    # A case on 1 thread of the 2 cores is judged against those cores' share of the peak, as the model reports are.
+    [one] = cnn_rows([cnn("r4", 8, 12.0, threads=1)], {"r4": host}, peaks)
     assert one["pct_of_peak"] == 20.0 and one["peak_source"] == "2 cores; of it, the 1 of 2 cores the run's threads use"
     # ... and so is the efficiency that calibrates `recommend`: the same speed on half the cores is twice as efficient
     from dlperf.hardware.recommend import _efficiency_of
 
-    [both] = cnn_rows([cnn("r5", 8, 12.0)], {"r5": host}, peaks)
+    [both] = cnn_rows([cnn("r5", 8, 12.0, threads=2)], {"r5": host}, peaks)
     assert (one["compute_share"], both["compute_share"]) == (0.5, 1.0)
     assert _efficiency_of(one) == pytest.approx(2 * _efficiency_of(both), rel=1e-12)
+    # amp on a CPU without a bf16 peak: the row has no % of peak, recommend falls back to the fp32 peak, and the
+    # share still applies to it
+    amp = CaseResult.from_row(common | {"run_id": "r6", "workload": "cnn", "framework": "torch",
+                                        "params": {"model": "alexnet", "batch": 8, "image_size": 112,
+                                                   "precision": "amp"},
+                                        "metrics": {"samples_per_s": 12.0, "flops_per_s": 1e10, "samples_per_call": 8,
+                                                    "threads": 1}})
+    [half] = cnn_rows([amp], {"r6": host}, peaks)
+    assert half["pct_of_peak"] is None and half["compute_share"] == 0.5

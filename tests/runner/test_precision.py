@@ -10,11 +10,20 @@ from pathlib import Path
 import pytest
 from scipy.stats import t as student_t
 
-from dlperf.runner.precision import CaseState, PrecisionTarget, interval_rel, reach_precision, usable_median
+from dlperf.core.result import Metrics
+from dlperf.runner.precision import (
+    CaseState,
+    PrecisionTarget,
+    interval_rel,
+    precision_text,
+    reach_precision,
+    usable_median,
+)
 from dlperf.runner.sweep import run_study
 from dlperf.store import Store
 from dlperf.studies import load_study
 from tests.conftest import STUDIES
+from tests.factories import case
 
 
 def test_the_interval_is_students_t_on_log_medians() -> None:
@@ -60,6 +69,16 @@ def test_the_policy_stops_at_the_cap_and_counts_processes_that_did_not_count() -
     assert states["a"].medians_s == [1.0, 2.0, 1.0, 2.0] and states["b"].medians_s == [1.5, 1.5]  # None: not counted
     # two medians that agree are no proof: b needed a third, and stopped at the cap with its interval of two
     assert reached["b"].stopped == "cap" and reached["b"].precision_rel == 0.0
+
+
+def test_the_table_says_reached_only_where_the_policy_would_stop() -> None:
+    """Two usable medians that agree are inside any target, yet the policy goes on (3 at least): the table says
+    `cap` where it stopped there, never `reached`."""
+    rows = [case("k", rep=i, metrics=Metrics(median_s=1.5e-3, precision={"target_rel": 0.05, "max_processes": 2}))
+            for i in range(2)]
+    assert precision_text(rows) == "±0.0% (target 5%: cap 2)"
+    third = case("k", rep=2, metrics=Metrics(median_s=1.5e-3, precision={"target_rel": 0.05, "max_processes": 3}))
+    assert precision_text([*rows, third]) == "±0.0% (target 5%: reached)"
 
 
 def test_the_policy_stops_when_the_budget_is_spent() -> None:

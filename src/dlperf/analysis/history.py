@@ -33,10 +33,10 @@ beyond max(1, m) times the threshold and the baseline's interval, `faster` beyon
 could explain is `inconclusive`. Runs without a canary are checked as before.
 
 Runs differ by more than their own intervals say: each holds its processes' samples, while what moves from one
-run to the next (the machine's state, where the processes landed) shows only across runs. With two or more
+run to the next (the machine's state, where the processes landed) shows only across runs. With three or more
 baseline runs, the 95% prediction interval of one more run from their log medians (`run_to_run`) widens the
-check the same way: `slower` needs the newest beyond it too. With one baseline run that spread is unknown, and
-the check's reason says so.
+check the same way: `slower` needs the newest beyond it too. With fewer (`SPREAD_MIN_RUNS`) that spread is not
+estimated, and the check's reason says so.
 """
 
 from __future__ import annotations
@@ -227,19 +227,25 @@ def check_newest(points: list[Point], runs: list[RunInfo], detection: Detection 
         why += (f"; run-to-run spread of the {len(base)} baseline runs x{spread:.3f} (95% prediction of one more "
                 "run), allowed for")
     else:
-        why += "; run-to-run spread unknown (one baseline run)"
+        why += f"; run-to-run spread not estimated ({len(base)} baseline run{'s' if len(base) != 1 else ''}, under "
+        why += f"{SPREAD_MIN_RUNS})"
     numbers = [runs[points[used[p]].run_index].number for p in base_pos]
     return NewestCheck(verdict, regression=gate and verdict == "slower", ratio=ratio, baseline_runs=numbers,
                        baseline_median_s=median, baseline_low_s=low, baseline_high_s=high, reason=why)
 
 
+#: The fewest baseline runs whose spread widens the gate: over 2, t at 1 degree of freedom is 12.7, and two runs 2%
+#: apart would hold a 10% gate off a 37% slowdown (3 runs: t = 4.3).
+SPREAD_MIN_RUNS = 3
+
+
 def run_to_run(base: Sequence[Point]) -> float | None:
     """How far one more run may land from the baseline runs by their spread alone: exp of the half-width of the
     95% prediction interval of one log median (Student's t with k - 1 degrees of freedom, sd of the k baseline
-    runs' log medians, x sqrt(1 + 1/k)); None below 2 runs. Each run's own interval holds its processes'
-    samples: what moves between runs (the machine's state, where the processes landed) shows only here."""
+    runs' log medians, x sqrt(1 + 1/k)); None below `SPREAD_MIN_RUNS` runs. Each run's own interval holds its
+    processes' samples: what moves between runs (the machine's state, where the processes landed) shows only here."""
     logs = [math.log(p.median_s) for p in base if p.median_s and p.median_s > 0]
-    if len(logs) < 2:
+    if len(logs) < SPREAD_MIN_RUNS:
         return None
     from scipy.special import stdtrit
 

@@ -49,7 +49,7 @@ from dlperf.errors import DlperfError
               help="run more worker processes per case while the 95% interval of its process medians is wider "
                    "than +-PCT% (e.g. 5) or it has under 3 usable, within --max-processes and --precision-budget "
                    "(default: only the study's repetitions)")
-@click.option("--max-processes", type=click.IntRange(min=2), default=None, metavar="N",
+@click.option("--max-processes", type=click.IntRange(min=3), default=None, metavar="N",
               help="with --precision: at most N processes per case [default: 10]")
 @click.option("--precision-budget", "precision_budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="with --precision: at most this much extra time for added processes "

@@ -54,7 +54,8 @@ class RunSettings(BaseModel):
         default=None, gt=0, lt=1, description="`--precision`: more processes per case while the 95% interval of "
         "its process medians is wider than this, relative (None: only the planned repetitions)")
     max_processes: int | None = Field(
-        default=None, gt=1, description="the most processes per case `precision_rel` may run (None: the default)")
+        default=None, gt=2, description="the most processes per case `precision_rel` may run (None: the default); "
+        "3 at least, the fewest over which a target counts as reached (`runner.precision.MIN_MEDIANS`)")
     precision_budget_s: float | None = Field(
         default=None, gt=0, description="extra seconds the run may spend on added processes (None: as long as "
         "its planned processes took)")

@@ -27,7 +27,7 @@ FIGURES = ("process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs", "
 TEXT = ("vendor", "kind", "architecture", "memory_type", "interface", "peak_clock")
 #: Which clock an entry's peak figures assume: the vendor's rated boost (the catalog's one basis), base,
 #: `measured` (this machine's CPU, `dlperf.hardware.clock_probe`) or unknown (a figure published without it).
-PeakClock = Literal["boost", "base", "measured", "unknown"]
+PeakClock = Literal["boost", "base", "measured", "derived", "unknown"]  # derived: this CPU's, at assumed FMA units
 
 
 class Device(BaseModel):

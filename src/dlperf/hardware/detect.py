@@ -61,6 +61,8 @@ def _as_seen_here(model: str, entry: Device | None) -> Device:
     mhz: float | None
     if read.get("clock_measured"):  # a measured clock is never None (`peaks.cpu_theoretical`)
         basis, mhz = "measured", ghz * 1e3 if ghz is not None else None
+    elif str(read.get("clock_source", "")).startswith("derived"):  # the FMA loop's rate at assumed FMA units
+        basis, mhz = "derived", ghz * 1e3 if ghz is not None else None
     elif entry is not None and "catalog_id" in read and "derived_fp32_flops_per_s" in read:  # the catalog's FP32
         basis, mhz = entry.peak_clock, entry.value("peak_clock_mhz")
     else:  # nominal or set by an override: said in the notes

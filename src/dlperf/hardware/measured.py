@@ -150,11 +150,11 @@ def cnn_rows(results: list[CaseResult], envs: Mapping[str, Environment], peaks_r
                      if energy.get("measured") and energy.get("energy_per_call_j") else None)
         key: PeakKey = ("bf16_flops_per_s" if precision == "amp" and dev.kind == "cpu" else
                         "fp16_flops_per_s" if precision == "amp" else "fp32_flops_per_s")
-        peak, share, fraction = dev.peaks.get(key), "", 1.0
-        if peak:  # the cores the run's threads used, as the roofline judges (1 thread of 2 cores: half the peak)
-            whole = peak
-            peak, share = cpu_share(peak, env, r.device, env.get("threads"))
-            fraction = peak / whole
+        # The cores the case's own threads used, as the model reports count them (`transformer_report.peak_for`;
+        # 1 thread of 2 cores: half the peak); a framework that recorded no thread count is held to the whole CPU.
+        fraction, share = cpu_share(1.0, env, r.device, r.m.threads)
+        peak = dev.peaks.get(key)
+        peak = peak * fraction if peak else peak
         peak_source = ((dev.peaks.get("peaks_source") if dev.entry is not None else None)
                        or dev.peaks.get("assumptions", "unknown"))
         row: CnnRow = {

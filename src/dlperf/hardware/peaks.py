@@ -344,7 +344,7 @@ def cpu_peaks() -> DevicePeaks:
 def clock_line(peaks: DevicePeaks) -> str:
     """One line for `hw show`: the clock the CPU peak assumes, how it was found, and the nominal clock."""
     source = str(peaks.get("clock_source", "unknown"))
-    clock = source if source.startswith("measured") else f"{_ghz(peaks.get('clock_ghz'))} GHz ({source})"
+    clock = source if source.startswith(("measured", "derived")) else f"{_ghz(peaks.get('clock_ghz'))} GHz ({source})"
     return (f"CPU clock for the peaks: {clock}; nominal clock {_ghz(peaks.get('nominal_clock_ghz'))} GHz "
             f"({peaks.get('nominal_clock_source', 'unknown')}); FP32 peak {_gflops(peaks.get('fp32_flops_per_s'))} "
             f"GFLOP/s ({peaks.get('fp32_basis') or peaks.get('fp32_source') or 'unknown'})")
