@@ -47,8 +47,8 @@ from dlperf.errors import DlperfError
 @click.option("--precision", "precision_pct", type=FiniteFloatRange(min=0, max=100, min_open=True, max_open=True),
               default=None, metavar="PCT",
               help="run more worker processes per case while the 95% interval of its process medians is wider "
-                   "than +-PCT% (e.g. 5) or it has under 3 usable, within --max-processes and --precision-budget "
-                   "(default: only the study's repetitions)")
+                   "than +-PCT% (e.g. 5) or rests on under 3 usable processes, within --max-processes and "
+                   "--precision-budget (default: only the study's repetitions)")
 @click.option("--max-processes", type=click.IntRange(min=3), default=None, metavar="N",
               help="with --precision: at most N processes per case [default: 10]")
 @click.option("--precision-budget", "precision_budget_s", type=FiniteFloatRange(min=0, min_open=True), default=None,

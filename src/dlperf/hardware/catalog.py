@@ -26,8 +26,9 @@ FIGURES = ("process_nm", "transistors_millions", "memory_gb", "memory_bw_gbs", "
            "peak_fp16_tflops", "peak_int8_tops", "peak_clock_mhz", "tdp_w", "launch_year", "launch_price_usd")
 TEXT = ("vendor", "kind", "architecture", "memory_type", "interface", "peak_clock")
 #: Which clock an entry's peak figures assume: the vendor's rated boost (the catalog's one basis), base,
-#: `measured` (this machine's CPU, `dlperf.hardware.clock_probe`) or unknown (a figure published without it).
-PeakClock = Literal["boost", "base", "measured", "derived", "unknown"]  # derived: this CPU's, at assumed FMA units
+#: `measured` (this machine's CPU, `dlperf.hardware.clock_probe`), `derived` (this machine's CPU: the FMA loop's
+#: rate at an assumed count of FMA units) or unknown (a figure published without it).
+PeakClock = Literal["boost", "base", "measured", "derived", "unknown"]
 
 
 class Device(BaseModel):

@@ -47,7 +47,7 @@ class CnnRow(TypedDict):
     kind: str  # "cpu" | "gpu"
     entry: Device | None
     peaks: DevicePeaks
-    compute_share: float  # the share of the peaks' cores the run's threads used (1.0: all, or a GPU)
+    compute_share: float  # the share of the peaks' cores the case's threads used (1.0: all, unknown, or a GPU)
     share: float
     framework: str
     model: str
