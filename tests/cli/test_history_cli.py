@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.cli.results import REGRESSION_EXIT
+from dlperf.cli.compare import REGRESSION_EXIT
 from dlperf.hardware.identity import machine_id
 from dlperf.store import Store
 from tests.cli.conftest import assert_one_line_error

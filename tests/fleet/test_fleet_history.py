@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from dlperf.analysis.history import StudyHistory, build_history
 from dlperf.cli import cli
+from dlperf.cli.compare import REGRESSION_EXIT
 from dlperf.cli.readers import result_environments
-from dlperf.cli.results import REGRESSION_EXIT
 from dlperf.hardware.identity import machine_id
 from dlperf.report.history_report import FLEET_NOTE, history_json, history_sections
 from dlperf.report.html.embed import extract

@@ -1,7 +1,8 @@
 """The `dlperf` command. Thin: parse, call, print. Heavy imports happen inside commands.
 
 One module per command group; every command is registered here, in `_register`:
-    run.py      run, peaks                     results.py  runs, show, compare, export, report
+    run.py      run, peaks                     results.py  runs, show, export, report
+    compare.py  compare (two runs case by case; the CI gate)
     maxbatch.py maxbatch (the largest batch that fits)
     execute.py  the run-a-study glue that run, peaks, serve, bench and maxbatch share; run_options.py RunOptions
     serve.py    serve (the serving study: LoadGen's scenarios; serve_select.py picks its cases)
@@ -41,6 +42,7 @@ def _register() -> None:
     from dlperf.cli import (
         bench,
         bundle,
+        compare,
         doctor,
         fleet,
         history,
@@ -56,7 +58,7 @@ def _register() -> None:
 
     for command in (doctor.doctor, doctor.list_cmd,
                     plan.plan, run.run, run.peaks, maxbatch.maxbatch, serve.serve, bench.bench,
-                    results.runs, results.show, results.compare, results.export, results.report,
+                    results.runs, results.show, compare.compare, results.export, results.report,
                     hw.hw, recommend.recommend, verdicts.verdicts,
                     history.history, history.matrix, bundle.bundle, fleet.fleet):
         cli.add_command(command)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dlperf.cli.compare import REGRESSION_EXIT, Percent
 from dlperf.cli.options import db_option, new_console, open_store, write_output
-from dlperf.cli.results import REGRESSION_EXIT, Percent
 from dlperf.untrusted import path_component
 
 if TYPE_CHECKING:
