@@ -4,6 +4,7 @@ gate (`analysis.compare` does the statistics; this module reads the store and pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -38,17 +39,26 @@ class Percent(click.ParamType):
 REGRESSION_EXIT = 1
 
 
+def gate_options(min_effect_help: str, fail_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--min-effect` (default 5%) and `--fail-on-regression` as `compare` and `history` take them, each command
+    saying in its help what they judge there."""
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
+                               help=fail_help)(command)
+        return click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
+                            help=min_effect_help)(command)
+    return apply
+
+
 @click.command(epilog=f"Exit status: 0; {REGRESSION_EXIT} with --fail-on-regression when a case regressed or "
                "could not be checked (contended or invalid on either side); 2 on bad input.")
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
-              help="smallest change that counts: a case is faster or slower only when its whole 95% CI of B/A "
-                   "lies beyond this; inside it, no change")
-@click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
-              help=f"exit {REGRESSION_EXIT} when a compared case (not contended, not invalid) is slower by more "
-                   "than PCT, its whole 95% CI above 1+PCT/100, or when a case could not be checked (contended or "
-                   "invalid: the gate fails closed); the cases are listed")
+@gate_options("smallest change that counts: a case is faster or slower only when its whole 95% CI of B/A lies "
+              "beyond this; inside it, no change",
+              f"exit {REGRESSION_EXIT} when a compared case (not contended, not invalid) is slower by more than PCT, "
+              "its whole 95% CI above 1+PCT/100, or when a case could not be checked (contended or invalid: the "
+              "gate fails closed); the cases are listed")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @db_option
 def compare(run_a: str, run_b: str, min_effect: float, fail_pct: float | None, fmt: str, db: str | None) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dlperf.cli.compare import REGRESSION_EXIT, Percent
+from dlperf.cli.compare import REGRESSION_EXIT, gate_options
 from dlperf.cli.options import db_option, new_console, open_store, write_output
 from dlperf.untrusted import path_component
 
@@ -79,13 +79,12 @@ def _emit(sections: list[Any], doc: HistoryDoc | MatrixDoc, fmt: str, output: Pa
                    "machine of the study, one timeline each]")
 @click.option("--metric", type=click.Choice(["time"]), default="time", show_default=True,
               help="what is followed: the median time per step (per call) with its 95% interval")
-@click.option("--min-effect", type=Percent(), default=5.0, show_default=True, metavar="PCT",
-              help="smallest step that counts as a change point; also the threshold of the newest run's verdict "
-                   "without --fail-on-regression")
-@click.option("--fail-on-regression", "fail_pct", type=Percent(), default=None, metavar="PCT",
-              help=f"exit {REGRESSION_EXIT} when a case's newest run is slower than its baseline (the segment "
-                   "before the last change point) by more than PCT with intervals that do not overlap, or could "
-                   "not be checked; the cases are listed on stderr")
+@gate_options("smallest step that counts as a change point; also the threshold of the newest run's verdict "
+              "without --fail-on-regression",
+              f"exit {REGRESSION_EXIT} when a case's newest run is slower than its baseline (the segment before "
+              "the last change point) by more than PCT with intervals that do not overlap, beyond the machine's "
+              "drift and (over 3 or more baseline runs) their spread from run to run, or could not be checked; "
+              "the cases are listed on stderr")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="terminal", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None)
 @click.option("--plot-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
