@@ -27,7 +27,7 @@ from typing import Any
 
 from dlperf import __version__
 from dlperf.core.result import CaseResult
-from dlperf.errors import LeaseLostError
+from dlperf.errors import LeaseLostError, exception_line
 from dlperf.fleet.placement import DaskWorker, device_kind, needs, offers, why_none
 from dlperf.fleet.tasks import FleetCase, FleetError, probe_worker, run_fleet_case
 from dlperf.runner.executor import CaseBatch
@@ -333,7 +333,7 @@ class _Sweep:
             self.requeue(case)
             return None
         self.ex._not_run(self.batch, f"{case.key} #{case.repetition}: not stored: it failed on worker {name}: "
-                                     f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                                     + exception_line(exc))
         return None
 
     def look(self) -> None:

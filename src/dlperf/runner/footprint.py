@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import DlperfError
+from dlperf.errors import DlperfError, exception_line
 from dlperf.units import MIB_BYTES
 
 #: Longest an import may take before its footprint is given up as not measurable (TensorFlow: ~10 s).
@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
         fw.import_module()
         vm = _vm_status()
     except Exception as exc:
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}))
+        print(json.dumps({"error": exception_line(exc)}))
         return 0
     if "VmData" not in vm or "VmHWM" not in vm:
         print(json.dumps({"error": "this system has no VmData/VmHWM in /proc/self/status"}))

@@ -16,6 +16,7 @@ from sqlalchemy import Column
 
 from dlperf.core.result import CaseResult, case_key
 from dlperf.core.status import CaseStatus, RunStatus
+from dlperf.errors import exception_line
 from dlperf.store.bundle.base import RESULT_FIELDS, BundleError, when
 from dlperf.store.nonfinite import nonfinite, spelled
 from dlperf.store.schema import environments, results, runs
@@ -160,7 +161,7 @@ def _check_result(r: dict[str, Any], run_id: str, hashes: set[str]) -> None:
             first = exc.errors()[0]
             detail = f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
         else:
-            detail = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            detail = exception_line(exc)
         raise Malformed(f"{what} cannot be read back ({detail:.160})") from None
 
 
