@@ -48,13 +48,9 @@ def private_export_cache(tmp_path_factory: pytest.TempPathFactory):
     test). The suite's test processes (pytest-xdist) share one, as two users' runs share theirs: an export one
     made is read by the others (`onnx_export.entry_lock` keeps them from writing one entry at once), and the peak
     is measured once."""
-    before = os.environ.get("DLPERF_CACHE_DIR")
-    os.environ["DLPERF_CACHE_DIR"] = str(session_folder(tmp_path_factory, "dlperf-cache"))
-    yield
-    if before is None:
-        os.environ.pop("DLPERF_CACHE_DIR", None)
-    else:
-        os.environ["DLPERF_CACHE_DIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DLPERF_CACHE_DIR", str(session_folder(tmp_path_factory, "dlperf-cache")))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -65,14 +61,10 @@ def private_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     file a library leaves in the temporary folder stayed there too. The test processes share it as they would
     share /tmp."""
     folder = session_folder(tmp_path_factory, "tmp")
-    before_env, before = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
-    yield folder
-    tempfile.tempdir = before
-    if before_env is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before_env
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield folder
 
 
 @pytest.fixture(autouse=True)
