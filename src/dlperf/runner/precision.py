@@ -160,7 +160,7 @@ def precision_text(rows: Sequence[Any]) -> str:
     if not targets:
         return text
     goal, cap = targets[-1], max(a.get("max_processes") or 0 for a in asked)
-    if reached is not None and reached <= goal and len(medians) >= MIN_MEDIANS:  # as the policy judges it
+    if CaseState(medians, len(rows)).precise(goal):  # as the policy judges it
         return f"{text} (target {goal * 100:g}%: reached)"
     why = f"cap {cap}" if len(rows) >= cap else "budget spent"
     return f"{text} (target {goal * 100:g}%: {why})"
