@@ -61,7 +61,7 @@ def test_a_busy_child_shows_as_other_cores_and_is_named() -> None:
     listed = {p["pid"]: p["cores"] for p in rec["top_others"]}
     assert hog.pid in listed or (len(listed) == activity.TOP_OTHERS
                                  and min(listed.values()) >= hog_at_least - 0.01), (hog_at_least, rec)
-    assert mon.record()["windows"]["probe"] is rec and mon.record()["cores"] == os.cpu_count()
+    assert mon.record()["windows"]["probe"] is rec and mon.record()["cores"] == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="Linux /proc only")
@@ -77,3 +77,60 @@ def test_wait_idle_is_bounded_and_says_what_it_saw() -> None:
         hog.wait()
     assert rec["quiet"] is False and rec["others_cores"] >= 0.25
     assert spent < 1.0 + 2 * 0.3 + 0.5  # the bound, plus at most one window and slack
+
+
+#: /proc/stat of a 4-CPU machine (recorded shape; figures chosen so that each line sums differently).
+STAT_4_CPUS = """cpu  1000 10 300 8000 50 5 15 20 0 0
+cpu0 400 0 100 1500 10 1 4 5 0 0
+cpu1 300 5 100 1600 10 1 3 5 0 0
+cpu2 200 5 50 2400 20 2 4 5 0 0
+cpu3 100 0 50 2500 10 1 4 5 0 0
+intr 12345
+procs_running 2
+"""
+
+
+def test_cpu_ticks_count_only_the_cpus_the_process_may_run_on() -> None:
+    """A cpuset of 2 of 4 CPUs sums those CPUs' lines; all of them (or an unknown affinity) reads the
+    machine-wide line, which is the same sum; a CPU /proc/stat does not list falls back to the machine's."""
+    # cpu2 + cpu3: busy = user+nice+system+irq+softirq, total adds idle, iowait and steal.
+    busy_23 = (200 + 5 + 50 + 2 + 4) + (100 + 0 + 50 + 1 + 4)
+    total_23 = busy_23 + (2400 + 20 + 5) + (2500 + 10 + 5)
+    assert activity.cpu_ticks(STAT_4_CPUS, frozenset({2, 3})) == (busy_23, 10, total_23)
+    machine = (1000 + 10 + 300 + 5 + 15, 20, 1000 + 10 + 300 + 8000 + 50 + 5 + 15 + 20)
+    assert activity.cpu_ticks(STAT_4_CPUS, frozenset({0, 1, 2, 3})) == machine
+    assert activity.cpu_ticks(STAT_4_CPUS, None) == machine
+    assert activity.cpu_ticks(STAT_4_CPUS, frozenset({2, 7})) == machine
+    assert activity.cpu_ticks("intr 1\n", frozenset({0})) is None
+
+
+ONE_CPU_WINDOW = """
+import json, os, time
+from dlperf.meters.activity import Monitor, snapshot
+cpu = min(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {cpu})
+mon = Monitor()
+a = snapshot()
+mon.start("w")
+time.sleep(0.5)
+mon.stop("w")
+b = snapshot()
+print(json.dumps({"cpu": cpu, "record": mon.record(),
+                  "cpus_per_s": (b.total_ticks - a.total_ticks) / %d / (b.wall_s - a.wall_s)}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux /proc and at least 2 CPUs to restrict a process to one")
+def test_a_process_pinned_to_one_cpu_watches_that_cpu_alone() -> None:
+    """Restricted to one CPU (as `taskset -c N` or a cpuset would), the counters cover that CPU alone: its
+    ticks advance at one CPU per wall second (two or more for the machine-wide line), the record's core count
+    is 1 and names the CPU, and others' cores cannot exceed that one CPU, however busy the rest is."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", ONE_CPU_WINDOW % TICKS], capture_output=True, text=True,
+                         check=True, timeout=60)
+    got = json.loads(out.stdout)
+    assert 0.8 <= got["cpus_per_s"] <= 1.2, got
+    assert got["record"]["cores"] == 1 and got["record"]["cpus"] == [got["cpu"]], got
+    assert got["record"]["windows"]["w"]["others_cores"] <= 1.1, got

@@ -60,10 +60,12 @@ class IdleWait(TypedDict, total=False):
 
 class Activity(TypedDict, total=False):
     """What the machine was doing around a case (`meters.activity.Monitor.record`, stored as
-    `metrics["activity"]`): its core count and each named window ("before", "during", "after"); with
-    `--wait-idle`, the wait before it."""
+    `metrics["activity"]`): the cores its figures are out of (the CPUs the case may run on), those CPUs where
+    they are fewer than the machine's, and each named window ("before", "during", "after"); with `--wait-idle`,
+    the wait before it."""
 
     cores: int | None
+    cpus: list[int]
     windows: dict[str, ActivityWindow]
     wait: IdleWait
 

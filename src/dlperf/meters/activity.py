@@ -9,6 +9,12 @@ with the reason stored.
 Figures are in cores (CPU-seconds per wall second): `others_cores` = 1.0 means another process kept
 one whole core busy. The kernel counts in ticks (USER_HZ, 100 per second), so a window of 0.1 s on
 2 cores resolves about 0.05 cores.
+
+Only the CPUs this process may run on are counted (its affinity: `taskset`, a container's cpuset, a CI
+runner's slice of a larger host), from /proc/stat's per-CPU lines. A host's other tenants on CPUs the case
+cannot use do not take its cores (they may still share its caches and memory bandwidth, which the run's
+canary sees), and counting them made every case on a busy 64-CPU host `contended` in a 2-CPU cpuset; the
+core count the figures are out of is then the affinity's, not the host's.
 """
 
 from __future__ import annotations
@@ -67,16 +73,60 @@ def _own_ticks(pids: tuple[int, ...], with_children: bool = False) -> int:
     return total
 
 
+def watched_cpus() -> frozenset[int] | None:
+    """The logical CPUs this process may run on (its affinity), or None where that is not readable."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def cpu_ticks(stat_text: str, cpus: frozenset[int] | None) -> tuple[int, int, int] | None:
+    """(busy, steal, total) ticks from /proc/stat's text: summed over the per-CPU lines of
+    `cpus` where they are a proper subset of the CPUs listed, else the machine-wide line (the same sum).
+    None where the text has no readable cpu line."""
+    per_cpu: dict[int, list[int]] = {}
+    total_line: list[int] | None = None
+    for line in stat_text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *fields = line.split()
+        try:
+            vals = ([int(x) for x in fields[:8]] + [0] * 8)[:8]  # user nice system idle iowait irq softirq steal
+        except ValueError:
+            continue
+        if name == "cpu":
+            total_line = vals
+        elif name[3:].isdigit():
+            per_cpu[int(name[3:])] = vals
+    if cpus is not None and per_cpu and cpus < frozenset(per_cpu):
+        rows = [per_cpu[c] for c in sorted(cpus)]
+    elif total_line is not None:
+        rows = [total_line]
+    else:
+        return None
+    busy = steal = total = 0
+    for user, nice, system, idle, iowait, irq, softirq, stolen in rows:
+        busy += user + nice + system + irq + softirq
+        steal += stolen
+        total += user + nice + system + idle + iowait + irq + softirq + stolen
+    return busy, steal, total
+
+
 def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = False) -> Snapshot | None:
-    """The counters now, or None where /proc/stat cannot be read (not Linux). `with_children`: the own
-    processes' waited-for children count as their own (`_own_ticks`)."""
+    """The counters now, over the CPUs this process may run on (`cpu_ticks`), or None where /proc/stat
+    cannot be read (not Linux). `with_children`: the own processes' waited-for children count as their own
+    (`_own_ticks`)."""
     pids = own_pids if own_pids is not None else (os.getpid(),)
     try:
-        lines = Path("/proc/stat").read_text().splitlines()
+        text = Path("/proc/stat").read_text()
     except OSError:
         return None
-    cpu = [int(x) for x in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
-    user, nice, system, idle, iowait, irq, softirq, steal = (cpu + [0] * 8)[:8]
+    ticks = cpu_ticks(text, watched_cpus())
+    if ticks is None:
+        return None
+    busy, steal, total = ticks
+    lines = text.splitlines()
     running = next((int(line.split()[1]) for line in lines if line.startswith("procs_running")), None)
     try:
         load1: float | None = float(Path("/proc/loadavg").read_text().split()[0])
@@ -84,9 +134,9 @@ def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = Fals
         load1 = None
     return Snapshot(
         wall_s=time.perf_counter(),
-        busy_ticks=user + nice + system + irq + softirq,
+        busy_ticks=busy,
         steal_ticks=steal,
-        total_ticks=user + nice + system + idle + iowait + irq + softirq + steal,
+        total_ticks=total,
         own_ticks=_own_ticks(pids, with_children),
         procs_running=running,
         load1=load1,
@@ -94,12 +144,18 @@ def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = Fals
 
 
 def _cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]]:
-    """(name, user+system CPU seconds) of every other process psutil can read."""
+    """(name, user+system CPU seconds) of every other process psutil can read; where this process may run on
+    fewer CPUs than the machine has, only of those that may run on one of them."""
     import psutil
 
+    ours = watched_cpus()
+    subset = ours is not None and len(ours) < (os.cpu_count() or 0)
     out: dict[int, tuple[str, float]] = {}
-    for proc in psutil.process_iter(["name", "cpu_times"]):
+    for proc in psutil.process_iter(["name", "cpu_times", "cpu_affinity"] if subset else ["name", "cpu_times"]):
         if proc.pid in exclude or proc.info.get("cpu_times") is None:
+            continue
+        theirs = proc.info.get("cpu_affinity")
+        if subset and theirs is not None and ours is not None and ours.isdisjoint(theirs):
             continue
         t = proc.info["cpu_times"]
         out[proc.pid] = (str(proc.info.get("name") or "?"), float(t.user + t.system))
@@ -161,8 +217,13 @@ class Monitor:
         return self.stop(name)
 
     def record(self) -> Activity:
-        """Every window so far, plus the machine's core count (what others_cores is out of)."""
-        return {"cores": os.cpu_count(), "windows": dict(self.windows)}
+        """Every window so far, plus the core count others_cores is out of: the CPUs this process may run on
+        (`cpus` lists them where they are fewer than the machine's), else the machine's."""
+        cpus = watched_cpus()
+        rec: Activity = {"cores": len(cpus) if cpus else os.cpu_count(), "windows": dict(self.windows)}
+        if cpus and len(cpus) < (os.cpu_count() or 0):
+            rec["cpus"] = sorted(cpus)
+        return rec
 
 
 def _safe_cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]] | None:
