@@ -34,6 +34,8 @@ def test_probe_measures_a_plausible_clock_and_fma_units(tmp_path):
     assert found.fma_flops_per_s_total == pytest.approx(2 * found.fma_flops_per_s_per_core, rel=0.2)
     assert found.threads == 2 and 0 < found.cpu_wall_ratio <= 1.0 and found.fma_spread_rel >= 0
     assert (found.cpu_vendor, found.cpu_family, found.cpu_model_number) == probe.cpu_id()
+    # one probe thread alone, the other core idle: about the same rate on a VM, higher where a CPU turbos
+    assert 0.5 < found.one_core_speedup < 2.0 and found.one_thread_fma_flops_per_s > 0, found
     if found.fma_latency_cycles is None:  # a CPU the latency table does not know: no clock, no units, said
         assert found.clock_ghz is None and found.fma_units is None and "not in the table" in found.method
         return

@@ -161,3 +161,19 @@ def test_a_clock_at_assumed_units_is_shown_as_derived_everywhere(monkeypatch):
     line = peaks.clock_line(peaks.cpu_peaks())
     assert line.startswith("CPU clock for the peaks: derived: 2.37 GHz, the FMA loop's own at an assumed 2 units")
     assert line.count("2.37 GHz") == 1
+
+
+def test_one_core_alone_is_recorded_beside_the_all_core_peak():
+    """The probe's one-thread run is stored as a ratio to the all-core rate per core (the roofline's share of fewer
+    cores uses it); the FP32 peak stays the all-core figure. A bare-metal Cascade Lake-class core at 1.2x alone
+    (turbo) and a VM at 1.0x; no ratio where the one-thread run did not happen."""
+    from dataclasses import replace
+
+    base = derive(CASCADE, threads=2, seconds=0.3)
+    turbo = replace(base, one_thread_fma_flops_per_s=1.2 * base.fma_flops_per_s_per_core)
+    theo = peaks.cpu_theoretical(2, AVX512, turbo)
+    assert theo["one_core_fma_speedup"] == pytest.approx(1.2)
+    assert theo["fp32_flops_per_s"] == pytest.approx(2 * base.fma_flops_per_s_per_core)
+    assert f"one thread alone {1.2 * base.fma_flops_per_s_per_core / 1e9:.1f} GFLOP/s (1.20x)" in theo["fp32_basis"]
+    assert "one_core_fma_speedup" not in peaks.cpu_theoretical(2, AVX512, base)
+    assert base.one_core_speedup is None

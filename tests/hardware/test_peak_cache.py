@@ -17,7 +17,8 @@ def _found(share: float) -> ClockProbe:
     rates = ProbeRates(isa="avx512f", lanes=16, accumulators=16, fma_flops_per_s=(151.6e9, 152.3e9),
                        add_chain_per_s=(3.08e9,) * 2, fma_chain_per_s=(1 / 1.5e-9,) * 2, cpu_wall_ratio=share,
                        vendor="GenuineIntel", family=6, model=85)
-    return replace(derive(rates, threads=2, seconds=0.3), measured_at="2026-11-27T10:00:00+00:00")
+    return replace(derive(rates, threads=2, seconds=0.3), measured_at="2026-11-27T10:00:00+00:00",
+                   one_thread_fma_flops_per_s=152.0e9)  # as `clock_probe.measure` adds it
 
 
 def _zen4(fma_per_thread: tuple[float, float], chain_ns: float = 1.089, share: float = 0.99) -> ClockProbe:
@@ -27,7 +28,7 @@ def _zen4(fma_per_thread: tuple[float, float], chain_ns: float = 1.089, share: f
     rates = ProbeRates(isa="avx512f", lanes=16, accumulators=16, fma_flops_per_s=fma_per_thread,
                        add_chain_per_s=(3.65e9,) * 2, fma_chain_per_s=(1 / (chain_ns * 1e-9),) * 2,
                        cpu_wall_ratio=share, vendor="AuthenticAMD", family=25, model=17)
-    return derive(rates, threads=2, seconds=0.15)
+    return replace(derive(rates, threads=2, seconds=0.15), one_thread_fma_flops_per_s=fma_per_thread[0])
 
 
 class FakeProbe:
@@ -165,3 +166,17 @@ def test_a_peak_stored_from_one_probe_is_measured_again(tmp_path, fake):
     got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
     assert probe.calls == peak_cache.MIN_TRIES and got.origin.startswith("measured now")
     assert got.fma_flops_per_s_per_core == pytest.approx(116.4e9) and json.loads(path.read_text())["tries"] == 3
+
+
+def test_a_peak_stored_without_the_one_thread_rate_is_measured_again(tmp_path, fake):
+    """A figure an older dlperf stored before the probe's one-thread run has no rate for one core alone (the
+    roofline's share of fewer cores needs it on a CPU that turbos): measured again, then reused."""
+    path = tmp_path / f"cpu-peak-{peak_cache.machine_key(2, 'cc')}.json"
+    old = json.loads(json.dumps(asdict(_zen4((116.2e9, 116.6e9)))))
+    old.pop("one_thread_fma_flops_per_s")
+    path.write_text(json.dumps(old | {"tries": 3}))
+    probe = fake(_zen4((116.2e9, 116.6e9)))
+    got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert probe.calls == peak_cache.MIN_TRIES and got.origin.startswith("measured now")
+    assert json.loads(path.read_text())["one_thread_fma_flops_per_s"] == pytest.approx(116.2e9)
+    assert peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").origin.startswith("reused from")

@@ -15,6 +15,7 @@ from dlperf.hardware.roofline import (
     Ceilings,
     LevelCeiling,
     ceilings,
+    cpu_share,
     measured_peaks,
     roofline_point,
 )
@@ -298,6 +299,26 @@ def test_the_cpu_compute_peak_is_that_of_the_cores_the_run_uses():
     c = ceilings(env, "cpu", "float32", {}, None)
     assert c.flop_peak == pytest.approx(250e9) and "1 of 2 cores" in c.flop_source
     assert ceilings(env | {"threads": 2}, "cpu", "float32", {}, None).flop_peak == pytest.approx(500e9)
+
+
+def test_a_core_that_turbos_alone_counts_at_its_own_rate():
+    """A CPU whose one core alone ran the probe's FMA loop 1.25x faster than each of its 4 busy ones (turbo on bare
+    metal): 1 thread's share is 1.25 / 4 of the all-core peak, not 1 / 4, which a single-threaded GEMM would pass
+    and be flagged "above compute peak"; 2 threads' is an upper bound at that rate; 4 threads get the whole peak
+    and never more. On a VM (1.01x: noise) the share stays the plain fraction, without the note."""
+    turbo = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 1.25},
+             "cpu_physical_cores": 4}
+    one = ceilings(turbo | {"threads": 1}, "cpu", "float32", {}, None)
+    assert one.flop_peak == pytest.approx(125e9) and "1.25x the all-core rate" in one.flop_source
+    assert ceilings(turbo | {"threads": 2}, "cpu", "float32", {}, None).flop_peak == pytest.approx(250e9)
+    assert ceilings(turbo | {"threads": 4}, "cpu", "float32", {}, None).flop_peak == pytest.approx(400e9)
+    assert cpu_share(400e9, turbo, "cpu", 3)[0] == pytest.approx(375e9)
+    faster = turbo | {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 1.5}}
+    assert cpu_share(400e9, faster, "cpu", 3)[0] == pytest.approx(400e9)  # 3 x 1.5 / 4 of it: capped at the whole
+    vm = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 1.01},
+          "cpu_physical_cores": 4, "threads": 1}
+    plain = ceilings(vm, "cpu", "float32", {}, None)
+    assert plain.flop_peak == pytest.approx(100e9) and "all-core rate" not in plain.flop_source
 
 
 def test_the_compute_ceiling_says_whether_its_peak_was_measured_set_or_modelled():

@@ -28,6 +28,7 @@ class DevicePeaks(TypedDict, total=False):
     fma_units_source: str
     fp32_flops_per_cycle_per_core: int | None
     measured_fma_flops_per_s: float | None
+    one_core_fma_speedup: float  # one probe thread's FMA rate over the all-core rate per core (`roofline.cpu_share`)
     vector_clock_ghz: float | None
     scalar_clock_ghz: float | None
     peak_origin: str

@@ -188,6 +188,15 @@ def _run(lib: Any, threads: int) -> ThreadRates:
             "cpu_wall_ratio": min(shares), "fma_trials_flops_per_s": tuple(x for t in trials for x in t)}
 
 
+def _one_thread_rate(lib: Any) -> float | None:
+    """The FMA loop's rate on one thread, the probe's others done: a core's rate when it is the only busy one
+    (None where that run failed: the all-thread figures stand)."""
+    try:
+        return _run(lib, 1)["fma_flops_per_s"][0] or None
+    except ProbeUnavailable:
+        return None
+
+
 def probe_threads() -> int:
     """One probe thread per physical core this process may use (its affinity and its cgroup's CPU quota:
     more threads than the quota allows would stall each other and read a fraction of the clock)."""
@@ -215,10 +224,11 @@ def measure(*, threads: int | None = None, cc: str | None = None, cache: Path | 
         rates = ProbeRates(isa=lib.dlperf_isa().decode(), lanes=int(lib.dlperf_lanes()),
                            accumulators=int(lib.dlperf_accumulators()), vendor=vendor, family=family, model=model,
                            **found)
+        one = _one_thread_rate(lib) if threads > 1 else found["fma_flops_per_s"][0]
         seconds = time.perf_counter() - t0
         build = f"{shlex.split(cc)[0]} -O2 {' '.join(cflags)}".rstrip() + f", {seconds:.2f} s"
         return replace(derive(rates, threads=threads, seconds=seconds, build=build),
-                       measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
+                       measured_at=datetime.now(UTC).isoformat(timespec="seconds"), one_thread_fma_flops_per_s=one)
     return ClockProbe(measured=False, method="; ".join(failures) or "no ISA to probe", threads=threads,
                       seconds=time.perf_counter() - t0)
 

@@ -110,6 +110,15 @@ class ClockProbe:
     origin: str = "measured now"  # or "reused from <measured_at> (<file>)"
     tries: int = 1  # probes run to find this one (`peak_cache.measure_best`): the best is kept
     tries_fma_flops_per_s_per_core: tuple[float, ...] = ()  # every try's FMA FLOP/s per core, in order
+    #: the FMA loop on one probe thread with the other cores idle: where fewer busy cores clock higher (turbo on
+    #: bare metal), a case on fewer threads than cores can run each one faster than the all-core rate above
+    one_thread_fma_flops_per_s: float | None = None
+
+    @property
+    def one_core_speedup(self) -> float | None:
+        """One probe thread's FMA rate over the all-thread rate per core (1.0: no faster alone), or None."""
+        one, every = self.one_thread_fma_flops_per_s, self.fma_flops_per_s_per_core
+        return one / every if one and every else None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -131,6 +131,8 @@ def machine_peak(*, cache: Path | None = None, threads: int | None = None, cc: s
     stored = None if (_remeasure() if remeasure is None else remeasure) else load(path)
     if stored is not None and stored.tries < MIN_TRIES:  # one probe, by a dlperf before measure_best: not trusted
         stored = None
+    if stored is not None and stored.one_thread_fma_flops_per_s is None:  # by a dlperf before the one-thread run
+        stored = None
     if stored is not None and (not stored.busy or not quiet_now()):
         return replace(stored, origin=f"reused from {stored.measured_at} ({path}; {REMEASURE_ENV}=1 measures again)")
     found = measure_best(threads=threads, cc=cc, cache=folder)

@@ -131,9 +131,12 @@ def _measured_text(clock: ClockProbe, cores: int) -> str:
     rates = clock.tries_fma_flops_per_s_per_core
     tries = (f"; kept from {clock.tries} probes that ran {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f} GFLOP/s "
              "per core" if clock.tries > 1 and rates else "")
+    speedup = clock.one_core_speedup
+    alone = (f"; one thread alone {(clock.one_thread_fma_flops_per_s or 0) / 1e9:.1f} GFLOP/s ({speedup:.2f}x)"
+             if speedup is not None and clock.threads > 1 else "")
     return (f"measured: {cores} cores x {per_core:.1f} GFLOP/s per core, the {isa} "
             f"loop's throughput per CPU second ({clock.threads} threads, spread "
-            f"{100 * (clock.fma_spread_rel or 0):.1f}%{', on a busy machine' if clock.busy else ''}{tries}; "
+            f"{100 * (clock.fma_spread_rel or 0):.1f}%{', on a busy machine' if clock.busy else ''}{tries}{alone}; "
             f"{clock.origin})")
 
 
@@ -209,6 +212,8 @@ def cpu_theoretical(physical_cores: int, flags: list[str] | frozenset[str],
         out.update({"measured_fma_flops_per_s": clock.fma_flops_per_s_total,
                     "vector_clock_ghz": clock.vector_clock_ghz, "scalar_clock_ghz": clock.scalar_clock_ghz,
                     "peak_origin": clock.origin})
+        if clock.one_core_speedup is not None:
+            out["one_core_fma_speedup"] = round(clock.one_core_speedup, 3)
     override = env_number("DLPERF_CPU_PEAK_FP32_GFLOPS")
     named = [n for n, v in (("DLPERF_CPU_CLOCK_GHZ", clock_override), ("DLPERF_CPU_FMA_UNITS", units_override)) if v]
     if override:

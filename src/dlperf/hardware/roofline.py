@@ -192,12 +192,27 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
     return tuple(out)
 
 
+#: One core alone this much faster than each with all busy (the clock probe's one-thread run), or more: a CPU whose
+#: clock rises as fewer cores are busy (turbo), so a share of its all-core peak would sit below what fewer threads
+#: reach. Under it (a VM: 1.00 +- noise) the share stays the plain fraction of the cores.
+ONE_CORE_SPEEDUP_MIN = 1.03
+
+
 def cpu_share(peak: float, env: Environment, device: str, threads: int | None) -> tuple[float, str]:
     """(peak, what share) of a CPU peak that `threads` of its cores compute on: the used cores' share, with
-    "the T of C cores the run's threads use"; the whole peak and "" on a GPU, with all cores or no thread count."""
+    "the T of C cores the run's threads use"; the whole peak and "" on a GPU, with all cores or no thread count.
+    Where one core alone ran the probe's FMA loop `ONE_CORE_SPEEDUP_MIN` or more faster than each of all of them,
+    each used core counts at that rate (at most the whole peak): the share is then an upper bound, as a ceiling
+    must be, and says so."""
     cores = env.get("cpu_physical_cores")
     if device == "cpu" and cores and threads and threads < cores:
-        return peak * threads / cores, f"the {threads} of {cores} cores the run's threads use"
+        share = f"the {threads} of {cores} cores the run's threads use"
+        speedup = device_theoretical(env, "cpu").get("one_core_fma_speedup")
+        if isinstance(speedup, int | float) and speedup >= ONE_CORE_SPEEDUP_MIN:
+            return (min(peak, peak * threads * speedup / cores),
+                    f"{share}, each at up to {speedup:.2f}x the all-core rate (one core alone ran the FMA loop "
+                    f"that much faster)")
+        return peak * threads / cores, share
     return peak, ""
 
 
