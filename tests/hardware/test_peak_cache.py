@@ -180,3 +180,15 @@ def test_a_peak_stored_without_the_one_thread_rate_is_measured_again(tmp_path, f
     assert probe.calls == peak_cache.MIN_TRIES and got.origin.startswith("measured now")
     assert json.loads(path.read_text())["one_thread_fma_flops_per_s"] == pytest.approx(116.2e9)
     assert peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc").origin.startswith("reused from")
+
+
+def test_one_core_alone_keeps_the_fastest_of_every_try(tmp_path, fake):
+    """The one-thread rate is a peak too: a try whose one-thread run dipped (a VM disturbed from outside) does not
+    set it, even when that try's all-core rate is the one kept."""
+    dipped = replace(_zen4((116.4e9, 116.6e9)), one_thread_fma_flops_per_s=58.0e9)
+    steady = replace(_zen4((116.0e9, 116.2e9)), one_thread_fma_flops_per_s=116.3e9)
+    fake(dipped, steady, steady)
+    got = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert got.fma_flops_per_s_per_core == pytest.approx(116.5e9)  # the fastest all-core try
+    assert got.one_thread_fma_flops_per_s == pytest.approx(116.3e9) and got.one_core_speedup == pytest.approx(
+        116.3 / 116.5)
