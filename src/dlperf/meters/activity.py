@@ -13,8 +13,8 @@ one whole core busy. The kernel counts in ticks (USER_HZ, 100 per second), so a 
 Only the CPUs this process may run on are counted (its affinity: `taskset`, a container's cpuset, a CI
 runner's slice of a larger host), from /proc/stat's per-CPU lines. A host's other tenants on CPUs the case
 cannot use do not take its cores (they may still share its caches and memory bandwidth, which the run's
-canary sees), and counting them made every case on a busy 64-CPU host `contended` in a 2-CPU cpuset; the
-core count the figures are out of is then the affinity's, not the host's.
+canary sees): counting them, as the machine-wide line does, would call every case in a 2-CPU cpuset of a busy
+64-CPU host `contended`. The core count the figures are out of is then the affinity's, not the host's.
 """
 
 from __future__ import annotations
