@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.hardware import peak_cache
+from dlperf.hardware.fma_peak import ONE_CORE_SPEEDUP_MIN
 from dlperf.hardware.probe import cpu_flags, cpu_model, nvidia_gpus, physical_cores
 
 
@@ -98,12 +100,14 @@ def profiler_checks(root: Path = Path("/")) -> list[Check]:
     return [*out, _check("profilers", perf_paranoid(root))]
 
 
-def noise_checks(root: Path = Path("/"), canary: CanaryCheck | None = None) -> list[Check]:
+def noise_checks(root: Path = Path("/"), canary: CanaryCheck | None = None,
+                 one_core_speedup: float | None = None) -> list[Check]:
     """What pyperf's `system show` reports (hardware.noise, read under `root`), each with what to change where it
-    adds noise; then the canary's spread where `canary` is given (`CanaryCheck`)."""
+    adds noise; then the canary's spread where `canary` is given (`CanaryCheck`). `one_core_speedup`: the clock
+    probe's one core alone over each of all busy (`measured_one_core_speedup`), shown with turbo."""
     from dlperf.hardware.noise import read_noise
 
-    out = [_check(NOISE, item) for item in read_noise(root)]
+    out = [_check(NOISE, item) for item in read_noise(root, one_core_speedup, ONE_CORE_SPEEDUP_MIN)]
     if canary is not None:
         out.append(canary())
     return out
@@ -137,7 +141,15 @@ def canary_check(times: int = CANARY_TIMES, pause_s: float = CANARY_PAUSE_S, can
     return Check(NOISE, "canary", not st.unstable, detail)
 
 
-def all_checks(canary: CanaryCheck | None = canary_check) -> list[Check]:
-    """Every section; `canary`: the canary kernel's check (None leaves it out)."""
+def measured_one_core_speedup() -> float | None:
+    """This machine's clock probe (`peak_cache.sustained`: stored, else measured now, about a second): one core
+    alone's FMA rate over each of all busy, or None where the probe could not run."""
+    return peak_cache.sustained().one_core_speedup
+
+
+def all_checks(canary: CanaryCheck | None = canary_check,
+               one_core_speedup: Callable[[], float | None] | None = measured_one_core_speedup) -> list[Check]:
+    """Every section; `canary`: the canary kernel's check (None leaves it out); `one_core_speedup`: where turbo's
+    measured figure comes from (None leaves it out)."""
     return (framework_checks() + device_checks() + meter_checks() + profiler_checks()
-            + noise_checks(canary=canary))
+            + noise_checks(canary=canary, one_core_speedup=one_core_speedup() if one_core_speedup else None))

@@ -81,9 +81,12 @@ def test_doctor_names_cpu_frameworks_and_missing_gpu_and_meters(doctor_output):
         line = next(x for x in out.splitlines() if f" {name} " in x)
         assert ("yes" if ok else "no") in line and why[:40] in line
     assert ("no energy meter available" in out) == (not any(ok for _, ok, _ in states))
+    from dlperf.doctor import measured_one_core_speedup
+    from dlperf.hardware.fma_peak import ONE_CORE_SPEEDUP_MIN
     from dlperf.hardware.noise import read_noise
 
-    for item in read_noise():  # the noise section: each setting as this machine's files read now
+    # the noise section: each setting as this machine's files read now, turbo with the machine's stored probe
+    for item in read_noise(one_core_speedup=measured_one_core_speedup(), seen_from=ONE_CORE_SPEEDUP_MIN):
         line = next(x for x in out.splitlines() if f" {item.name} " in x)
         assert "noise" in line and item.state[:30] in line, line
 

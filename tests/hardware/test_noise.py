@@ -115,6 +115,25 @@ def test_boost_is_read_from_either_driver(tmp_path, files, state, quiet):
     assert (item.state, item.quiet) == (state, quiet)
 
 
+def test_turbo_where_sys_says_nothing_is_the_probes_measured_ratio(tmp_path):
+    """A VM's /sys has no boost file: the clock probe's one core alone over each of all busy decides (1.00x: none
+    seen, quiet; 1.25x, as a bare-metal core turbos: noise, with what to do); where /sys does say, the ratio is
+    shown beside it and /sys decides."""
+    def item(files, speedup):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))  # a tree of its own per call
+        return by_name(read_noise(tree(root, files), speedup, 1.03))["turbo / boost"]
+
+    vm = item({}, 1.004)
+    assert vm.quiet is True and vm.state == ("not in /sys; measured: one core alone ran the FMA loop at 1.00x the "
+                                             "all-core rate (no turbo seen)")
+    turbo = item({}, 1.25)
+    assert turbo.quiet is False and "1.25x" in turbo.state and "clock rises as fewer cores are busy" in turbo.state
+    assert "firmware" in turbo.hint
+    on = item({f"{CPU}/cpufreq/boost": "1\n"}, 1.25)
+    assert on.quiet is False and on.state.startswith("on (cpufreq boost = 1); measured: ") and "sudo tee" in on.hint
+    assert item({}, None).state.startswith("unknown: neither")  # no probe: /sys's answer alone
+
+
 def test_mixed_governors_are_all_named(tmp_path):
     files = {f"{CPU}/cpu0/cpufreq/scaling_governor": "performance\n", f"{CPU}/cpu1/cpufreq/scaling_governor":
              "powersave\n", f"{CPU}/cpu0/cpufreq/scaling_driver": "amd-pstate-epp\n"}

@@ -29,6 +29,10 @@ PLAUSIBLE_GHZ, PLAUSIBLE_UNITS = (0.2, 7.0), (0.5, 4.5)
 WHOLE_TOLERANCE = 0.15
 #: A probe thread that ran less than this share of the wall time ran on a busy machine.
 BUSY_SHARE = 0.9
+#: One core alone this much faster than each with all busy (the probe's one-thread run), or more: a CPU whose clock
+#: rises as fewer cores are busy (turbo), so a share of its all-core peak would sit below what fewer threads reach
+#: (`roofline.cpu_share`), and `dlperf doctor` names turbo as seen. Under it (a VM: 1.00 +- noise): no turbo seen.
+ONE_CORE_SPEEDUP_MIN = 1.03
 
 _INTEL_4 = {0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6, 0x55, 0x66, 0x7D, 0x7E, 0x6A, 0x6C, 0x8C, 0x8D, 0xA7, 0x8F, 0xCF,
             0xAD, 0xAE}

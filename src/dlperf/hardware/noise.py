@@ -50,8 +50,28 @@ def governor(root: Path) -> NoiseItem:
                      "the clock follows the load: `sudo cpupower frequency-set -g performance` while measuring")
 
 
-def boost(root: Path) -> NoiseItem:
-    """Turbo (intel_pstate's no_turbo) or boost (cpufreq's boost, acpi-cpufreq and amd-pstate)."""
+def boost(root: Path, one_core_speedup: float | None = None, seen_from: float = 1.03) -> NoiseItem:
+    """Turbo (intel_pstate's no_turbo) or boost (cpufreq's boost, acpi-cpufreq and amd-pstate), with the clock
+    probe's measured ratio of one core alone to each of all busy where it is given (`one_core_speedup`; `seen_from`
+    or more: the clock rose with fewer cores busy). Where /sys says nothing (a VM), that ratio decides."""
+    item = _boost_sysfs(root)
+    if one_core_speedup is None:
+        return item
+    seen = one_core_speedup >= seen_from
+    measured = (f"measured: one core alone ran the FMA loop at {one_core_speedup:.2f}x the all-core rate "
+                f"({'its clock rises as fewer cores are busy' if seen else 'no turbo seen'})")
+    if item.quiet is not None:
+        return NoiseItem(item.name, f"{item.state}; {measured}", item.quiet, item.hint)
+    if not seen:
+        return NoiseItem(item.name, f"not in /sys; {measured}", True)
+    return NoiseItem(item.name, f"not in /sys; {measured}", False,
+                     "a case on fewer threads runs each core faster than on all of them, and how much follows the "
+                     "other cores' load and temperature: turn turbo off in the firmware or the host where you can "
+                     "(dlperf's roofline counts each of fewer cores at the measured rate)")
+
+
+def _boost_sysfs(root: Path) -> NoiseItem:
+    """Turbo or boost as /sys reads it (unknown where neither file is there)."""
     no_turbo = _read(root, CPU_SYS / "intel_pstate/no_turbo")
     if no_turbo in ("0", "1"):
         if no_turbo == "1":
@@ -196,10 +216,11 @@ def cpu_share(root: Path) -> NoiseItem:
                      "--cpuset-cpus 0-3`) instead of a quota (`--cpus`)")
 
 
-def read_noise(root: Path = Path("/")) -> list[NoiseItem]:
-    """Every setting, in the order `dlperf doctor` shows them."""
-    return [governor(root), boost(root), aslr(root), isolated(root), smt(root), cpu_share(root),
-            virtualization(root)]
+def read_noise(root: Path = Path("/"), one_core_speedup: float | None = None,
+               seen_from: float = 1.03) -> list[NoiseItem]:
+    """Every setting, in the order `dlperf doctor` shows them (`one_core_speedup`: `boost`'s measured ratio)."""
+    return [governor(root), boost(root, one_core_speedup, seen_from), aslr(root), isolated(root), smt(root),
+            cpu_share(root), virtualization(root)]
 
 
 __all__ = ["NoiseItem", "perf_paranoid", "read_noise"]

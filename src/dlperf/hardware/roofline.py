@@ -30,6 +30,7 @@ from dlperf.core.validity import validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
 from dlperf.hardware.catalog_peaks import DevicePeaks
+from dlperf.hardware.fma_peak import ONE_CORE_SPEEDUP_MIN
 from dlperf.hardware.peaks import flop_peak, flop_peak_origin
 from dlperf.units import format_size
 
@@ -190,12 +191,6 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
         out.append(LevelCeiling(lv["name"], lv.get("capacity_bytes"), lv.get("bytes_per_s"), lv.get("iqr_rel"),
                                 source))
     return tuple(out)
-
-
-#: One core alone this much faster than each with all busy (the clock probe's one-thread run), or more: a CPU whose
-#: clock rises as fewer cores are busy (turbo), so a share of its all-core peak would sit below what fewer threads
-#: reach. Under it (a VM: 1.00 +- noise) the share stays the plain fraction of the cores.
-ONE_CORE_SPEEDUP_MIN = 1.03
 
 
 def cpu_share(peak: float, env: Environment, device: str, threads: int | None) -> tuple[float, str]:
