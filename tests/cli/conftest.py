@@ -7,14 +7,17 @@ the default store at all (a call without `db=`, `--db` or DLPERF_DB that opened 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
+import io
 import json
 import os
 import shutil
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +154,30 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CliResult,
 def variant_of(key: str) -> str:
     """The variant in a case key: eager, the default, is left out of a key (ModelParams.OMIT_AT_DEFAULT)."""
     return key.split("variant=")[1].split(",")[0] if "variant=" in key else "eager"
+
+
+def check_in_this_process(module: str, params: Any, doing: str, timeout_s: float) -> str:
+    """`check.in_fresh_process` for the preflight, run here: `check.main` on the same arguments, its stderr's last
+    line as the error (the hub offline for its duration only, as in the fresh process)."""
+    from dlperf.errors import DlperfError
+    from dlperf.workloads.model import check
+
+    assert module == "dlperf.workloads.model.check", module
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in check.OFFLINE.items():
+            mp.setenv(name, value)
+        code = check.main([module, params.model_dump_json()])
+    if code != 0:
+        lines = err.getvalue().strip().splitlines()
+        raise DlperfError(lines[-1] if lines else f"{doing} failed (exit {code})")
+    return out.getvalue()
+
+
+@pytest.fixture
+def preflight_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dlperf bench`'s and `maxbatch SOURCE`'s preflight check run in the test's process (`check_in_this_process`),
+    for tests of its refusals: each fresh process imported torch (and transformers for hf:), about 1.5 s of CPU."""
+    from dlperf.workloads.model import check
+
+    monkeypatch.setattr(check, "in_fresh_process", check_in_this_process)

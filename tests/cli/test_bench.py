@@ -141,9 +141,10 @@ def _tiny_onnx(path: Path) -> None:
      "onnxruntime is an inference runtime"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str],
-                                               fragment: str, dlperf_main) -> None:
-    """In this process (`dlperf.cli.main`, as the command line calls it): 15 subprocesses importing torch and
-    transformers took most of this file's time; the one below checks the same path as a user's subprocess."""
+                                               fragment: str, dlperf_main, preflight_in_this_process) -> None:
+    """In this process (`dlperf.cli.main`, as the command line calls it), the preflight's check too (`check.main`,
+    what its fresh process runs): 15 subprocesses importing torch and transformers took most of this file's time;
+    the test below, and every bench run of this file, check the same path in a user's subprocess."""
     db = tmp_path / "s.db"
     res = dlperf_main("bench", *(a.format(d=user_files) for a in args), "--db", str(db))
     assert res.returncode == 2

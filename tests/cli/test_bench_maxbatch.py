@@ -113,7 +113,8 @@ def test_an_onnx_file_is_searched_on_onnxruntime_and_its_largest_batch_stored(tm
     (["hf:nosuch_arch"], "unknown architecture 'nosuch_arch'"),
 ])
 def test_a_bad_source_is_one_line_and_no_store(user_files: Path, tmp_path: Path, args: list[str], fragment: str,
-                                               dlperf_main) -> None:
+                                               dlperf_main, preflight_in_this_process) -> None:
+    """The preflight in this process (tests/cli/test_bench.py checks it in a user's)."""
     db = tmp_path / "s.db"
     res = dlperf_main("maxbatch", *(a.format(d=user_files) for a in args), "--mem-limit", "1GiB", "--db", str(db))
     assert res.returncode == 2
