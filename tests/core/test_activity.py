@@ -31,6 +31,24 @@ def test_window_takes_this_process_out_of_the_machine_busy_time() -> None:
     assert rec["procs_running"] == 3 and rec["load1"] == 1.5
 
 
+def test_own_time_beyond_the_watched_cpus_falls_back_to_the_machine() -> None:
+    """The watched set is 1 CPU, yet the case's own threads used 1.5 cores (something narrowed the affinity this
+    process read, e.g. an OpenMP runtime binding threads): only the machine-wide line holds their CPU, so the
+    window counts it, and says so, rather than 0 cores of others from a CPU the case overran."""
+    a = Snapshot(wall_s=10.0, busy_ticks=0, steal_ticks=0, total_ticks=0, own_ticks=0, procs_running=3, load1=1.0,
+                 machine=(0, 0, 0))
+    # 2 s: the one watched CPU fully busy (200 ticks), the machine's 2 CPUs 350 of 400 ticks busy, 300 of them ours
+    b = Snapshot(wall_s=12.0, busy_ticks=2 * TICKS, steal_ticks=0, total_ticks=2 * TICKS, own_ticks=3 * TICKS,
+                 procs_running=3, load1=1.0, machine=(int(3.5 * TICKS), int(0.2 * TICKS), 4 * TICKS))
+    rec = window(a, b)
+    assert rec["others_cores"] == pytest.approx(0.25) and rec["own_cores"] == pytest.approx(1.5)
+    assert rec["steal_frac"] == pytest.approx(0.05) and rec["scope"].startswith("machine")
+    within = Snapshot(wall_s=12.0, busy_ticks=2 * TICKS, steal_ticks=0, total_ticks=2 * TICKS, own_ticks=1 * TICKS,
+                      procs_running=3, load1=1.0, machine=(int(3.5 * TICKS), 0, 4 * TICKS))
+    kept = window(a, within)  # within its CPUs: those alone, as the case's contention is
+    assert kept["others_cores"] == pytest.approx(0.5) and "scope" not in kept
+
+
 def test_unreadable_counters_give_a_reason_not_a_number() -> None:
     assert "error" in window(None, None)
     assert "error" in window(_snap(1.0, 0, 0, 0, 0), _snap(1.0, 0, 0, 0, 0))
@@ -106,9 +124,9 @@ def test_cpu_ticks_count_only_the_cpus_the_process_may_run_on() -> None:
 
 ONE_CPU_WINDOW = """
 import json, os, time
-from dlperf.meters.activity import Monitor, snapshot
 cpu = min(os.sched_getaffinity(0))
-os.sched_setaffinity(0, {cpu})
+os.sched_setaffinity(0, {cpu})  # as `taskset -c N` starts it: before dlperf is imported
+from dlperf.meters.activity import Monitor, snapshot
 mon = Monitor()
 a = snapshot()
 mon.start("w")

@@ -192,3 +192,13 @@ def test_one_core_alone_keeps_the_fastest_of_every_try(tmp_path, fake):
     assert got.fma_flops_per_s_per_core == pytest.approx(116.5e9)  # the fastest all-core try
     assert got.one_thread_fma_flops_per_s == pytest.approx(116.3e9) and got.one_core_speedup == pytest.approx(
         116.3 / 116.5)
+
+
+def test_a_one_thread_run_that_failed_is_stored_as_tried_and_not_measured_again(tmp_path, fake):
+    """0.0: the one-thread run was tried and did not run (the all-core figures stand, no ratio): the stored peak is
+    reused, not measured again on every run as a peak from before that run would be."""
+    probe = fake(replace(_zen4((116.2e9, 116.6e9)), one_thread_fma_flops_per_s=0.0))
+    first = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert first.one_thread_fma_flops_per_s == 0.0 and first.one_core_speedup is None
+    again = peak_cache.machine_peak(cache=tmp_path, threads=2, cc="cc")
+    assert probe.calls == peak_cache.MIN_TRIES and again.origin.startswith("reused from")

@@ -235,15 +235,19 @@ def test_ops_run_measures_and_stores_its_ceilings_and_its_report_never_changes(t
     assert ran.returncode == 0, ran.stderr
     # the run itself shows FLOP/s, bytes/s, the level and both efficiencies per case, and writes the plot
     assert "% FLOP peak" in ran.stdout and "% BW ceiling" in ran.stdout and "Table 2 layout" in ran.stdout
-    # and no case sits above a ceiling measured on the same machine at its start (issue 28: a 12 MB add at 172% of
-    # an "LLC ceiling" measured at one working set; a GEMM above a peak probed once, in a dip)
-    flagged = [line for line in ran.stdout.splitlines() if line.startswith("│") and "above " in line]
+    # and no case sits above the compute peak, the machine's stored best of several probes (issue 28: a peak probed
+    # once, in a dip, put a GEMM at 156% of it). The memory ceilings are measured with the run, in about 2 s, and a
+    # dip from outside this VM in those seconds lowers them (the run then says so only where it saw other processes):
+    # not asserted here, where another test process may stream through the same cache
+    flagged = [line for line in ran.stdout.splitlines() if line.startswith("│") and "above compute peak" in line]
     assert not flagged, "\n".join(flagged)
     run_id = Store(db).resolve_run("latest")
     assert sorted((r.framework, r.params["op"]) for r in Store(db).results(run_id)) == [("numpy", "add"),
                                                                                       ("torch", "dot")]
     assert list((tmp_path / "reports" / run_id).glob(f"roofline-{run_id}.png"))
     stored = Store(db).run(run_id).derived["ceilings"]
+    during = stored["activity"]["windows"]["during"]
+    assert during["wall_s"] > 0 and during["others_cores"] >= 0 and "steal_frac" in during  # the machine meanwhile
     cpu = stored["devices"]["cpu"]
     assert stored["version"] == 2
     points = cpu["curve"]["points"]
@@ -305,11 +309,34 @@ def test_the_cpu_compute_peak_is_that_of_the_cores_the_run_uses():
     assert ceilings(env | {"threads": 2}, "cpu", "float32", {}, None).flop_peak == pytest.approx(500e9)
 
 
+def test_ceilings_measured_on_a_busy_machine_judge_no_case_against_memory():
+    """Other processes used 0.8 cores while the run's ceilings were measured (the activity stored with them, judged
+    as a case's): they sit below what the machine does, so a case above them is "not judged", said in the check and
+    in the ceilings' origin; the compute peak (the machine's stored probe) still flags. Quiet: judged as before."""
+    def stored(others: float) -> dict:
+        return {"version": 2, "threads": 1, "devices": {"cpu": {"threads": 1, "caches": {"source": "t", "levels": []},
+                "levels": [{"name": DRAM, "capacity_bytes": None, "bytes_per_s": 20e9, "iqr_rel": 0.01,
+                            "framework": "numpy", "kernel": "copy", "working_set_bytes": 2**26}]}},
+                "activity": {"cores": 2, "windows": {"during": {"wall_s": 2.0, "others_cores": others,
+                                                                "own_cores": 1.0, "steal_frac": 0.0}}}}
+
+    env = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 200e9}, "cpu_physical_cores": 2, "threads": 1}
+    case = {"bytes_per_call": 2**27, "bytes_per_s": 40e9, "flops_per_s": 3e9, "arithmetic_intensity": 0.08,
+            "iqr_rel": 0.01, "validity": "valid"}
+    busy = ceilings(env, "cpu", "float32", {}, None, stored(0.8))
+    assert busy.busy == "other processes used 0.80 cores while it ran" and "on a busy machine (" in busy.origin
+    point = roofline_point(case, busy)
+    assert point["flag"] is None and point["check"].startswith("ceilings measured on a busy machine (other processes")
+    assert roofline_point(case | {"flops_per_s": 150e9}, busy)["flag"] == "above compute peak"  # 150 of 100
+    quiet = ceilings(env, "cpu", "float32", {}, None, stored(0.0))
+    assert quiet.busy is None and roofline_point(case, quiet)["flag"].startswith("above DRAM ceiling")
+
+
 def test_a_core_that_turbos_alone_counts_at_its_own_rate():
     """A CPU whose one core alone ran the probe's FMA loop 1.25x faster than each of its 4 busy ones (turbo on bare
     metal): 1 thread's share is 1.25 / 4 of the all-core peak, not 1 / 4, which a single-threaded GEMM would pass
     and be flagged "above compute peak"; 2 threads' is an upper bound at that rate; 4 threads get the whole peak
-    and never more. On a VM (1.01x: noise) the share stays the plain fraction, without the note."""
+    and never more. On a VM (1.01x: noise) the share counts the 1% too, an upper bound still, without the note."""
     turbo = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 1.25},
              "cpu_physical_cores": 4}
     one = ceilings(turbo | {"threads": 1}, "cpu", "float32", {}, None)
@@ -321,8 +348,10 @@ def test_a_core_that_turbos_alone_counts_at_its_own_rate():
     assert cpu_share(400e9, faster, "cpu", 3)[0] == pytest.approx(400e9)  # 3 x 1.5 / 4 of it: capped at the whole
     vm = {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 1.01},
           "cpu_physical_cores": 4, "threads": 1}
-    plain = ceilings(vm, "cpu", "float32", {}, None)
-    assert plain.flop_peak == pytest.approx(100e9) and "all-core rate" not in plain.flop_source
+    plain = ceilings(vm, "cpu", "float32", {}, None)  # still the upper bound (101e9), without the note
+    assert plain.flop_peak == pytest.approx(101e9) and "all-core rate" not in plain.flop_source
+    slower = vm | {"cpu_peaks_theoretical": {"fp32_flops_per_s": 400e9, "one_core_fma_speedup": 0.97}}
+    assert ceilings(slower, "cpu", "float32", {}, None).flop_peak == pytest.approx(100e9)  # never below the share
 
 
 def test_the_compute_ceiling_says_whether_its_peak_was_measured_set_or_modelled():

@@ -42,6 +42,7 @@ class ActivityWindow(TypedDict, total=False):
     procs_running: int | None
     load1: float | None
     top_others: list[OtherProcess]
+    scope: str
     error: str
 
 

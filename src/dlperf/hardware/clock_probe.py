@@ -188,13 +188,13 @@ def _run(lib: Any, threads: int) -> ThreadRates:
             "cpu_wall_ratio": min(shares), "fma_trials_flops_per_s": tuple(x for t in trials for x in t)}
 
 
-def _one_thread_rate(lib: Any) -> float | None:
+def _one_thread_rate(lib: Any) -> float:
     """The FMA loop's rate on one thread, the probe's others done: a core's rate when it is the only busy one
-    (None where that run failed: the all-thread figures stand)."""
+    (0.0 where that run failed: tried, no figure; the all-thread figures stand)."""
     try:
-        return _run(lib, 1)["fma_flops_per_s"][0] or None
+        return _run(lib, 1)["fma_flops_per_s"][0]
     except ProbeUnavailable:
-        return None
+        return 0.0
 
 
 def probe_threads() -> int:

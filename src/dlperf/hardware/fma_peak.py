@@ -116,6 +116,7 @@ class ClockProbe:
     tries_fma_flops_per_s_per_core: tuple[float, ...] = ()  # every try's FMA FLOP/s per core, in order
     #: the FMA loop on one probe thread with the other cores idle: where fewer busy cores clock higher (turbo on
     #: bare metal), a case on fewer threads than cores can run each one faster than the all-core rate above
+    #: (0.0: that run failed; None: a probe by a dlperf before it)
     one_thread_fma_flops_per_s: float | None = None
 
     @property

@@ -26,7 +26,7 @@ from typing import Any, TypedDict, cast
 
 from dlperf.core.environment import Environment
 from dlperf.core.result import CaseResult
-from dlperf.core.validity import validity_words
+from dlperf.core.validity import assess_activity, short_reason, validity_words
 from dlperf.hardware.bwcurve import BandwidthCurve
 from dlperf.hardware.caches import DRAM, CacheInfo, level_for, memory_levels
 from dlperf.hardware.catalog_peaks import DevicePeaks
@@ -75,6 +75,9 @@ class Ceilings:
     curve: BandwidthCurve | None = None
     #: (level, capacity for the run's threads) as the machine reports its caches (`caches.memory_levels`).
     reported_levels: tuple[tuple[str, int | None], ...] = ()
+    #: Why the memory ceilings were measured on a busy machine (other processes' CPU, steal: as a case is called
+    #: `contended`), or None: such ceilings sit below what the machine does, so they cannot flag a case above them.
+    busy: str | None = None
 
     @property
     def bw_peak(self) -> float | None:
@@ -196,19 +199,28 @@ def _stored_levels(dev: dict[str, Any]) -> tuple[LevelCeiling, ...]:
 def cpu_share(peak: float, env: Environment, device: str, threads: int | None) -> tuple[float, str]:
     """(peak, what share) of a CPU peak that `threads` of its cores compute on: the used cores' share, with
     "the T of C cores the run's threads use"; the whole peak and "" on a GPU, with all cores or no thread count.
-    Where one core alone ran the probe's FMA loop `ONE_CORE_SPEEDUP_MIN` or more faster than each of all of them,
-    each used core counts at that rate (at most the whole peak): the share is then an upper bound, as a ceiling
-    must be, and says so."""
+    Where one core alone ran the probe's FMA loop faster than each of all of them, each used core counts at that
+    rate (at most the whole peak): the share is an upper bound, as a ceiling must be (the compute peak flags any
+    case above it); the label says so from `ONE_CORE_SPEEDUP_MIN` (under it: a VM's noise, 1.00-1.01x here)."""
     cores = env.get("cpu_physical_cores")
     if device == "cpu" and cores and threads and threads < cores:
         share = f"the {threads} of {cores} cores the run's threads use"
         speedup = device_theoretical(env, "cpu").get("one_core_fma_speedup")
-        if isinstance(speedup, int | float) and speedup >= ONE_CORE_SPEEDUP_MIN:
-            return (min(peak, peak * threads * speedup / cores),
-                    f"{share}, each at up to {speedup:.2f}x the all-core rate (one core alone ran the FMA loop "
-                    f"that much faster)")
-        return peak * threads / cores, share
+        rate = max(1.0, speedup) if isinstance(speedup, int | float) else 1.0
+        if rate >= ONE_CORE_SPEEDUP_MIN:
+            share += f", each at up to {rate:.2f}x the all-core rate (one core alone ran the FMA loop that much faster)"
+        return min(peak, peak * threads * rate / cores), share
     return peak, ""
+
+
+def _busy(stored: dict[str, Any] | None, device: str, threads: int | None) -> str | None:
+    """Why the run's CPU ceilings were measured on a busy machine (`core.validity.assess_activity` of the activity
+    stored with them), or None (quiet, a GPU's, or stored before it was recorded)."""
+    activity = (stored or {}).get("activity")
+    if device != "cpu" or not activity:
+        return None
+    validity, reason = assess_activity(activity, threads=threads, device=device)
+    return short_reason(reason) if validity == "contended" else None
 
 
 def ceilings(env: Environment, device: str, dtype: str, measured: dict[str, dict[str, float]],
@@ -240,14 +252,18 @@ def ceilings(env: Environment, device: str, dtype: str, measured: dict[str, dict
         else:
             how = ("best sample per kernel; stored before bandwidth curves: one figure per level, at half its "
                    "capacity")
+        busy = _busy(stored, device, dev.get("threads"))
         return Ceilings(
             fp, flop_source, _plateau_levels(dev) if curve.points else _stored_levels(dev), gemm.get("flops_per_s"),
             origin=(f"measured at the start of this run ({dev.get('threads')} threads, {how}; "
-                    f"cache sizes: {caches.get('source', 'not recorded')})"),
+                    f"cache sizes: {caches.get('source', 'not recorded')})"
+                    + (f"; on a busy machine ({busy}): no case is judged against its memory ceilings" if busy
+                       else "")),
             caches_known=bool(caches.get("levels")), dram_theoretical=theo_bw, dram_theoretical_source=theo_bw_source,
             gemm_source=f"{gemm['framework']} matmul n={gemm['n']}, with the run" if gemm else "",
             curve=curve if curve.points else None,
-            reported_levels=_reported_levels(caches, dev.get("threads")))
+            reported_levels=_reported_levels(caches, dev.get("threads")),
+            busy=busy)
     dev_measured = measured.get(device, {})  # keyed by the device as the studies name it
     bw: float | None
     if theo_bw:
@@ -331,8 +347,9 @@ def roofline_point(metrics: dict[str, Any], c: Ceilings) -> RooflinePoint:
     case's IQR, how far the curve may rise between the two measured sizes around the case, and
     ABOVE_TOLERANCE_REL: the ceiling or the cost model is wrong; "above compute peak" where FLOP/s exceed
     the compute peak at all (at any validity: contention and noise only slow a case): a bug (peak or cost
-    model). A case whose validity is in NOT_JUDGED, or whose ceiling's spread is over CEILING_NOISY_REL,
-    is not judged against a memory ceiling; its check says why, in the run's own validity words.
+    model). A case whose validity is in NOT_JUDGED, whose ceilings were measured on a busy machine (`busy`), or
+    whose ceiling's spread is over CEILING_NOISY_REL, is not judged against a memory ceiling; its check says why,
+    in the run's own validity words.
     """
     flops, nbytes, ai = metrics.get("flops_per_s"), metrics.get("bytes_per_s"), metrics.get("arithmetic_intensity")
     working_set = metrics.get("bytes_per_call")
@@ -359,6 +376,8 @@ def roofline_point(metrics: dict[str, Any], c: Ceilings) -> RooflinePoint:
         out["flag"] = "above compute peak"
     elif validity in NOT_JUDGED:
         out["check"] = f"{validity_words(validity, metrics.get('validity_reason'))}: not judged"
+    elif bw and c.busy:
+        out["check"] = f"ceilings measured on a busy machine ({c.busy}): not judged"
     elif bw and ceiling_spread > CEILING_NOISY_REL:
         out["check"] = f"ceiling too noisy to judge (IQR {100 * ceiling_spread:.0f}% at {source})"
     elif out["pct_bw_peak"] is not None and out["pct_bw_peak"] > 100 + out["tolerance_pct"]:

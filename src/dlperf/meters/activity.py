@@ -31,6 +31,9 @@ from dlperf.core.validity import Activity, ActivityWindow, OtherProcess  # the s
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: How many other processes the record names (the heaviest CPU users over the window).
 TOP_OTHERS = 3
+#: Own CPU time over this share of the watched CPUs' time (plus two ticks): the watched set left out CPUs the
+#: case ran on, and a window counts the machine's.
+OWN_OVER_WATCHED = 1.05
 
 
 class IdleWait(TypedDict):
@@ -46,7 +49,8 @@ class IdleWait(TypedDict):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Counters read at one instant: machine-wide busy/steal/total ticks, this process's ticks."""
+    """Counters read at one instant: busy/steal/total ticks of the watched CPUs, this process's ticks; `machine`:
+    the machine-wide (busy, steal, total) where the watched CPUs are fewer (`window` falls back to it)."""
 
     wall_s: float
     busy_ticks: int
@@ -55,6 +59,7 @@ class Snapshot:
     own_ticks: int
     procs_running: int | None
     load1: float | None
+    machine: tuple[int, int, int] | None = None
 
 
 def _own_ticks(pids: tuple[int, ...], with_children: bool = False) -> int:
@@ -73,18 +78,31 @@ def _own_ticks(pids: tuple[int, ...], with_children: bool = False) -> int:
     return total
 
 
-def watched_cpus() -> frozenset[int] | None:
-    """The logical CPUs this process may run on (its affinity), or None where that is not readable."""
+def _affinity_now() -> frozenset[int] | None:
+    """This thread's CPU affinity now, or None where it is not readable."""
     try:
         return frozenset(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
 
 
+#: The CPUs this process could run on when this module was first imported: in a case's worker that is before its
+#: framework, whose OpenMP runtime may then bind each thread, this one included, to one CPU (`OMP_PROC_BIND`,
+#: `OMP_PLACES`), after which `sched_getaffinity` reads that thread's one CPU, not the process's.
+_PROCESS_CPUS = _affinity_now()
+
+
+def watched_cpus() -> frozenset[int] | None:
+    """The logical CPUs this process may run on (its affinity as this module was imported), or None where that
+    is not readable."""
+    return _PROCESS_CPUS
+
+
 def cpu_ticks(stat_text: str, cpus: frozenset[int] | None) -> tuple[int, int, int] | None:
-    """(busy, steal, total) ticks from /proc/stat's text: summed over the per-CPU lines of
-    `cpus` where they are a proper subset of the CPUs listed, else the machine-wide line (the same sum).
-    None where the text has no readable cpu line."""
+    """(busy, steal, total) ticks from /proc/stat's text: summed over the per-CPU lines of `cpus` where they are a
+    proper subset of the CPUs listed, else the machine-wide line (`cpus` None or all of them: the same sum; CPUs it
+    does not list, as where lxcfs renumbers a container's: the machine's). None where the text has no readable cpu
+    line."""
     per_cpu: dict[int, list[int]] = {}
     total_line: list[int] | None = None
     for line in stat_text.splitlines():
@@ -126,6 +144,7 @@ def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = Fals
     if ticks is None:
         return None
     busy, steal, total = ticks
+    machine = cpu_ticks(text, None)
     lines = text.splitlines()
     running = next((int(line.split()[1]) for line in lines if line.startswith("procs_running")), None)
     try:
@@ -140,12 +159,14 @@ def snapshot(own_pids: tuple[int, ...] | None = None, with_children: bool = Fals
         own_ticks=_own_ticks(pids, with_children),
         procs_running=running,
         load1=load1,
+        machine=machine if machine != ticks else None,
     )
 
 
 def _cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]]:
     """(name, user+system CPU seconds) of every other process psutil can read; where this process may run on
-    fewer CPUs than the machine has, only of those that may run on one of them."""
+    fewer CPUs than the machine has, only of those that may run on one of them, and a name marked "(on any CPU)"
+    where its CPU time may have been spent on others too."""
     import psutil
 
     ours = watched_cpus()
@@ -154,11 +175,15 @@ def _cpu_times(exclude: set[int]) -> dict[int, tuple[str, float]]:
     for proc in psutil.process_iter(["name", "cpu_times", "cpu_affinity"] if subset else ["name", "cpu_times"]):
         if proc.pid in exclude or proc.info.get("cpu_times") is None:
             continue
+        name = str(proc.info.get("name") or "?")
         theirs = proc.info.get("cpu_affinity")
-        if subset and theirs is not None and ours is not None and ours.isdisjoint(theirs):
-            continue
+        if subset and ours is not None and theirs is not None:
+            if ours.isdisjoint(theirs):
+                continue
+            if not ours.issuperset(theirs):
+                name += " (on any CPU)"
         t = proc.info["cpu_times"]
-        out[proc.pid] = (str(proc.info.get("name") or "?"), float(t.user + t.system))
+        out[proc.pid] = (name, float(t.user + t.system))
     return out
 
 
@@ -170,16 +195,27 @@ def window(a: Snapshot | None, b: Snapshot | None) -> ActivityWindow:
     total = b.total_ticks - a.total_ticks
     if wall <= 0 or total <= 0:
         return {"wall_s": max(wall, 0.0), "error": "window too short to read the kernel's counters"}
-    busy = (b.busy_ticks - a.busy_ticks) / _TICKS_PER_S
+    busy_t, steal_t = b.busy_ticks - a.busy_ticks, b.steal_ticks - a.steal_ticks
     own = (b.own_ticks - a.own_ticks) / _TICKS_PER_S
-    return {
+    scope = None
+    if a.machine and b.machine and own > (total / _TICKS_PER_S) * OWN_OVER_WATCHED + 2 / _TICKS_PER_S:
+        # the own threads ran on CPUs the watched ones leave out (a set read after something narrowed this
+        # thread's affinity): only the machine-wide line holds their CPU, and so others' beside it
+        busy_t, steal_t, total = (b.machine[0] - a.machine[0], b.machine[1] - a.machine[1],
+                                  b.machine[2] - a.machine[2])
+        scope = "machine: the case's own CPU time exceeded its watched CPUs', so every CPU is counted"
+    busy = busy_t / _TICKS_PER_S
+    rec: ActivityWindow = {
         "wall_s": wall,
         "others_cores": max(0.0, busy - own) / wall,
         "own_cores": own / wall,
-        "steal_frac": (b.steal_ticks - a.steal_ticks) / total,
+        "steal_frac": steal_t / total if total > 0 else 0.0,
         "procs_running": b.procs_running,
         "load1": b.load1,
     }
+    if scope:
+        rec["scope"] = scope
+    return rec
 
 
 class Monitor:
@@ -218,10 +254,12 @@ class Monitor:
 
     def record(self) -> Activity:
         """Every window so far, plus the core count others_cores is out of: the CPUs this process may run on
-        (`cpus` lists them where they are fewer than the machine's), else the machine's."""
+        (`cpus` lists them where they are fewer than the machine's), else the machine's (also where a window fell
+        back to the machine-wide line: its `scope`)."""
         cpus = watched_cpus()
-        rec: Activity = {"cores": len(cpus) if cpus else os.cpu_count(), "windows": dict(self.windows)}
-        if cpus and len(cpus) < (os.cpu_count() or 0):
+        whole = not cpus or any("scope" in w for w in self.windows.values())
+        rec: Activity = {"cores": os.cpu_count() if whole else len(cpus or ()), "windows": dict(self.windows)}
+        if not whole and cpus and len(cpus) < (os.cpu_count() or 0):
             rec["cpus"] = sorted(cpus)
         return rec
 

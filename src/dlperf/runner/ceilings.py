@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlperf.core.jobs import CeilingsJob
 from dlperf.errors import exception_line
+from dlperf.meters.activity import Monitor
 from dlperf.runner.ceilings_record import (
     CeilingLevel,
     Ceilings,
@@ -88,8 +89,12 @@ def measure_in_worker(job: CeilingsJob) -> WorkerResult:
     """The worker's handler: every device's ceilings (the result a run stores under derived["ceilings"])."""
     out: Ceilings = {"version": CEILINGS_VERSION, "measured_at": datetime.now(UTC).isoformat(),
                      "threads": job.threads, "quick": job.quick, "devices": {}}
+    monitor = Monitor()  # other work during the measurement lowers the ceilings: a case may then pass them
+    monitor.start("during", top=True)
     for device in job.devices:
         out["devices"][device] = device_ceilings(device, job.frameworks, job.threads or 1, job.quick)
+    monitor.stop("during")
+    out["activity"] = monitor.record()
     return {"status": "ok", "ceilings": out}
 
 

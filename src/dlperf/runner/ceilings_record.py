@@ -116,4 +116,6 @@ class Ceilings(TypedDict, total=False):
     quick: bool
     devices: Required[dict[str, DeviceCeilings]]
     wall_s: float
+    #: the machine while they were measured (`meters.activity`: other processes' CPU use, steal), as a case's
+    activity: Any
     error: str
