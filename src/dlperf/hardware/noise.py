@@ -58,8 +58,9 @@ def boost(root: Path, one_core_speedup: float | None = None, seen_from: float = 
     if one_core_speedup is None:
         return item
     seen = one_core_speedup >= seen_from
-    measured = (f"measured: one core alone ran the FMA loop at {one_core_speedup:.2f}x the all-core rate "
-                f"({'its clock rises as fewer cores are busy' if seen else 'no turbo seen'})")
+    why = ("faster alone: its clock rises as fewer cores are busy (turbo), or the host shares its cores" if seen
+           else "no turbo seen")
+    measured = f"measured: one core alone ran the FMA loop at {one_core_speedup:.2f}x the all-core rate ({why})"
     if item.quiet is not None:
         return NoiseItem(item.name, f"{item.state}; {measured}", item.quiet, item.hint)
     if not seen:

@@ -10,11 +10,12 @@ Figures are in cores (CPU-seconds per wall second): `others_cores` = 1.0 means a
 one whole core busy. The kernel counts in ticks (USER_HZ, 100 per second), so a window of 0.1 s on
 2 cores resolves about 0.05 cores.
 
-Only the CPUs this process may run on are counted (its affinity: `taskset`, a container's cpuset, a CI
-runner's slice of a larger host), from /proc/stat's per-CPU lines. A host's other tenants on CPUs the case
-cannot use do not take its cores (they may still share its caches and memory bandwidth, which the run's
-canary sees): counting them, as the machine-wide line does, would call every case in a 2-CPU cpuset of a busy
-64-CPU host `contended`. The core count the figures are out of is then the affinity's, not the host's.
+Only the CPUs this process may run on are counted (its affinity: `taskset`, a container's or a CI
+runner's cpuset on a larger host; a CPU quota leaves every CPU in it), from /proc/stat's per-CPU lines.
+A host's other tenants on CPUs the case cannot use do not take its cores (they may still share its
+caches and memory bandwidth, which the run's canary sees): counting them, as the machine-wide line
+does, would call every case in a 2-CPU cpuset of a busy 64-CPU host `contended`. The core count the
+figures are out of is then the affinity's, not the host's.
 """
 
 from __future__ import annotations
