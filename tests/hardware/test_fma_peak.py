@@ -166,7 +166,7 @@ def test_a_clock_at_assumed_units_is_shown_as_derived_everywhere(monkeypatch):
 def test_one_core_alone_is_recorded_beside_the_all_core_peak():
     """The probe's one-thread run is stored as a ratio to the all-core rate per core (the roofline's share of fewer
     cores uses it); the FP32 peak stays the all-core figure. A bare-metal Cascade Lake-class core at 1.2x alone
-    (turbo) and a VM at 1.0x; no ratio where the one-thread run did not happen."""
+    (turbo); no ratio where the one-thread run did not happen."""
     from dataclasses import replace
 
     base = derive(CASCADE, threads=2, seconds=0.3)
