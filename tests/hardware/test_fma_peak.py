@@ -176,4 +176,8 @@ def test_one_core_alone_is_recorded_beside_the_all_core_peak():
     assert theo["fp32_flops_per_s"] == pytest.approx(2 * base.fma_flops_per_s_per_core)
     assert f"one thread alone {1.2 * base.fma_flops_per_s_per_core / 1e9:.1f} GFLOP/s (1.20x)" in theo["fp32_basis"]
     assert "one_core_fma_speedup" not in peaks.cpu_theoretical(2, AVX512, base)
+    tried = replace(turbo, tries_one_thread_fma_flops_per_s=(0.0, 1.1 * base.fma_flops_per_s_per_core,
+                                                               1.2 * base.fma_flops_per_s_per_core))
+    spread = f"{1.1 * base.fma_flops_per_s_per_core / 1e9:.1f}-{1.2 * base.fma_flops_per_s_per_core / 1e9:.1f}"
+    assert f"(1.20x, {spread} over 2 probes)" in peaks.cpu_theoretical(2, AVX512, tried)["fp32_basis"]  # 0.0: none ran
     assert base.one_core_speedup is None

@@ -192,6 +192,7 @@ def test_one_core_alone_keeps_the_fastest_of_every_try(tmp_path, fake):
     assert got.fma_flops_per_s_per_core == pytest.approx(116.5e9)  # the fastest all-core try
     assert got.one_thread_fma_flops_per_s == pytest.approx(116.3e9) and got.one_core_speedup == pytest.approx(
         116.3 / 116.5)
+    assert got.tries_one_thread_fma_flops_per_s == (58.0e9, 116.3e9, 116.3e9)  # every try's, for its spread
 
 
 def test_a_one_thread_run_that_failed_is_stored_as_tried_and_not_measured_again(tmp_path, fake):

@@ -118,6 +118,7 @@ class ClockProbe:
     #: bare metal), a case on fewer threads than cores can run each one faster than the all-core rate above
     #: (0.0: that run failed; None: a probe by a dlperf before it)
     one_thread_fma_flops_per_s: float | None = None
+    tries_one_thread_fma_flops_per_s: tuple[float, ...] = ()  # every try's one-thread rate, in order (its spread)
 
     @property
     def one_core_speedup(self) -> float | None:

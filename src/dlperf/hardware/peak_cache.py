@@ -117,9 +117,10 @@ def measure_best(*, threads: int, cc: str, cache: Path) -> ClockProbe:
     how = (f"the fastest {'quiet' if quiet else 'busy'} one of {len(tries)} probes over "
            f"{time.perf_counter() - start:.1f} s (FMA loop {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f} GFLOP/s "
            f"per core across them)")
-    alone = max((t.one_thread_fma_flops_per_s or 0.0 for t in tries), default=0.0)  # 0.0: tried, none ran
+    alone = tuple(t.one_thread_fma_flops_per_s or 0.0 for t in tries)  # 0.0: tried, did not run
     return replace(best, method=f"{best.method}; {how}", tries=len(tries), tries_fma_flops_per_s_per_core=rates,
-                   one_thread_fma_flops_per_s=alone)  # a peak: the fastest, as above
+                   one_thread_fma_flops_per_s=max(alone, default=0.0),  # a peak: the fastest, as above
+                   tries_one_thread_fma_flops_per_s=alone)
 
 
 def machine_peak(*, cache: Path | None = None, threads: int | None = None, cc: str | None = None,

@@ -131,8 +131,9 @@ def _measured_text(clock: ClockProbe, cores: int) -> str:
     rates = clock.tries_fma_flops_per_s_per_core
     tries = (f"; kept from {clock.tries} probes that ran {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f} GFLOP/s "
              "per core" if clock.tries > 1 and rates else "")
-    speedup = clock.one_core_speedup
-    alone = (f"; one thread alone {(clock.one_thread_fma_flops_per_s or 0) / 1e9:.1f} GFLOP/s ({speedup:.2f}x)"
+    speedup, ran = clock.one_core_speedup, [r for r in clock.tries_one_thread_fma_flops_per_s if r > 0]
+    over = (f", {min(ran) / 1e9:.1f}-{max(ran) / 1e9:.1f} over {len(ran)} probes" if len(ran) > 1 else "")
+    alone = (f"; one thread alone {(clock.one_thread_fma_flops_per_s or 0) / 1e9:.1f} GFLOP/s ({speedup:.2f}x{over})"
              if speedup is not None and clock.threads > 1 else "")
     return (f"measured: {cores} cores x {per_core:.1f} GFLOP/s per core, the {isa} "
             f"loop's throughput per CPU second ({clock.threads} threads, spread "
